@@ -1,0 +1,31 @@
+# Two entry points: `make demo` (Muster's main job on a local real control plane) and
+# `make test` (the whole test suite). Each sets up everything it needs itself.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test test-fast venv controlplane bench clean
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	@touch $(STAMP)
+
+venv: $(STAMP)
+
+controlplane:
+	bash tests/e2e/controlplane/build.sh
+
+demo: venv controlplane
+	$(BIN)/muster demo
+
+test: venv
+	$(BIN)/python -m pytest
+
+bench: venv
+	@for b in tests/bench/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

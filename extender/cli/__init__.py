@@ -1,0 +1,1 @@
+"""The ``muster`` command: parse arguments, call the core and adapters, render."""

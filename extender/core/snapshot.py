@@ -1,0 +1,71 @@
+"""The one port every decision reads: an immutable picture of the cluster.
+
+Three sources produce it (live informers, a snapshot file, the simulator's in-memory cluster);
+the core never knows which. Build it with :meth:`ClusterSnapshot.of`, which indexes once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from extender.core.model import (
+    Gang,
+    GangKey,
+    Membership,
+    NodeInfo,
+    NodeName,
+    PodInfo,
+    WorkloadTree,
+)
+
+
+@dataclass(frozen=True)
+class ClusterSnapshot:
+    nodes: Mapping[NodeName, NodeInfo]
+    pods: Mapping[str, PodInfo]
+    """Pods by UID."""
+    workloads: Mapping[str, WorkloadTree] = field(default_factory=dict)
+    """Resolved workloads by :attr:`WorkloadRef.key`."""
+    memberships: Mapping[str, Membership] = field(default_factory=dict)
+    """Pod UID -> where the pod belongs; pods absent here are not part of any workload."""
+    gangs: Mapping[GangKey, Gang] = field(default_factory=dict)
+    """Every gang of every resolved workload."""
+    revision: int = 0
+    """Increases whenever the source changes; lets callers cache derived values."""
+
+    @classmethod
+    def of(
+        cls,
+        nodes: Iterable[NodeInfo],
+        pods: Iterable[PodInfo],
+        workloads: Iterable[WorkloadTree] = (),
+        memberships: Mapping[str, Membership] | None = None,
+        *,
+        revision: int = 0,
+    ) -> ClusterSnapshot:
+        trees = {w.ref.key: w for w in workloads}
+        gangs = {g.key: g for w in trees.values() for g in w.gangs}
+        return cls(
+            nodes=MappingProxyType({n.name: n for n in sorted(nodes, key=lambda n: n.name)}),
+            pods=MappingProxyType({p.uid: p for p in pods}),
+            workloads=MappingProxyType(trees),
+            memberships=MappingProxyType(dict(memberships or {})),
+            gangs=MappingProxyType(dict(sorted(gangs.items()))),
+            revision=revision,
+        )
+
+    def gang_of(self, pod_uid: str) -> Gang | None:
+        member = self.memberships.get(pod_uid)
+        if member is None or member.gang is None:
+            return None
+        return self.gangs.get(member.gang)
+
+    def pods_of_gang(self, key: GangKey) -> list[PodInfo]:
+        """The gang's pods that exist now, sorted by name for determinism."""
+        return sorted(
+            (self.pods[uid] for uid, m in self.memberships.items()
+             if m.gang == key and uid in self.pods),
+            key=lambda p: p.key,
+        )
