@@ -1,0 +1,175 @@
+"""One way to reach an API server: kubeconfig (or in-cluster) -> a small read/write facade.
+
+Every failure becomes a :class:`KubeError` subclass whose message names the server and what
+failed, so commands can print it without a traceback.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+import urllib3
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+from kubernetes.config.config_exception import ConfigException
+
+
+class KubeError(Exception):
+    """An API server problem a person can act on."""
+
+
+class ClusterUnreachable(KubeError):
+    """No answer from the API server (down, wrong address, TLS, timeout)."""
+
+
+class NotFound(KubeError):
+    """The object or resource type does not exist."""
+
+
+class Forbidden(KubeError):
+    """The credentials are not allowed to do this."""
+
+
+@dataclass(frozen=True)
+class ResourceType:
+    """A served resource: what discovery says about one kind."""
+
+    group: str
+    version: str
+    kind: str
+    plural: str
+    namespaced: bool
+    short_names: tuple[str, ...] = ()
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def path(self, namespace: str | None = None, name: str | None = None) -> str:
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if self.namespaced and namespace:
+            base += f"/namespaces/{namespace}"
+        base += f"/{self.plural}"
+        return f"{base}/{name}" if name else base
+
+
+@dataclass
+class Connection:
+    """An authenticated API client plus the server address, for messages."""
+
+    api: client.ApiClient
+    server: str
+    timeout: float = 10.0
+    _types: dict[tuple[str, str], ResourceType] | None = field(default=None, repr=False)
+
+    def request(self, method: str, path: str, *, body: object = None,
+                query: dict[str, str] | None = None) -> Any:
+        """One REST call; returns the decoded JSON body."""
+        try:
+            response = self.api.call_api(
+                path, method, query_params=list((query or {}).items()),
+                header_params={"Accept": "application/json",
+                               "Content-Type": "application/json"},
+                body=body, auth_settings=["BearerToken"], _preload_content=False,
+                _request_timeout=self.timeout,
+            )
+        except ApiException as err:
+            raise _api_error(err, self.server, method, path) from err
+        except (urllib3.exceptions.HTTPError, OSError) as err:
+            raise ClusterUnreachable(
+                f"cannot reach the API server at {self.server}: {_short(err)}"
+            ) from err
+        data = response[0].data if isinstance(response, tuple) else response.data
+        return orjson.loads(data) if data else None
+
+    def resource_types(self) -> dict[tuple[str, str], ResourceType]:
+        """Every served kind, keyed by ``(group, kind)``, preferred version first (cached)."""
+        if self._types is None:
+            types: dict[tuple[str, str], ResourceType] = {}
+            for rt in self._discover():
+                types.setdefault((rt.group, rt.kind), rt)
+            self._types = types
+        return self._types
+
+    def _discover(self) -> Iterator[ResourceType]:
+        core = self.request("GET", "/api/v1")
+        yield from _types_in(core, "", "v1")
+        groups = self.request("GET", "/apis")
+        for group in groups.get("groups", []):
+            versions = [group["preferredVersion"]] + [
+                v for v in group.get("versions", []) if v != group.get("preferredVersion")
+            ]
+            for version in versions:
+                try:
+                    listing = self.request("GET", f"/apis/{version['groupVersion']}")
+                except NotFound:
+                    continue
+                yield from _types_in(listing, group["name"], version["version"])
+
+    def get(self, rtype: ResourceType, name: str, namespace: str | None = None) -> Any:
+        return self.request("GET", rtype.path(namespace, name))
+
+    def list(self, rtype: ResourceType, namespace: str | None = None,
+             *, label_selector: str | None = None) -> list[dict[str, Any]]:
+        query = {"labelSelector": label_selector} if label_selector else None
+        result = self.request("GET", rtype.path(namespace), query=query)
+        items: list[dict[str, Any]] = result.get("items", []) if result else []
+        kind = rtype.kind
+        for item in items:  # list items carry no apiVersion/kind
+            item.setdefault("apiVersion", rtype.api_version)
+            item.setdefault("kind", kind)
+        return items
+
+
+def _types_in(listing: Any, group: str, version: str) -> Iterator[ResourceType]:
+    for r in (listing or {}).get("resources", []):
+        if "/" in r.get("name", ""):  # subresources such as pods/binding
+            continue
+        yield ResourceType(
+            group=group, version=version, kind=r["kind"], plural=r["name"],
+            namespaced=bool(r.get("namespaced")), short_names=tuple(r.get("shortNames") or ()),
+        )
+
+
+def _short(err: BaseException) -> str:
+    text = str(err)
+    return text if len(text) < 200 else text[:200] + "..."
+
+
+def _api_error(err: ApiException, server: str, method: str, path: str) -> KubeError:
+    reason = err.reason or ""
+    try:
+        message = orjson.loads(err.body or b"{}").get("message", reason)
+    except orjson.JSONDecodeError:
+        message = reason
+    if err.status == 404:
+        return NotFound(message or f"{path} not found")
+    if err.status in (401, 403):
+        return Forbidden(f"{server} refused {method} {path}: {message}")
+    return KubeError(f"{server} answered {err.status} to {method} {path}: {message}")
+
+
+def connect(kubeconfig: str | None = None, context: str | None = None,
+            *, timeout: float = 10.0) -> Connection:
+    """Connect through a kubeconfig (``--kubeconfig``, ``$KUBECONFIG``, ``~/.kube/config``),
+    or the in-cluster service account when none exists and we run in a pod."""
+    path = kubeconfig or os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
+    try:
+        if kubeconfig or os.path.exists(path.split(os.pathsep)[0]):
+            api = config.new_client_from_config(config_file=path, context=context)
+        elif os.environ.get("KUBERNETES_SERVICE_HOST"):
+            config.load_incluster_config()
+            api = client.ApiClient()
+        else:
+            raise ClusterUnreachable(
+                f"no kubeconfig at {path} and not running in a cluster; "
+                "pass --kubeconfig or set KUBECONFIG"
+            )
+    except (ConfigException, OSError, TypeError, ValueError) as err:
+        raise ClusterUnreachable(f"cannot load kubeconfig {path}: {_short(err)}") from err
+    api.configuration.retries = 1
+    return Connection(api=api, server=str(api.configuration.host), timeout=timeout)
