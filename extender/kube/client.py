@@ -69,21 +69,25 @@ class Connection:
     def request(self, method: str, path: str, *, body: object = None,
                 query: dict[str, str] | None = None) -> Any:
         """One REST call; returns the decoded JSON body."""
+        method_, url, headers, payload, post = self.api.param_serialize(
+            method, path, query_params=list((query or {}).items()),
+            header_params={"Accept": "application/json", "Content-Type": "application/json"},
+            body=body, auth_settings=["BearerToken"],
+        )
         try:
-            response = self.api.call_api(
-                path, method, query_params=list((query or {}).items()),
-                header_params={"Accept": "application/json",
-                               "Content-Type": "application/json"},
-                body=body, auth_settings=["BearerToken"], _preload_content=False,
-                _request_timeout=self.timeout,
-            )
-        except ApiException as err:
-            raise _api_error(err, self.server, method, path) from err
+            response = self.api.call_api(method_, url, header_params=headers, body=payload,
+                                         post_params=post, _request_timeout=self.timeout)
+            data = response.read()  # type: ignore[no-untyped-call]
+        except ApiException as err:  # TLS failures arrive as status 0
+            raise ClusterUnreachable(
+                f"cannot reach the API server at {self.server}: {_short(err)}"
+            ) from err
         except (urllib3.exceptions.HTTPError, OSError) as err:
             raise ClusterUnreachable(
                 f"cannot reach the API server at {self.server}: {_short(err)}"
             ) from err
-        data = response[0].data if isinstance(response, tuple) else response.data
+        if not 200 <= response.status < 300:
+            raise _api_error(response.status, data, self.server, method, path)
         return orjson.loads(data) if data else None
 
     def resource_types(self) -> dict[tuple[str, str], ResourceType]:
@@ -140,17 +144,17 @@ def _short(err: BaseException) -> str:
     return text if len(text) < 200 else text[:200] + "..."
 
 
-def _api_error(err: ApiException, server: str, method: str, path: str) -> KubeError:
-    reason = err.reason or ""
+def _api_error(status: int, body: bytes | None, server: str, method: str,
+               path: str) -> KubeError:
     try:
-        message = orjson.loads(err.body or b"{}").get("message", reason)
-    except orjson.JSONDecodeError:
-        message = reason
-    if err.status == 404:
-        return NotFound(message or f"{path} not found")
-    if err.status in (401, 403):
+        message = str(orjson.loads(body or b"{}").get("message", ""))
+    except (orjson.JSONDecodeError, AttributeError):
+        message = ""
+    if status == 404:
+        return NotFound(message or f"{path} not found on {server}")
+    if status in (401, 403):
         return Forbidden(f"{server} refused {method} {path}: {message}")
-    return KubeError(f"{server} answered {err.status} to {method} {path}: {message}")
+    return KubeError(f"{server} answered {status} to {method} {path}: {message}")
 
 
 def connect(kubeconfig: str | None = None, context: str | None = None,
@@ -160,9 +164,10 @@ def connect(kubeconfig: str | None = None, context: str | None = None,
     path = kubeconfig or os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
     try:
         if kubeconfig or os.path.exists(path.split(os.pathsep)[0]):
-            api = config.new_client_from_config(config_file=path, context=context)
+            api = config.new_client_from_config(  # type: ignore[no-untyped-call]
+                config_file=path, context=context)
         elif os.environ.get("KUBERNETES_SERVICE_HOST"):
-            config.load_incluster_config()
+            config.load_incluster_config()  # type: ignore[no-untyped-call]
             api = client.ApiClient()
         else:
             raise ClusterUnreachable(
