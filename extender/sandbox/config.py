@@ -1,0 +1,89 @@
+"""The files a sandbox writes: token, kubeconfig, scheduler configuration."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+
+import yaml
+
+TOKEN = "muster-sandbox-admin"
+
+
+class SchedulerMode(StrEnum):
+    MUSTER = "muster"
+    """kube-scheduler with Muster as its extender (filter, prioritize, preempt, bind)."""
+    DEFAULT = "default"
+    """kube-scheduler alone: no gang scheduling at all."""
+    GANG = "gang"
+    """kube-scheduler with the upstream GangScheduling plugin (Workload/PodGroup v1beta1)."""
+
+
+@dataclass(frozen=True)
+class Ports:
+    etcd: int = 23790
+    etcd_peer: int = 23800
+    apiserver: int = 26443
+    scheduler: int = 20259
+    muster: int = 28888
+
+
+def write_tokens(directory: Path) -> Path:
+    path = directory / "tokens.csv"
+    path.write_text(f'{TOKEN},admin,admin-uid,"system:masters"\n')
+    return path
+
+
+def write_kubeconfig(directory: Path, *, port: int) -> Path:
+    path = directory / "kubeconfig"
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "muster-sandbox", "cluster": {
+            "server": f"https://127.0.0.1:{port}",
+            "certificate-authority": str(directory / "pki" / "apiserver.crt"),
+        }}],
+        "users": [{"name": "admin", "user": {"token": TOKEN}}],
+        "contexts": [{"name": "muster-sandbox",
+                      "context": {"cluster": "muster-sandbox", "user": "admin"}}],
+        "current-context": "muster-sandbox",
+    }
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
+def scheduler_config(*, kubeconfig: Path, mode: SchedulerMode, muster_port: int,
+                     bind_timeout: float) -> dict[str, object]:
+    """A KubeSchedulerConfiguration; with Muster, the extender block the docs recommend."""
+    config: dict[str, object] = {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "clientConnection": {"kubeconfig": str(kubeconfig), "qps": 200, "burst": 400},
+        "leaderElection": {"leaderElect": False},
+        "percentageOfNodesToScore": 100,
+        "podInitialBackoffSeconds": 1,
+        "podMaxBackoffSeconds": 2,
+        "profiles": [{"schedulerName": "default-scheduler"}],
+    }
+    if mode is SchedulerMode.MUSTER:
+        config["extenders"] = [{
+            "urlPrefix": f"http://127.0.0.1:{muster_port}",
+            "filterVerb": "filter",
+            "prioritizeVerb": "prioritize",
+            "preemptVerb": "preempt",
+            "bindVerb": "bind",
+            "weight": 10,
+            "nodeCacheCapable": True,
+            "ignorable": False,
+            # The bind barrier holds a request up to bind_timeout; the call must outlive it.
+            "httpTimeout": f"{int(bind_timeout + 10)}s",
+            "managedResources": [{"name": "nvidia.com/gpu", "ignoredByScheduler": False}],
+        }]
+    return config
+
+
+def write_scheduler_config(directory: Path, config: dict[str, object]) -> Path:
+    path = directory / "scheduler.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path

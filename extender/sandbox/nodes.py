@@ -1,0 +1,39 @@
+"""Fake GPU nodes for a control plane without kubelets."""
+
+from __future__ import annotations
+
+from typing import Any
+
+RACK_LABEL = "muster.dev/rack"
+NVLINK_LABEL = "muster.dev/nvlink-domain"
+
+
+def fake_node(index: int, *, gpus: int, cpu: int = 64, memory_gi: int = 512,
+              nodes_per_rack: int = 4, prefix: str = "gpu-node") -> dict[str, Any]:
+    """A Node whose status says it has ``gpus`` GPUs; racks group ``nodes_per_rack`` nodes."""
+    name = f"{prefix}-{index}"
+    resources = {"cpu": str(cpu), "memory": f"{memory_gi}Gi", "nvidia.com/gpu": str(gpus),
+                 "pods": "110"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": {
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                RACK_LABEL: f"rack-{index // max(nodes_per_rack, 1)}",
+                NVLINK_LABEL: f"nvl-{index // max(nodes_per_rack, 1)}",
+                "nvidia.com/gpu.count": str(gpus),
+            },
+            "annotations": {"muster.dev/fake-node": "true"},
+        },
+        "status": {
+            "capacity": resources,
+            "allocatable": resources,
+            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                            "message": "fake node of a Muster sandbox"}],
+            "nodeInfo": {"kubeletVersion": "fake", "architecture": "amd64",
+                         "operatingSystem": "linux"},
+        },
+    }

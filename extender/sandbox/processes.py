@@ -1,0 +1,90 @@
+"""Start and stop the sandbox's processes; every PID is written down so ``down`` finds it."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+STATE_FILE = "processes.json"
+
+
+@dataclass(frozen=True)
+class Proc:
+    name: str
+    pid: int
+    log: str
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie child of ours counts as gone.
+    with contextlib.suppress(ChildProcessError):
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        if done == pid:
+            return False
+    return True
+
+
+class ProcessTable:
+    """The processes of one sandbox, persisted in ``<dir>/processes.json``."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.path = directory / STATE_FILE
+
+    def load(self) -> list[Proc]:
+        if not self.path.exists():
+            return []
+        return [Proc(**p) for p in json.loads(self.path.read_text())]
+
+    def _save(self, procs: Sequence[Proc]) -> None:
+        self.path.write_text(json.dumps([p.__dict__ for p in procs], indent=2))
+
+    def start(self, name: str, argv: Sequence[str], *, env: dict[str, str] | None = None) -> Proc:
+        log = self.directory / f"{name}.log"
+        with open(log, "ab") as out:
+            child = subprocess.Popen(  # argv is built by us, never through a shell
+                list(argv), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                env={**os.environ, **(env or {})}, start_new_session=True,
+            )
+        proc = Proc(name=name, pid=child.pid, log=str(log))
+        self._save([*self.load(), proc])
+        return proc
+
+    def stop_all(self, *, grace: float = 10.0) -> list[Proc]:
+        """SIGTERM in reverse start order, SIGKILL after ``grace``; returns what was stopped."""
+        procs = self.load()
+        for proc in reversed(procs):
+            _signal_group(proc.pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        for proc in reversed(procs):
+            while alive(proc.pid) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if alive(proc.pid):
+                _signal_group(proc.pid, signal.SIGKILL)
+        for proc in procs:
+            while alive(proc.pid) and time.monotonic() < deadline + 5:
+                time.sleep(0.05)
+        if self.path.exists():
+            self.path.unlink()
+        return procs
+
+
+def _signal_group(pid: int, sig: signal.Signals) -> None:
+    # Each child leads its own session, so the group holds anything it spawned (gunicorn workers).
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, sig)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(pid, sig)

@@ -1,0 +1,302 @@
+"""``muster sandbox up|down|status``: a real control plane on loopback, with fake GPU nodes."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from extender.kube.client import Connection, KubeError, connect
+from extender.sandbox.binaries import control_plane_bin
+from extender.sandbox.config import (
+    TOKEN,
+    Ports,
+    SchedulerMode,
+    scheduler_config,
+    write_kubeconfig,
+    write_scheduler_config,
+    write_tokens,
+)
+from extender.sandbox.nodes import fake_node
+from extender.sandbox.processes import ProcessTable, alive
+
+Say = Callable[[str], None]
+
+REPO = Path(__file__).resolve().parents[2]
+CRD_FILE = REPO / "manifests" / "crd-workloaddescriptor.yaml"
+
+
+class SandboxError(RuntimeError):
+    """Something a person can fix (port in use, build failed, already running)."""
+
+
+def default_dir() -> Path:
+    base = os.environ.get("MUSTER_SANDBOX_DIR")
+    if base:
+        return Path(base)
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "muster" / "sandbox"
+
+
+@dataclass(frozen=True)
+class SandboxSpec:
+    directory: Path = field(default_factory=default_dir)
+    nodes: int = 4
+    gpus_per_node: int = 8
+    cpu_per_node: int = 64
+    memory_gi_per_node: int = 512
+    nodes_per_rack: int = 4
+    mode: SchedulerMode = SchedulerMode.MUSTER
+    ports: Ports = field(default_factory=Ports)
+    bind_timeout: float = 20.0
+    plan_ttl: float = 30.0
+    install_descriptors: bool = True
+    extra_descriptor_dirs: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class SandboxInfo:
+    directory: str
+    kubeconfig: str
+    kubectl: str
+    server: str
+    mode: str
+    muster_url: str | None
+    processes: dict[str, int]
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _wait(name: str, check: Callable[[], bool], *, timeout: float, log: Path | None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.2)
+    tail = ""
+    if log is not None and log.exists():
+        tail = "\n" + "\n".join(log.read_text(errors="replace").splitlines()[-15:])
+    raise SandboxError(f"{name} did not become ready within {timeout:.0f}s{tail}")
+
+
+def _http_ok(url: str, *, token: str | None = None, cafile: Path | None = None) -> bool:
+    request = urllib.request.Request(url)
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    context = None
+    if url.startswith("https"):
+        context = ssl.create_default_context(cafile=str(cafile)) if cafile and cafile.exists() \
+            else ssl._create_unverified_context()
+    try:
+        with urllib.request.urlopen(request, timeout=2, context=context) as response:
+            return bool(response.status == 200)
+    except (OSError, ValueError):
+        return False
+
+
+class Sandbox:
+    def __init__(self, spec: SandboxSpec, *, say: Say = print) -> None:
+        self.spec = spec
+        self.dir = spec.directory
+        self.say = say
+        self.table = ProcessTable(self.dir)
+
+    # -- queries ---------------------------------------------------------------------------
+    def running(self) -> dict[str, int]:
+        if not self.dir.exists():
+            return {}
+        return {p.name: p.pid for p in self.table.load() if alive(p.pid)}
+
+    def info(self) -> SandboxInfo | None:
+        path = self.dir / "sandbox.json"
+        if not path.exists():
+            return None
+        data = json.loads(path.read_text())
+        data["processes"] = self.running()
+        return SandboxInfo(**data)
+
+    def connection(self) -> Connection:
+        return connect(str(self.dir / "kubeconfig"))
+
+    # -- up ----------------------------------------------------------------------------------
+    def up(self) -> SandboxInfo:
+        if self.running():
+            raise SandboxError(f"a sandbox is already running from {self.dir}; "
+                               "run 'muster sandbox down' first")
+        spec, ports = self.spec, self.spec.ports
+        wanted = [ports.etcd, ports.etcd_peer, ports.apiserver, ports.scheduler]
+        if spec.mode is SchedulerMode.MUSTER:
+            wanted.append(ports.muster)
+        busy = [p for p in wanted if not _port_free(p)]
+        if busy:
+            raise SandboxError(f"ports in use on 127.0.0.1: {busy}; stop what holds them or "
+                               "choose other ports")
+        if shutil.which("openssl") is None:
+            raise SandboxError("openssl is needed to make the service-account key; "
+                               "install it (apt-get install openssl)")
+        self.say("control plane: locating binaries (the first build takes several minutes)")
+        bin_dir = control_plane_bin()
+        if self.dir.exists():
+            shutil.rmtree(self.dir)
+        (self.dir / "pki").mkdir(parents=True)
+        try:
+            self._start_all(bin_dir)
+        except BaseException:
+            self.table.stop_all()
+            raise
+        info = SandboxInfo(
+            directory=str(self.dir), kubeconfig=str(self.dir / "kubeconfig"),
+            kubectl=str(bin_dir / "kubectl"), server=f"https://127.0.0.1:{ports.apiserver}",
+            mode=spec.mode.value,
+            muster_url=(f"http://127.0.0.1:{ports.muster}"
+                        if spec.mode is SchedulerMode.MUSTER else None),
+            processes=self.running(),
+        )
+        data = asdict(info)
+        data.pop("processes")
+        (self.dir / "sandbox.json").write_text(json.dumps(data, indent=2))
+        return info
+
+    def _start_all(self, bin_dir: Path) -> None:
+        spec, ports, d = self.spec, self.spec.ports, self.dir
+        gang = spec.mode is SchedulerMode.GANG
+        self.say(f"etcd: starting on 127.0.0.1:{ports.etcd}")
+        etcd = self.table.start("etcd", [
+            str(bin_dir / "etcd"), f"--data-dir={d / 'etcd'}",
+            f"--listen-client-urls=http://127.0.0.1:{ports.etcd}",
+            f"--listen-peer-urls=http://127.0.0.1:{ports.etcd_peer}",
+        ])
+        _wait("etcd", lambda: _http_ok(f"http://127.0.0.1:{ports.etcd}/health"),
+              timeout=30, log=Path(etcd.log))
+
+        subprocess.run(["openssl", "genrsa", "-out", str(d / "sa.key"), "2048"],
+                       check=True, capture_output=True)
+        tokens = write_tokens(d)
+        argv = [
+            str(bin_dir / "kube-apiserver"),
+            f"--etcd-servers=http://127.0.0.1:{ports.etcd}",
+            "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+            f"--secure-port={ports.apiserver}", f"--cert-dir={d / 'pki'}",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            f"--service-account-key-file={d / 'sa.key'}",
+            f"--service-account-signing-key-file={d / 'sa.key'}",
+            "--service-cluster-ip-range=10.0.0.0/24", f"--token-auth-file={tokens}",
+            "--authorization-mode=RBAC",
+            "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
+            "--endpoint-reconciler-type=none", "--allow-privileged=true",
+        ]
+        if gang:
+            argv += ["--runtime-config=scheduling.k8s.io/v1beta1=true",
+                     "--feature-gates=GenericWorkload=true"]
+        self.say(f"kube-apiserver: starting on https://127.0.0.1:{ports.apiserver}")
+        api = self.table.start("kube-apiserver", argv)
+        ca = d / "pki" / "apiserver.crt"
+        _wait("kube-apiserver",
+              lambda: _http_ok(f"https://127.0.0.1:{ports.apiserver}/readyz", token=TOKEN,
+                               cafile=ca), timeout=120, log=Path(api.log))
+        kubeconfig = write_kubeconfig(d, port=ports.apiserver)
+        conn = connect(str(kubeconfig))
+
+        if spec.install_descriptors:
+            self._install_descriptors(conn)
+        self._create_nodes(conn)
+
+        if spec.mode is SchedulerMode.MUSTER:
+            self.say(f"muster: starting the extender on http://127.0.0.1:{ports.muster}")
+            muster = self.table.start("muster", [
+                sys.executable, "-m", "extender.cli.main", "serve",
+                "--kubeconfig", str(kubeconfig), "--host", "127.0.0.1",
+                "--port", str(ports.muster), "--bind-timeout", str(spec.bind_timeout),
+                "--plan-ttl", str(spec.plan_ttl),
+                *[a for extra in spec.extra_descriptor_dirs for a in ("--descriptors", extra)],
+            ])
+            _wait("muster", lambda: _http_ok(f"http://127.0.0.1:{ports.muster}/readyz"),
+                  timeout=60, log=Path(muster.log))
+
+        sched = write_scheduler_config(d, scheduler_config(
+            kubeconfig=kubeconfig, mode=spec.mode, muster_port=ports.muster,
+            bind_timeout=spec.bind_timeout))
+        argv = [str(bin_dir / "kube-scheduler"), f"--config={sched}",
+                "--bind-address=127.0.0.1", f"--secure-port={ports.scheduler}", "-v=2"]
+        if gang:
+            argv.append("--feature-gates=GenericWorkload=true")
+        self.say(f"kube-scheduler: starting ({spec.mode.value} mode)")
+        scheduler = self.table.start("kube-scheduler", argv)
+        _wait("kube-scheduler",
+              lambda: _http_ok(f"https://127.0.0.1:{ports.scheduler}/readyz"),
+              timeout=60, log=Path(scheduler.log))
+
+    def _create_nodes(self, conn: Connection) -> None:
+        spec = self.spec
+        self.say(f"nodes: creating {spec.nodes} fake nodes with {spec.gpus_per_node} GPUs each")
+        for i in range(spec.nodes):
+            node = fake_node(i, gpus=spec.gpus_per_node, cpu=spec.cpu_per_node,
+                             memory_gi=spec.memory_gi_per_node,
+                             nodes_per_rack=spec.nodes_per_rack)
+            created = conn.request("POST", "/api/v1/nodes", body=node)
+            if not created.get("status", {}).get("allocatable"):
+                # Some releases drop status on create; the status subresource takes it.
+                conn.request("PATCH", f"/api/v1/nodes/{node['metadata']['name']}/status",
+                             body={"status": node["status"]})
+
+    def _install_descriptors(self, conn: Connection) -> None:
+        if not CRD_FILE.exists():
+            raise SandboxError(f"the descriptor CRD is missing: {CRD_FILE}")
+        self.say("descriptors: installing the WorkloadDescriptor CRD and the catalog")
+        for doc in _yaml_docs([CRD_FILE]):
+            conn.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+                         body=doc)
+            name = doc["metadata"]["name"]
+
+            def established(crd: str = name) -> bool:
+                status = conn.request(
+                    "GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd}"
+                ).get("status", {})
+                return any(c.get("type") == "Established" and c.get("status") == "True"
+                           for c in status.get("conditions", []))
+
+            _wait(f"CRD {name}", established, timeout=30, log=None)
+        catalog = sorted((REPO / "descriptors").glob("*.yaml"))
+        for doc in _yaml_docs(catalog):
+            group, version = doc["apiVersion"].split("/")
+            conn.request("POST", f"/apis/{group}/{version}/workloaddescriptors", body=doc)
+
+    # -- down --------------------------------------------------------------------------------
+    def down(self) -> list[str]:
+        stopped = [p.name for p in self.table.stop_all()] if self.dir.exists() else []
+        left = self.running()
+        if left:
+            raise SandboxError(f"processes still running after down: {left}")
+        return stopped
+
+
+def _yaml_docs(paths: Iterable[Path]) -> list[dict[str, Any]]:
+    docs = []
+    for path in paths:
+        for doc in yaml.safe_load_all(path.read_text()):
+            if isinstance(doc, dict):
+                docs.append(doc)
+    return docs
+
+
+__all__ = ["KubeError", "Sandbox", "SandboxError", "SandboxInfo", "SandboxSpec"]
