@@ -17,7 +17,9 @@ from extender import __version__
 from extender.cli.errors import EXIT_INPUT, CliError
 
 #: Sub-command modules, in help order.
-COMMANDS: tuple[str, ...] = ()
+COMMANDS: tuple[str, ...] = (
+    "sandbox",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
