@@ -36,8 +36,9 @@ def register(subparsers: Any) -> None:
     up.add_argument("--muster-port", type=int, default=Ports.muster)
     up.add_argument("--descriptors", action="append", default=[], metavar="DIR",
                     help="extra descriptor files for the extender; repeatable")
+    helps = {"down": "stop every process the sandbox started", "status": "show what runs"}
     for action in ("up", "down", "status"):
-        target = up if action == "up" else sub.add_parser(action, help=f"{action} the sandbox")
+        target = up if action == "up" else sub.add_parser(action, help=helps[action])
         target.add_argument("--dir", default=None,
                             help=f"state directory (default {default_dir()})")
     parser.set_defaults(handler=run)
