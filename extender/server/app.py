@@ -1,0 +1,44 @@
+"""The Flask app factory. Nothing binds or starts at import time."""
+
+from __future__ import annotations
+
+from flask import Flask
+
+from extender.server.decider import Decider
+from extender.server.metrics import Metrics
+from extender.server.routes import bp
+from extender.server.settings import Settings
+from extender.state.ports import Binder, Clock, EventSink, MemoryEvents
+from extender.state.store import StateStore
+
+
+def create_app(settings: Settings, state: StateStore, clock: Clock, *,
+               binder: Binder | None = None, events: EventSink | None = None,
+               decider: Decider | None = None, prefix: str = "") -> Flask:
+    """An app answering the extender verbs under ``prefix`` (empty: at the root).
+
+    By default the gang service decides, reading ``state`` and holding ``clock``; ``binder``
+    creates Bindings (the Kubernetes binder live, the in-memory one for snapshot files) and
+    ``events`` records pod events. ``decider`` replaces the service (the do-nothing baseline).
+    """
+    if decider is None:
+        # Imported here: the service pulls in the whole decision core, the baseline does not.
+        from extender.server.service import GangService  # noqa: PLC0415
+        from extender.state.memory import MemoryBinder  # noqa: PLC0415
+
+        decider = GangService(state, settings=settings, clock=clock,
+                              binder=binder or MemoryBinder(state),
+                              events=events or MemoryEvents())
+    app = Flask("muster")
+    app.config["MAX_CONTENT_LENGTH"] = settings.max_request_bytes
+    metrics = Metrics()
+    chosen = decider
+    metrics.watch(gangs=chosen.gang_counts, reserved_gpus=chosen.reserved_gpus,
+                  binds_waiting=chosen.binds_waiting, ready=lambda: chosen.readiness()[0])
+    app.extensions["muster.decider"] = decider
+    app.extensions["muster.metrics"] = metrics
+    app.extensions["muster.settings"] = settings
+    app.register_blueprint(bp, url_prefix=prefix or None)
+    if prefix:  # probes and metrics stay reachable at the root too
+        app.register_blueprint(bp, url_prefix=None, name="extender_root")
+    return app

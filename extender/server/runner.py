@@ -1,0 +1,58 @@
+"""Serve a WSGI app with gunicorn, embedded through ``BaseApplication``.
+
+One process (the cluster state and the gang ledger live in its memory) with the threaded
+``gthread`` worker: bind requests wait at the gang barrier on a condition variable, each
+holding one thread, while filter calls keep being answered on the others.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from gunicorn.app.base import BaseApplication
+
+WSGIApp = Callable[..., Any]
+
+
+class EmbeddedGunicorn(BaseApplication):  # type: ignore[misc]
+    """gunicorn with our app; ``factory`` runs inside the worker process, after the fork.
+
+    Threads do not survive ``fork``: informers and event writers must start in the process
+    that serves, so the app (and everything it starts) is built there, never preloaded.
+    """
+
+    def __init__(self, factory: Callable[[], WSGIApp], options: Mapping[str, Any]) -> None:
+        self._factory = factory
+        self._options = dict(options)
+        super().__init__()
+
+    def load_config(self) -> None:
+        for key, value in self._options.items():
+            if key in self.cfg.settings and value is not None:
+                self.cfg.set(key, value)
+
+    def load(self) -> WSGIApp:
+        return self._factory()
+
+
+def gunicorn_options(*, host: str, port: int, threads: int, log_level: str) -> dict[str, Any]:
+    return {
+        "bind": f"{host}:{port}",
+        "workers": 1,  # state is in memory: never more than one process
+        "worker_class": "gthread",
+        "threads": threads,
+        "timeout": 60,
+        "graceful_timeout": 10,
+        "keepalive": 75,  # kube-scheduler reuses connections (Go keep-alive)
+        "loglevel": log_level,
+        "accesslog": None,
+        "preload_app": False,
+    }
+
+
+def serve(factory: Callable[[], WSGIApp], *, host: str, port: int, threads: int,
+          log_level: str) -> None:
+    """Run until SIGTERM/SIGINT; blocks."""
+    EmbeddedGunicorn(factory, gunicorn_options(host=host, port=port, threads=threads,
+                                               log_level=log_level)).run()

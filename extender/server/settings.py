@@ -1,0 +1,138 @@
+"""The one frozen :class:`Settings` of ``muster serve``, from flags and ``MUSTER_*`` variables.
+
+Precedence: an explicit flag, then the environment (``MUSTER_PORT=9000``), then the default.
+:func:`build_settings` validates everything at once and raises :class:`SettingsError` with one
+line per problem, so a bad Deployment fails at start with a message instead of at the first
+scheduling cycle.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+LOG_LEVELS = ("debug", "info", "warning", "error")
+SCORINGS = ("pack", "spread", "topology")
+
+
+class SettingsError(ValueError):
+    """One or more settings are invalid; the message lists each, naming the flag and variable."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    host: str = "127.0.0.1"
+    """Address to listen on; the sidecar layout keeps it on loopback."""
+    port: int = 8888
+    """TCP port; kube-scheduler's ``urlPrefix`` must point here."""
+    kubeconfig: str | None = None
+    """Kubeconfig for the live mode; in a pod the service account is used when unset."""
+    context: str | None = None
+    """Kubeconfig context."""
+    snapshot: str | None = None
+    """Serve from this snapshot file instead of an API server (binds are kept in memory)."""
+    descriptors: tuple[str, ...] = ()
+    """Extra descriptor files or directories, on top of the packaged catalog and the cluster's."""
+    bind_timeout: float = 3.0
+    """Seconds a bind waits at the gang barrier; keep well under kube-scheduler's httpTimeout."""
+    plan_ttl: float = 60.0
+    """Seconds a gang's plan holds capacity while its members have not all arrived."""
+    scoring: str = "pack"
+    """Prioritize policy: ``pack``, ``spread`` or ``topology``."""
+    log_level: str = "info"
+    max_request_bytes: int = 32 * 1024 * 1024
+    """Bodies larger than this get an Error result (a full NodeList of 5,000 nodes is ~25 MB)."""
+    threads: int = 32
+    """gunicorn worker threads; each held bind occupies one, so keep above the largest gang."""
+    scheduler_name: str = "muster"
+    """The scheduler profile whose pods Muster answers for (events and inspect use it)."""
+    extra: Mapping[str, Any] = field(default_factory=dict, compare=False)
+
+    @property
+    def live(self) -> bool:
+        return self.snapshot is None
+
+
+_ENV_PREFIX = "MUSTER_"
+
+
+def _env_name(name: str) -> str:
+    return _ENV_PREFIX + name.upper()
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def build_settings(overrides: Mapping[str, Any], env: Mapping[str, str]) -> Settings:
+    """Settings from explicit values (``None`` = not given) over ``MUSTER_*`` over defaults."""
+    problems: list[str] = []
+    values: dict[str, Any] = {}
+    for f in fields(Settings):
+        if f.name == "extra":
+            continue
+        given = overrides.get(f.name)
+        if given is not None and given != ():
+            values[f.name] = given
+            continue
+        raw = env.get(_env_name(f.name))
+        if raw is None or raw == "":
+            continue
+        try:
+            values[f.name] = _convert(f.name, raw)
+        except ValueError as err:
+            problems.append(f"{_env_name(f.name)}={raw!r}: {err}")
+    settings = Settings(**values)
+    problems.extend(_check(settings))
+    if problems:
+        raise SettingsError("invalid settings:\n  " + "\n  ".join(problems))
+    return settings
+
+
+def _convert(name: str, raw: str) -> Any:
+    default = getattr(Settings(), name)
+    if name == "descriptors":
+        return tuple(p for p in raw.split(",") if p)
+    if isinstance(default, bool):
+        return raw.lower() in ("1", "true", "yes")
+    if isinstance(default, int):
+        try:
+            return int(raw)
+        except ValueError:
+            raise ValueError("expected an integer") from None
+    if isinstance(default, float):
+        try:
+            return float(raw)
+        except ValueError:
+            raise ValueError("expected a number of seconds") from None
+    return raw
+
+
+def _check(s: Settings) -> Sequence[str]:
+    out = []
+
+    def bad(name: str, message: str) -> None:
+        out.append(f"{_flag(name)} / {_env_name(name)}: {message}")
+
+    if not 0 < s.port < 65536:
+        bad("port", f"must be between 1 and 65535, got {s.port}")
+    for name in ("bind_timeout", "plan_ttl"):
+        value = getattr(s, name)
+        if not math.isfinite(value) or value <= 0:
+            bad(name, f"must be a positive number of seconds, got {value}")
+    if s.bind_timeout >= s.plan_ttl:
+        bad("bind_timeout", f"must be shorter than --plan-ttl ({s.plan_ttl}s), or plans "
+                            "expire while binds still wait for them")
+    if s.scoring not in SCORINGS:
+        bad("scoring", f"must be one of {', '.join(SCORINGS)}, got {s.scoring!r}")
+    if s.log_level.lower() not in LOG_LEVELS:
+        bad("log_level", f"must be one of {', '.join(LOG_LEVELS)}, got {s.log_level!r}")
+    if s.max_request_bytes < 1024:
+        bad("max_request_bytes", "must be at least 1024")
+    if not 1 <= s.threads <= 1024:
+        bad("threads", f"must be between 1 and 1024, got {s.threads}")
+    if s.snapshot is not None and (s.kubeconfig or s.context):
+        bad("snapshot", "serves without an API server; drop --kubeconfig/--context")
+    return out

@@ -1,0 +1,274 @@
+"""The kube-scheduler extender wire protocol (``k8s.io/kube-scheduler/extender/v1``).
+
+No upstream struct has JSON tags, so every key is the Go field name (``Pod``, ``NodeNames``,
+``FailedNodes``...) and absent pointers travel as ``null``. Parsing turns a request body into a
+frozen value or raises :class:`WireError` naming what is wrong and where; serialising always
+produces the exact upstream shape. Nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, TypedDict
+
+import orjson
+
+
+class WireError(ValueError):
+    """A request body that does not match the protocol; the message says where."""
+
+
+# --- TypedDicts: the JSON exactly as upstream spells it --------------------------------------
+
+class NodeListJSON(TypedDict):
+    metadata: dict[str, Any]
+    items: list[dict[str, Any]]
+
+
+class ExtenderArgsJSON(TypedDict):
+    Pod: dict[str, Any] | None
+    Nodes: NodeListJSON | None
+    NodeNames: list[str] | None
+
+
+class ExtenderFilterResultJSON(TypedDict):
+    Nodes: NodeListJSON | None
+    NodeNames: list[str] | None
+    FailedNodes: dict[str, str]
+    FailedAndUnresolvableNodes: dict[str, str]
+    Error: str
+
+
+class HostPriorityJSON(TypedDict):
+    Host: str
+    Score: int
+
+
+class ExtenderBindingArgsJSON(TypedDict):
+    PodName: str
+    PodNamespace: str
+    PodUID: str
+    Node: str
+
+
+class ExtenderBindingResultJSON(TypedDict):
+    Error: str
+
+
+class MetaPodJSON(TypedDict):
+    UID: str
+
+
+class MetaVictimsJSON(TypedDict):
+    Pods: list[MetaPodJSON]
+    NumPDBViolations: int
+
+
+class ExtenderPreemptionResultJSON(TypedDict):
+    NodeNameToMetaVictims: dict[str, MetaVictimsJSON]
+
+
+# --- Parsed values ------------------------------------------------------------------------------
+
+class NodeMode(StrEnum):
+    """Which representation the scheduler sent; the answer must use the same one."""
+
+    NAMES = "NodeNames"  # nodeCacheCapable: true
+    OBJECTS = "Nodes"  # nodeCacheCapable: false
+
+
+@dataclass(frozen=True, slots=True)
+class ExtenderArgs:
+    pod: Mapping[str, Any]
+    node_names: tuple[str, ...]
+    mode: NodeMode
+    nodes: tuple[Mapping[str, Any], ...] = ()
+    """Full node objects, in :attr:`NodeMode.OBJECTS` mode only (same order as names)."""
+
+
+@dataclass(frozen=True, slots=True)
+class BindingArgs:
+    pod_name: str
+    pod_namespace: str
+    pod_uid: str
+    node: str
+
+
+@dataclass(frozen=True, slots=True)
+class PreemptionArgs:
+    pod: Mapping[str, Any]
+    victims: Mapping[str, tuple[str, ...]]
+    """Node name -> victim pod UIDs (from MetaVictims, or the UIDs of full Victims pods)."""
+    pdb_violations: Mapping[str, int]
+
+
+def decode(body: bytes) -> Any:
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError as err:
+        raise WireError(f"request body is not valid JSON: {err}") from err
+
+
+def _object(value: object, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise WireError(f"{where}: expected a JSON object, got {_type(value)}")
+    return value
+
+
+def _string(value: object, where: str) -> str:
+    if not isinstance(value, str):
+        raise WireError(f"{where}: expected a string, got {_type(value)}")
+    return value
+
+
+def _type(value: object) -> str:
+    if value is None:
+        return "null"
+    return {dict: "object", list: "array", str: "string", bool: "boolean",
+            int: "number", float: "number"}.get(type(value), type(value).__name__)
+
+
+def _pod(body: Mapping[str, Any]) -> dict[str, Any]:
+    pod = body.get("Pod")
+    if pod is None:
+        raise WireError("Pod: missing; the scheduler always sends the pod being scheduled")
+    pod = _object(pod, "Pod")
+    meta = _object(pod.get("metadata") or {}, "Pod.metadata")
+    _string(meta.get("name"), "Pod.metadata.name")
+    if meta.get("namespace") is not None:
+        _string(meta.get("namespace"), "Pod.metadata.namespace")
+    if meta.get("uid") is not None:
+        _string(meta.get("uid"), "Pod.metadata.uid")
+    if pod.get("spec") is not None:
+        _object(pod.get("spec"), "Pod.spec")
+    return pod
+
+
+def parse_extender_args(body: bytes) -> ExtenderArgs:
+    """Parse the body of a filter or prioritize call."""
+    raw = _object(decode(body), "request body")
+    pod = _pod(raw)
+    names, nodes = raw.get("NodeNames"), raw.get("Nodes")
+    if names is not None:
+        if not isinstance(names, list):
+            raise WireError(f"NodeNames: expected an array of strings, got {_type(names)}")
+        parsed = tuple(_string(n, f"NodeNames[{i}]") for i, n in enumerate(names))
+        return ExtenderArgs(pod=pod, node_names=parsed, mode=NodeMode.NAMES)
+    if nodes is not None:
+        items = _object(nodes, "Nodes").get("items") or []
+        if not isinstance(items, list):
+            raise WireError(f"Nodes.items: expected an array, got {_type(items)}")
+        objs = tuple(_object(n, f"Nodes.items[{i}]") for i, n in enumerate(items))
+        node_names = tuple(
+            _string(_object(n.get("metadata"), f"Nodes.items[{i}].metadata").get("name"),
+                    f"Nodes.items[{i}].metadata.name")
+            for i, n in enumerate(objs)
+        )
+        return ExtenderArgs(pod=pod, node_names=node_names, mode=NodeMode.OBJECTS, nodes=objs)
+    raise WireError("neither NodeNames nor Nodes is set; expected one of them")
+
+
+def parse_binding_args(body: bytes) -> BindingArgs:
+    raw = _object(decode(body), "request body")
+    fields = {k: _string(raw.get(k), k) for k in ("PodName", "PodNamespace", "PodUID", "Node")}
+    for key, value in fields.items():
+        if not value and key != "PodNamespace":
+            raise WireError(f"{key}: must not be empty")
+    return BindingArgs(pod_name=fields["PodName"], pod_namespace=fields["PodNamespace"],
+                       pod_uid=fields["PodUID"], node=fields["Node"])
+
+
+def parse_preemption_args(body: bytes) -> PreemptionArgs:
+    raw = _object(decode(body), "request body")
+    pod = _pod(raw)
+    victims: dict[str, tuple[str, ...]] = {}
+    violations: dict[str, int] = {}
+    meta = raw.get("NodeNameToMetaVictims")
+    full = raw.get("NodeNameToVictims")
+    key = "NodeNameToMetaVictims" if meta is not None else "NodeNameToVictims"
+    source = _object(meta if meta is not None else (full or {}), key)
+    for node, entry in sorted(source.items()):
+        where = f"{key}[{node}]"
+        if entry is None:
+            continue
+        fields = _object(entry, where)
+        pods = fields.get("Pods") or []
+        if not isinstance(pods, list):
+            raise WireError(f"{where}.Pods: expected an array, got {_type(pods)}")
+        uids = []
+        for i, item in enumerate(pods):
+            p = _object(item, f"{where}.Pods[{i}]")
+            if meta is not None:
+                uids.append(_string(p.get("UID"), f"{where}.Pods[{i}].UID"))
+            else:
+                pmeta = _object(p.get("metadata"), f"{where}.Pods[{i}].metadata")
+                uids.append(_string(pmeta.get("uid"), f"{where}.Pods[{i}].metadata.uid"))
+        count = fields.get("NumPDBViolations") or 0
+        if not isinstance(count, int) or isinstance(count, bool):
+            raise WireError(f"{where}.NumPDBViolations: expected an integer")
+        victims[node] = tuple(uids)
+        violations[node] = count
+    return PreemptionArgs(pod=pod, victims=victims, pdb_violations=violations)
+
+
+# --- Results --------------------------------------------------------------------------------
+
+def filter_result(
+    args: ExtenderArgs | None,
+    passed: Sequence[str] = (),
+    *,
+    failed: Mapping[str, str] | None = None,
+    unresolvable: Mapping[str, str] | None = None,
+    error: str = "",
+) -> ExtenderFilterResultJSON:
+    """A filter answer in the representation the request used (names when unknown).
+
+    ``passed`` is intersected with the request's nodes so the answer is always a subset of
+    the input, which kube-scheduler checks and treats as an error otherwise.
+    """
+    mode = args.mode if args is not None else NodeMode.NAMES
+    offered = set(args.node_names) if args is not None else set()
+    keep = [n for n in passed if n in offered]
+    result: ExtenderFilterResultJSON = {
+        "Nodes": None,
+        "NodeNames": None,
+        "FailedNodes": {k: v for k, v in (failed or {}).items() if k in offered},
+        "FailedAndUnresolvableNodes": {
+            k: v for k, v in (unresolvable or {}).items() if k in offered
+        },
+        "Error": error,
+    }
+    if mode is NodeMode.NAMES:
+        result["NodeNames"] = keep
+    else:
+        assert args is not None
+        by_name = dict(zip(args.node_names, args.nodes, strict=True))
+        result["Nodes"] = {"metadata": {}, "items": [dict(by_name[n]) for n in keep]}
+    return result
+
+
+def priority_list(scores: Sequence[tuple[str, int]]) -> list[HostPriorityJSON]:
+    return [{"Host": host, "Score": int(score)} for host, score in scores]
+
+
+def binding_result(error: str = "") -> ExtenderBindingResultJSON:
+    return {"Error": error}
+
+
+def preemption_result(victims: Mapping[str, Sequence[str]],
+                      pdb_violations: Mapping[str, int] | None = None,
+                      ) -> ExtenderPreemptionResultJSON:
+    """Only nodes with at least one victim: upstream rejects a node with none."""
+    return {
+        "NodeNameToMetaVictims": {
+            node: {"Pods": [{"UID": uid} for uid in uids],
+                   "NumPDBViolations": (pdb_violations or {}).get(node, 0)}
+            for node, uids in sorted(victims.items()) if uids
+        }
+    }
+
+
+def encode(value: object) -> bytes:
+    return orjson.dumps(value)

@@ -1,0 +1,74 @@
+"""What the server needs from the outside world, as protocols the adapters implement.
+
+The server must not import ``extender.kube``; the CLI wires a Kubernetes binder and event
+recorder (live mode) or the in-memory ones below (snapshot-file mode, tests) into the app.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Protocol
+
+Clock = Callable[[], float]
+"""Seconds since the epoch; injected so tests and the simulator control time."""
+
+
+class BindError(Exception):
+    """The Binding could not be created; the message is shown to kube-scheduler."""
+
+
+@dataclass(frozen=True, slots=True)
+class PodRef:
+    namespace: str
+    name: str
+    uid: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+class EventType(StrEnum):
+    NORMAL = "Normal"
+    WARNING = "Warning"
+
+
+@dataclass(frozen=True, slots=True)
+class PodEvent:
+    pod: PodRef
+    type: EventType
+    reason: str
+    message: str
+
+
+class Binder(Protocol):
+    def bind(self, pod: PodRef, node: str) -> None:
+        """Create the pod's Binding to ``node``; raise :class:`BindError` on failure.
+
+        Must succeed when the pod is already bound to ``node`` (kube-scheduler retries)."""
+
+
+class EventSink(Protocol):
+    def emit(self, event: PodEvent) -> None:
+        """Record an event on a pod; must not block the caller on the network."""
+
+
+class MemoryEvents:
+    """Events kept in memory (snapshot-file mode and tests), newest last, bounded."""
+
+    def __init__(self, *, limit: int = 10_000) -> None:
+        self._lock = threading.Lock()
+        self._events: list[PodEvent] = []
+        self._limit = limit
+
+    def emit(self, event: PodEvent) -> None:
+        with self._lock:
+            self._events.append(event)
+            del self._events[: max(0, len(self._events) - self._limit)]
+
+    def events(self) -> list[PodEvent]:
+        with self._lock:
+            return list(self._events)

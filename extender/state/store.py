@@ -1,0 +1,262 @@
+"""A thread-safe store of raw API objects that serves an up-to-date ``ClusterSnapshot``.
+
+Informers (or a snapshot file) put raw objects in by *source* (one per listed kind, named
+``<apiVersion>/<kind>``, e.g. ``v1/Pod``); routes ask for :meth:`StateStore.snapshot`, which is
+rebuilt only when something changed since the last one (a revision counter). Two overlays fill
+gaps kube-scheduler leaves, since it never tells an extender what it assumed:
+
+* a pod that arrives in a filter request before its informer has seen it is *upserted*, so the
+  core can resolve its membership;
+* a pod Muster has just bound is *assumed* on its node until the informer shows it bound, so its
+  resources are never counted free twice.
+
+Readiness: every *expected* source must have completed a full list and be connected; until
+then (and while any watch is broken) :meth:`readiness` says why the state cannot be trusted.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from extender.core.snapshot import ClusterSnapshot
+
+RawObject = Mapping[str, Any]
+
+NODES = "v1/Node"
+PODS = "v1/Pod"
+DESCRIPTORS = "muster.dev/v1alpha1/WorkloadDescriptor"
+
+
+def source_of(obj: RawObject) -> str:
+    """The source name an object belongs to: ``<apiVersion>/<kind>``."""
+    return f"{obj.get('apiVersion') or 'v1'}/{obj.get('kind') or ''}"
+
+
+def object_key(obj: RawObject) -> str:
+    meta = obj.get("metadata") or {}
+    namespace = meta.get("namespace") or ""
+    return f"{namespace}/{meta.get('name') or ''}" if namespace else str(meta.get("name") or "")
+
+
+@dataclass(frozen=True)
+class RawState:
+    """Everything the store holds, as plain objects sorted by key (deterministic builds)."""
+
+    nodes: tuple[RawObject, ...]
+    pods: tuple[RawObject, ...]
+    objects: tuple[RawObject, ...]
+    """Workload objects and the intermediate owners (Jobs, StatefulSets...) of every kind."""
+    descriptors: tuple[RawObject, ...]
+    revision: int
+    descriptors_revision: int
+    """Changes only when a descriptor changes, so compiled catalogs can be cached."""
+
+
+SnapshotBuilder = Callable[[RawState], ClusterSnapshot]
+
+
+@dataclass(frozen=True, slots=True)
+class Readiness:
+    ready: bool
+    reason: str
+
+
+@dataclass
+class _Source:
+    objects: dict[str, RawObject]
+    synced: bool = False
+    healthy: bool = True
+    problem: str = ""
+
+
+class StateStore:
+    def __init__(self, builder: SnapshotBuilder, *, expected: Iterable[str] = ()) -> None:
+        self._builder = builder
+        self._lock = threading.RLock()
+        self._sources: dict[str, _Source] = {}
+        self._expected: set[str] = set(expected)
+        self._upserted: dict[str, RawObject] = {}
+        self._assumed: dict[str, str] = {}
+        """Pod key -> node Muster bound it to, until the pod source shows it bound."""
+        self._revision = 0
+        self._descriptors_revision = 0
+        self._cached: ClusterSnapshot | None = None
+        self._cached_revision = -1
+        self._listeners: list[Callable[[], None]] = []
+
+    # --- writers (informers, snapshot files) --------------------------------------------------
+
+    def expect(self, source: str) -> None:
+        """Require ``source`` to be synced before the store reports ready."""
+        with self._lock:
+            self._expected.add(source)
+
+    def forget(self, source: str) -> None:
+        """Stop expecting and drop ``source`` (its kind is no longer targeted)."""
+        with self._lock:
+            self._expected.discard(source)
+            if self._sources.pop(source, None) is not None:
+                self._changed(source)
+
+    def replace(self, source: str, objects: Iterable[RawObject]) -> None:
+        """A full list: the source now holds exactly ``objects`` and counts as synced."""
+        with self._lock:
+            entry = self._sources.setdefault(source, _Source(objects={}))
+            entry.objects = {object_key(o): o for o in objects}
+            entry.synced, entry.healthy, entry.problem = True, True, ""
+            self._changed(source)
+
+    def apply(self, source: str, event_type: str, obj: RawObject) -> None:
+        """One watch event: ``ADDED``, ``MODIFIED`` or ``DELETED``."""
+        with self._lock:
+            entry = self._sources.setdefault(source, _Source(objects={}))
+            key = object_key(obj)
+            if event_type == "DELETED":
+                entry.objects.pop(key, None)
+            else:
+                entry.objects[key] = obj
+            self._changed(source, key)
+
+    def load(self, objects: Iterable[RawObject]) -> None:
+        """Put objects of any kinds in at once (a snapshot file), each under its own source."""
+        grouped: dict[str, list[RawObject]] = {}
+        for obj in objects:
+            grouped.setdefault(source_of(obj), []).append(obj)
+        with self._lock:
+            for source in (NODES, PODS, DESCRIPTORS):
+                grouped.setdefault(source, [])
+            for source, items in sorted(grouped.items()):
+                self.replace(source, items)
+
+    def set_health(self, source: str, *, healthy: bool, problem: str = "") -> None:
+        with self._lock:
+            entry = self._sources.setdefault(source, _Source(objects={}))
+            entry.healthy, entry.problem = healthy, ("" if healthy else problem)
+
+    def on_descriptors_changed(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` (outside the lock) after any descriptor changes."""
+        with self._lock:
+            self._listeners.append(callback)
+
+    # --- overlays (the server) ---------------------------------------------------------------
+
+    def upsert_pod(self, pod: RawObject) -> None:
+        """Make a pod from a scheduler request visible until its informer reports it."""
+        key = object_key(pod)
+        with self._lock:
+            known = self._sources.get(PODS)
+            if known is not None and key in known.objects:
+                return
+            previous = self._upserted.get(key)
+            if previous is not None and _uid(previous) == _uid(pod):
+                return
+            self._upserted[key] = pod
+            self._revision += 1
+
+    def assume_bound(self, namespace: str, name: str, node: str) -> None:
+        with self._lock:
+            self._assumed[f"{namespace}/{name}"] = node
+            self._revision += 1
+
+    def pod(self, namespace: str, name: str) -> RawObject | None:
+        key = f"{namespace}/{name}"
+        with self._lock:
+            known = self._sources.get(PODS)
+            if known is not None and key in known.objects:
+                return self._with_assumption(key, known.objects[key])
+            upserted = self._upserted.get(key)
+            return self._with_assumption(key, upserted) if upserted is not None else None
+
+    # --- readers -----------------------------------------------------------------------------
+
+    def readiness(self) -> Readiness:
+        with self._lock:
+            for source in sorted(self._expected):
+                entry = self._sources.get(source)
+                if entry is None or not entry.synced:
+                    return Readiness(False, f"{source} not listed yet")
+                if not entry.healthy:
+                    return Readiness(False, f"{source}: {entry.problem or 'watch broken'}")
+            return Readiness(True, "all sources synced")
+
+    @property
+    def revision(self) -> int:
+        with self._lock:
+            return self._revision
+
+    def raw(self) -> RawState:
+        with self._lock:
+            return self._raw()
+
+    def snapshot(self) -> ClusterSnapshot:
+        """The current snapshot; rebuilt only when the revision moved."""
+        with self._lock:
+            if self._cached is None or self._cached_revision != self._revision:
+                self._cached = self._builder(self._raw())
+                self._cached_revision = self._revision
+            return self._cached
+
+    # --- internals -----------------------------------------------------------------------------
+
+    def _changed(self, source: str, key: str | None = None) -> None:
+        self._revision += 1
+        if source == PODS:
+            self._settle_overlays(key)
+        if source == DESCRIPTORS:
+            self._descriptors_revision += 1
+            listeners = list(self._listeners)
+            # Listeners start or stop informers; call them without our lock held so they
+            # may write back into the store from their own threads.
+            self._lock.release()
+            try:
+                for callback in listeners:
+                    callback()
+            finally:
+                self._lock.acquire()
+
+    def _settle_overlays(self, key: str | None) -> None:
+        pods = self._sources[PODS].objects if PODS in self._sources else {}
+        keys = [key] if key is not None else list(self._upserted) + list(self._assumed)
+        for k in keys:
+            if k in pods:
+                self._upserted.pop(k, None)
+                if (pods[k].get("spec") or {}).get("nodeName"):
+                    self._assumed.pop(k, None)
+            elif k in self._assumed and k not in self._upserted:
+                # The pod was deleted after Muster bound it: nothing to assume any more.
+                self._assumed.pop(k, None)
+
+    def _with_assumption(self, key: str, pod: RawObject) -> RawObject:
+        node = self._assumed.get(key)
+        if node is None or (pod.get("spec") or {}).get("nodeName"):
+            return pod
+        patched = copy.copy(dict(pod))
+        patched["spec"] = {**(pod.get("spec") or {}), "nodeName": node}
+        return patched
+
+    def _raw(self) -> RawState:
+        def items(source: str) -> dict[str, RawObject]:
+            entry = self._sources.get(source)
+            return dict(entry.objects) if entry is not None else {}
+
+        pods = {**self._upserted, **items(PODS)}
+        objects: dict[str, RawObject] = {}
+        for source in sorted(self._sources):
+            if source not in (NODES, PODS, DESCRIPTORS):
+                objects.update({f"{source}/{k}": v for k, v in items(source).items()})
+        return RawState(
+            nodes=tuple(v for _, v in sorted(items(NODES).items())),
+            pods=tuple(self._with_assumption(k, v) for k, v in sorted(pods.items())),
+            objects=tuple(v for _, v in sorted(objects.items())),
+            descriptors=tuple(v for _, v in sorted(items(DESCRIPTORS).items())),
+            revision=self._revision,
+            descriptors_revision=self._descriptors_revision,
+        )
+
+
+def _uid(obj: RawObject) -> str:
+    return str((obj.get("metadata") or {}).get("uid") or "")

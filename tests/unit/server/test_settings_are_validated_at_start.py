@@ -1,0 +1,36 @@
+"""One frozen Settings from flags over MUSTER_* variables over defaults, validated at once."""
+
+from __future__ import annotations
+
+import pytest
+
+from extender.server.settings import Settings, SettingsError, build_settings
+
+
+def test_flags_win_over_environment_which_wins_over_defaults() -> None:
+    s = build_settings({"port": 9000, "bind_timeout": None},
+                       {"MUSTER_PORT": "7000", "MUSTER_BIND_TIMEOUT": "2.5",
+                        "MUSTER_DESCRIPTORS": "a,b"})
+    assert (s.port, s.bind_timeout, s.descriptors, s.host) == (9000, 2.5, ("a", "b"),
+                                                                "127.0.0.1")
+
+
+def test_every_problem_is_reported_naming_flag_and_variable() -> None:
+    with pytest.raises(SettingsError) as err:
+        build_settings({"scoring": "best"}, {"MUSTER_PORT": "eighty", "MUSTER_PLAN_TTL": "-1"})
+    text = str(err.value)
+    assert "MUSTER_PORT='eighty': expected an integer" in text
+    assert "--plan-ttl / MUSTER_PLAN_TTL: must be a positive number" in text
+    assert "--scoring / MUSTER_SCORING: must be one of pack, spread, topology" in text
+
+
+def test_bind_timeout_must_stay_below_the_plan_ttl() -> None:
+    with pytest.raises(SettingsError, match="shorter than --plan-ttl"):
+        build_settings({"bind_timeout": 30.0, "plan_ttl": 10.0}, {})
+
+
+def test_snapshot_mode_rejects_cluster_flags() -> None:
+    with pytest.raises(SettingsError, match="serves without an API server"):
+        build_settings({"snapshot": "c.yaml", "kubeconfig": "k"}, {})
+    assert build_settings({"snapshot": "c.yaml"}, {}).live is False
+    assert Settings().live is True
