@@ -1,0 +1,284 @@
+"""Resolve a workload object through its compiled descriptor into a :class:`WorkloadTree`.
+
+:func:`resolve_workload` is pure and deterministic: roles in descriptor order (generated roles
+in the order of their list or map), per-pod demand from :func:`podspec.shape_of` (so init
+containers, sidecars and overhead count as kube-scheduler counts them), gangs with minimums,
+ordering edges and the phase. A value of the wrong type raises :class:`WorkloadError` naming
+the workload and the path; nothing else escapes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from extender.core.descriptor import Descriptor, GangPolicy, RoleSpec, TemplateSpec
+from extender.core.expressions import ITEM, OBJECT, PathRef, Scope, WorkloadError
+from extender.core.model import (
+    Gang,
+    GangKey,
+    GangMember,
+    Role,
+    WorkloadRef,
+    WorkloadTree,
+)
+from extender.core.phase import phase_of
+from extender.core.podspec import PodSpecError, shape_of
+
+__all__ = ["WorkloadError", "gang_key", "resolve_workload", "workload_ref"]
+
+
+def workload_ref(obj: Mapping[str, Any]) -> WorkloadRef:
+    """The reference of an API object (namespace ``default`` when unset, as kubectl does)."""
+    meta = obj.get("metadata")
+    meta = meta if isinstance(meta, Mapping) else {}
+    name = meta.get("name")
+    if not isinstance(name, str) or not name:
+        # A manifest written for `kubectl create` has only a prefix; the server adds a suffix.
+        name = meta.get("generateName")
+    if not isinstance(name, str) or not name:
+        raise WorkloadError("metadata.name: a workload needs a name (or generateName)")
+    namespace = meta.get("namespace")
+    return WorkloadRef(
+        api_version=str(obj.get("apiVersion") or ""),
+        kind=str(obj.get("kind") or ""),
+        namespace=namespace if isinstance(namespace, str) and namespace else "default",
+        name=name,
+        uid=str(meta.get("uid") or ""),
+    )
+
+
+def gang_key(ref: WorkloadRef, policy: GangPolicy, *, role: str = "",
+             replica: int | None = None) -> GangKey | None:
+    """The key of the gang a pod of ``role``/``replica`` belongs to under ``policy``."""
+    base = f"{ref.namespace}/{ref.name}"
+    if policy is GangPolicy.WORKLOAD:
+        return GangKey(base)
+    if policy is GangPolicy.REPLICA and replica is not None:
+        return GangKey(f"{base}/group-{replica}")
+    if policy is GangPolicy.ROLE_REPLICA and replica is not None:
+        return GangKey(f"{base}/{role}-{replica}")
+    return None
+
+
+def _items(spec: RoleSpec, obj: Mapping[str, Any]) -> list[tuple[str, object]]:
+    if spec.for_each is None:
+        return [("", obj)]
+    for path in spec.for_each.paths:
+        finder = getattr(path, "find_with_keys", None)
+        if finder is not None:
+            found: list[tuple[str, object]] = finder(obj)
+        else:  # a ValuePath without keys (a future jq path): positions stand in for keys
+            found = [(str(i), v) for i, v in enumerate(path.find(obj))]
+        if found:
+            # A wildcard over a single list yields the list itself on some paths; unpack it.
+            if len(found) == 1 and isinstance(found[0][1], list):
+                return [(str(i), v) for i, v in enumerate(found[0][1])]
+            return found
+    return []
+
+
+def _first_mapping(ref: PathRef | None, scope: Scope) -> dict[str, Any] | None:
+    if ref is None:
+        return None
+    for value in ref.find(scope):
+        if isinstance(value, Mapping):
+            return dict(value)
+    return None
+
+
+def _rename(resources: object, names: Mapping[str, str]) -> object:
+    if not isinstance(resources, Mapping):
+        return resources
+    out = dict(resources)
+    for key in ("requests", "limits"):
+        amounts = out.get(key)
+        if isinstance(amounts, Mapping):
+            out[key] = {names.get(str(k), str(k)): v for k, v in amounts.items()}
+    return out
+
+
+def _merge_resources(base: object, extra: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = dict(base) if isinstance(base, Mapping) else {}
+    for key in ("requests", "limits", "claims"):
+        value = extra.get(key)
+        if isinstance(value, Mapping):
+            current = out.get(key)
+            out[key] = {**(dict(current) if isinstance(current, Mapping) else {}), **value}
+        elif value is not None:
+            out[key] = value
+    return out
+
+
+def pod_template(template: TemplateSpec, scope: Scope) -> dict[str, Any]:
+    """The PodTemplateSpec (``metadata`` + ``spec``) a role's pods are made from."""
+    metadata: dict[str, Any] = {}
+    spec: dict[str, Any] = {}
+    whole = _first_mapping(template.pod_template, scope)
+    if whole is not None:
+        meta = whole.get("metadata")
+        metadata = dict(meta) if isinstance(meta, Mapping) else {}
+        inner = whole.get("spec")
+        spec = dict(inner) if isinstance(inner, Mapping) else {}
+    else:
+        spec = _first_mapping(template.pod_spec, scope) or {}
+        metadata = _first_mapping(template.metadata, scope) or {}
+    raw_containers = spec.get("containers")
+    containers: list[Any] = list(raw_containers) if isinstance(raw_containers, list) else []
+    for ref in template.containers:
+        for value in ref.find(scope):
+            if isinstance(value, Mapping):
+                containers.append(dict(value))
+            elif isinstance(value, list):
+                containers.extend(dict(c) for c in value if isinstance(c, Mapping))
+    resources = _first_mapping(template.resources, scope)
+    if resources is not None:
+        if containers and isinstance(containers[0], Mapping):
+            first = dict(containers[0])
+            first["resources"] = _merge_resources(first.get("resources"), resources)
+            containers[0] = first
+        else:
+            containers.insert(0, {"name": "main", "resources": dict(resources)})
+    for key, field_ref in (("nodeSelector", template.node_selector),
+                           ("tolerations", template.tolerations),
+                           ("affinity", template.affinity)):
+        if field_ref is not None:
+            found = field_ref.find(scope)
+            if found:
+                spec[key] = found[0]
+    if template.resource_names:
+        names = dict(template.resource_names)
+        containers = [
+            {**c, "resources": _rename(c.get("resources"), names)} if isinstance(c, Mapping)
+            else c for c in containers
+        ]
+        init = spec.get("initContainers")
+        if isinstance(init, list):
+            spec["initContainers"] = [
+                {**c, "resources": _rename(c.get("resources"), names)}
+                if isinstance(c, Mapping) else c for c in init
+            ]
+    spec["containers"] = containers
+    return {"metadata": metadata, "spec": spec}
+
+
+def _join_values(spec: RoleSpec, scope: dict[str, object]) -> None:
+    for join in spec.joins:
+        wanted = join.equals.find(Scope(scope))
+        bound: object = None
+        if wanted:
+            candidates = join.source.find(Scope(scope))
+            if len(candidates) == 1 and isinstance(candidates[0], list):
+                candidates = list(candidates[0])
+            for candidate in candidates:
+                keys = join.match.find(Scope({ITEM: candidate}))
+                flat = [k for v in keys for k in (v if isinstance(v, list) else [v])]
+                if any(str(k) == str(wanted[0]) for k in flat):
+                    bound = candidate
+                    break
+        scope[join.alias] = bound
+
+
+def _roles(descriptor: Descriptor, obj: Mapping[str, Any],
+           ) -> tuple[list[Role], list[tuple[str, str]]]:
+    roles: list[Role] = []
+    after: list[tuple[str, str]] = []
+    for r, spec in enumerate(descriptor.roles):
+        for key, item in _items(spec, obj):
+            values: dict[str, object] = {OBJECT: obj, ITEM: item}
+            _join_values(spec, values)
+            scope = Scope(values)
+            if spec.when is not None and not spec.when.holds(scope):
+                continue
+            name = spec.name.evaluate(scope, key=key)
+            where = f"role {name!r} (spec.roles[{r}])"
+            try:
+                replicas = max(0, spec.replicas.evaluate(scope))
+                per = max(0, spec.pods_per_replica.evaluate(scope))
+                minimum = (None if spec.min_replicas is None
+                           else min(replicas, max(0, spec.min_replicas.evaluate(scope))))
+            except WorkloadError as err:
+                raise WorkloadError(f"{where}: {err}") from err
+            template = pod_template(spec.template, scope)
+            try:
+                shape = shape_of(template["spec"], annotations=template["metadata"].get(
+                    "annotations") if isinstance(template["metadata"], Mapping) else None)
+            except PodSpecError as err:
+                raise WorkloadError(f"{where}: pod template {err}") from err
+            if any(existing.name == name for existing in roles):
+                raise WorkloadError(f"{where}: two roles are named {name!r}")
+            roles.append(Role(name=name, replicas=replicas, pods_per_replica=per, shape=shape,
+                              min_replicas=minimum, template=template))
+            befores = list(spec.after)
+            if spec.after_ref is not None:
+                befores += [str(v) for v in spec.after_ref.find(scope)
+                            if isinstance(v, str | int)]
+            after.extend((before, name) for before in befores)
+    names = {r.name for r in roles}
+    edges = sorted({(b, a) for b, a in after if b in names and b != a})
+    return roles, edges
+
+
+def _gangs(descriptor: Descriptor, ref: WorkloadRef, roles: list[Role],
+           created: float) -> tuple[Gang, ...]:
+    policy = descriptor.gangs.policy
+    chosen = [r for r in roles if r.pods > 0 and
+              (not descriptor.gangs.roles or r.name in descriptor.gangs.roles)]
+    if policy is GangPolicy.NONE or not chosen:
+        return ()
+    priority = max(r.shape.priority for r in chosen)
+
+    def gang(key: GangKey | None, members: list[GangMember]) -> Gang:
+        assert key is not None
+        return Gang(key=key, workload=ref, members=tuple(members), priority=priority,
+                    created=created)
+
+    if policy is GangPolicy.WORKLOAD:
+        members = [GangMember(role=r.name, count=r.pods, min_count=r.min_pods, shape=r.shape)
+                   for r in chosen]
+        return (gang(gang_key(ref, policy), members),)
+    out = []
+    if policy is GangPolicy.REPLICA:
+        for i in range(max(r.replicas for r in chosen)):
+            members = [GangMember(role=r.name, count=r.pods_per_replica,
+                                  min_count=r.pods_per_replica, shape=r.shape)
+                       for r in chosen if r.replicas > i]
+            out.append(gang(gang_key(ref, policy, replica=i), members))
+        return tuple(out)
+    for r in chosen:
+        for i in range(r.replicas):
+            member = GangMember(role=r.name, count=r.pods_per_replica,
+                                min_count=r.pods_per_replica, shape=r.shape)
+            out.append(gang(gang_key(ref, policy, role=r.name, replica=i), [member]))
+    return tuple(out)
+
+
+def _created(obj: Mapping[str, Any]) -> float:
+    meta = obj.get("metadata")
+    stamp = meta.get("creationTimestamp") if isinstance(meta, Mapping) else None
+    if not isinstance(stamp, str):
+        return 0.0
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0
+
+
+def resolve_workload(obj: Mapping[str, Any], descriptor: Descriptor) -> WorkloadTree:
+    """Resolve ``obj`` (a parsed API object) through ``descriptor`` into its workload tree."""
+    if not isinstance(obj, Mapping):
+        raise WorkloadError("a workload must be an object")
+    ref = workload_ref(obj)
+    try:
+        roles, edges = _roles(descriptor, obj)
+    except WorkloadError as err:
+        raise WorkloadError(f"{ref.kind}/{ref.name}: {err}") from err
+    return WorkloadTree(
+        ref=ref,
+        descriptor=descriptor.name,
+        phase=phase_of(obj, descriptor.status),
+        roles=tuple(roles),
+        gangs=_gangs(descriptor, ref, roles, _created(obj)),
+        edges=tuple(edges),
+    )
