@@ -1,0 +1,278 @@
+"""Per-node free capacity, with GPUs counted per device.
+
+A node's free capacity is its allocatable minus the requests of the pods bound to it that are
+not terminal. The ledger then subtracts pods in flight and reservations held for gangs (see
+:mod:`extender.core.ledger`); this module only knows the arithmetic.
+
+GPUs are tracked per device, because a node with two half-used devices cannot take a
+one-GPU pod although one GPU is "free" in sum. A node has N devices of 1000 milli each. A pod
+requesting whole GPUs takes whole free devices; a sharing pod (``PodShape.gpu_share``) takes
+milli from ONE device, best fit first (the device with the least room that still holds it), so
+that sharing pods pack together and leave whole devices whole.
+
+Nothing here is ever summed across nodes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from extender.core.model import NodeInfo, NodeName, PodInfo, PodShape
+from extender.core.resources import EMPTY, GPU, Resources
+from extender.core.snapshot import ClusterSnapshot
+
+DEVICE = 1000
+"""Milli of one GPU device."""
+
+_MANY = 1 << 30
+
+
+@dataclass(frozen=True, slots=True)
+class Demand:
+    """What one pod of a shape takes from a node: scalar resources plus its GPU part."""
+
+    scalar: Resources
+    """Every requested resource except the GPU resource (checked per device instead)."""
+    whole: int = 0
+    """Whole GPU devices."""
+    share: int = 0
+    """Milli of one device, for a GPU-sharing pod."""
+
+    @property
+    def gpu_milli(self) -> int:
+        return self.whole * DEVICE + self.share
+
+    def sort_key(self) -> tuple[int, int, tuple[int, ...]]:
+        """Bigger demands sort first (negated), so placement tries the hard pods early."""
+        return (-self.whole, -self.share, tuple(-v for v in self.scalar.values()))
+
+
+def demand_of(shape: PodShape, *, gpu: str = GPU) -> Demand:
+    """Split a shape's requests into the scalar part and the per-device GPU part."""
+    requested = shape.requests.get(gpu, 0)
+    scalar = shape.requests - Resources({gpu: requested}) if requested else shape.requests
+    if shape.gpu_share > 0:
+        # A sharing pod's device share is authoritative; a ``gpu: 1`` beside it names the
+        # device it shares, not an extra whole device.
+        return Demand(scalar=scalar, share=min(shape.gpu_share, DEVICE))
+    return Demand(scalar=scalar, whole=-(-requested // DEVICE))
+
+
+@dataclass(frozen=True, slots=True)
+class NodeCapacity:
+    """What a node has free now. Negative scalar amounts mean it is oversubscribed."""
+
+    free: Resources
+    """Free scalar resources (the GPU resource excluded)."""
+    devices: tuple[int, ...] = ()
+    """Free milli per GPU device, by device index."""
+
+    @property
+    def whole_free(self) -> int:
+        """Devices nobody uses at all: what a whole-GPU request can take."""
+        return sum(1 for d in self.devices if d >= DEVICE)
+
+    @property
+    def gpu_milli_free(self) -> int:
+        return sum(max(d, 0) for d in self.devices)
+
+    @property
+    def partial_devices(self) -> int:
+        """Devices partly used by sharing pods: the fragments whole-GPU pods cannot use."""
+        return sum(1 for d in self.devices if 0 < d < DEVICE)
+
+    def oversubscribed(self) -> dict[str, int]:
+        """Resources driven below zero (a GPU device below zero shows as ``gpu[i]``)."""
+        over = self.free.negative()
+        over.update({f"gpu[{i}]": d for i, d in enumerate(self.devices) if d < 0})
+        return over
+
+
+def empty_capacity(node: NodeInfo, *, gpu: str = GPU) -> NodeCapacity:
+    allocatable = node.allocatable.get(gpu, 0)
+    scalar = node.allocatable - Resources({gpu: allocatable}) if allocatable else node.allocatable
+    return NodeCapacity(free=scalar, devices=(DEVICE,) * (allocatable // DEVICE))
+
+
+def count_fitting(cap: NodeCapacity, demand: Demand) -> int:
+    """How many pods of ``demand`` fit on a node with ``cap`` free (at most 2**30)."""
+    n = demand.scalar.count_fitting(cap.free) if demand.scalar else _MANY
+    if n <= 0:
+        return 0
+    if demand.whole:
+        n = min(n, cap.whole_free // demand.whole)
+    elif demand.share:
+        n = min(n, sum(d // demand.share for d in cap.devices if d > 0))
+    return n
+
+
+def fits(cap: NodeCapacity, demand: Demand) -> bool:
+    return count_fitting(cap, demand) > 0
+
+
+def _take_devices(devices: list[int], demand: Demand, count: int, *, force: bool) -> None:
+    for _ in range(count):
+        if demand.whole:
+            taken = 0
+            for i, d in enumerate(devices):
+                if taken == demand.whole:
+                    break
+                if d >= DEVICE:
+                    devices[i] = d - DEVICE
+                    taken += 1
+            if taken < demand.whole:
+                if not force:
+                    raise ValueError("not enough whole GPU devices")
+                # Observed pods may already oversubscribe; charge the emptiest devices so
+                # the oversubscription shows on a device instead of vanishing.
+                for _ in range(demand.whole - taken):
+                    if not devices:
+                        break
+                    i = max(range(len(devices)), key=lambda j: (devices[j], -j))
+                    devices[i] -= DEVICE
+        elif demand.share:
+            best = -1
+            for i, d in enumerate(devices):
+                if d >= demand.share and (best < 0 or d < devices[best]):
+                    best = i
+            if best < 0:
+                if not force:
+                    raise ValueError("no GPU device has room for the share")
+                if not devices:
+                    return
+                best = max(range(len(devices)), key=lambda i: (devices[i], -i))
+            devices[best] -= demand.share
+
+
+def take(cap: NodeCapacity, demand: Demand, count: int = 1, *, force: bool = False) -> NodeCapacity:
+    """``cap`` after ``count`` pods of ``demand`` start. Raises ``ValueError`` if they do not fit,
+    unless ``force`` (observed pods are charged even when the node is already full)."""
+    if count <= 0:
+        return cap
+    if not force and count_fitting(cap, demand) < count:
+        raise ValueError("pods do not fit")
+    free = cap.free - demand.scalar.scale(count) if demand.scalar else cap.free
+    if not demand.whole and not demand.share:
+        return NodeCapacity(free=free, devices=cap.devices)
+    devices = list(cap.devices)
+    _take_devices(devices, demand, count, force=force)
+    return NodeCapacity(free=free, devices=tuple(devices))
+
+
+def charge_pod(cap: NodeCapacity, pod: PodInfo, *, gpu: str = GPU) -> NodeCapacity:
+    """Charge an observed pod; its known device indexes win over the default choice."""
+    demand = demand_of(pod.shape, gpu=gpu)
+    if pod.gpu_devices and (demand.whole or demand.share) and cap.devices:
+        devices = list(cap.devices)
+        per_device = DEVICE if demand.whole else demand.share
+        for i in pod.gpu_devices:
+            if 0 <= i < len(devices):
+                devices[i] -= per_device
+        return NodeCapacity(free=cap.free - demand.scalar, devices=tuple(devices))
+    return take(cap, demand, 1, force=True)
+
+
+def _charge_order(pod: PodInfo) -> tuple[int, str]:
+    # Pods with known devices first (they pin devices), then whole-GPU pods, then shares;
+    # the fixed order makes the per-device picture the same on every rebuild.
+    if pod.gpu_devices:
+        return (0, pod.uid)
+    return (1 if pod.shape.gpu_share == 0 else 2, pod.uid)
+
+
+def node_capacity(
+    node: NodeInfo, pods: Iterable[PodInfo], *, gpu: str = GPU
+) -> NodeCapacity:
+    cap = empty_capacity(node, gpu=gpu)
+    for pod in sorted(pods, key=_charge_order):
+        cap = charge_pod(cap, pod, gpu=gpu)
+    return cap
+
+
+@dataclass(frozen=True)
+class SnapshotIndex:
+    """Values derived once per snapshot: base capacity and who is where."""
+
+    base: Mapping[NodeName, NodeCapacity]
+    """Allocatable minus bound, non-terminal pods, for every node."""
+    pods_on: Mapping[NodeName, tuple[str, ...]]
+    """UIDs of the pods holding resources on each node."""
+    gang_pods: Mapping[str, tuple[str, ...]]
+    """Gang key -> UIDs of its pods that exist, sorted."""
+    eligible: dict[PodShape, tuple[NodeName, ...]] = field(default_factory=dict)
+    """Memo: shape -> nodes its constraints allow (filled by :func:`eligible_for`)."""
+
+
+def _build_index(snapshot: ClusterSnapshot, gpu: str) -> SnapshotIndex:
+    on: dict[NodeName, list[PodInfo]] = {}
+    for pod in snapshot.pods.values():
+        if pod.holds_resources and pod.node_name is not None:
+            on.setdefault(pod.node_name, []).append(pod)
+    base = {
+        name: node_capacity(node, on.get(name, ()), gpu=gpu)
+        for name, node in snapshot.nodes.items()
+    }
+    gang_pods: dict[str, list[str]] = {}
+    for uid, member in snapshot.memberships.items():
+        if member.gang is not None and uid in snapshot.pods:
+            gang_pods.setdefault(member.gang, []).append(uid)
+    return SnapshotIndex(
+        base=MappingProxyType(base),
+        pods_on=MappingProxyType({n: tuple(sorted(p.uid for p in ps)) for n, ps in on.items()}),
+        gang_pods=MappingProxyType({k: tuple(sorted(v)) for k, v in gang_pods.items()}),
+    )
+
+
+_CACHE: list[tuple[ClusterSnapshot, str, SnapshotIndex]] = []
+_CACHE_SIZE = 4
+
+
+def index_of(snapshot: ClusterSnapshot, *, gpu: str = GPU) -> SnapshotIndex:
+    """The snapshot's index, computed once per snapshot object (memoised by identity, since
+    snapshots are immutable; a handful are kept so the simulator's alternation stays cheap)."""
+    for snap, g, index in _CACHE:
+        if snap is snapshot and g == gpu:
+            return index
+    index = _build_index(snapshot, gpu)
+    _CACHE.insert(0, (snapshot, gpu, index))
+    del _CACHE[_CACHE_SIZE:]
+    return index
+
+
+class CapacityView(Mapping[NodeName, NodeCapacity]):
+    """Base capacity with a few nodes changed, without copying the base (5,000 nodes)."""
+
+    __slots__ = ("base", "changes")
+
+    def __init__(
+        self, base: Mapping[NodeName, NodeCapacity],
+        changes: Mapping[NodeName, NodeCapacity] | None = None,
+    ) -> None:
+        self.base = base
+        self.changes: dict[NodeName, NodeCapacity] = dict(changes or {})
+
+    def __getitem__(self, name: NodeName) -> NodeCapacity:
+        cap = self.changes.get(name)
+        return cap if cap is not None else self.base[name]
+
+    def __iter__(self) -> Iterator[NodeName]:
+        return iter(self.base)
+
+    def __len__(self) -> int:
+        return len(self.base)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.base
+
+
+def describe_free(cap: NodeCapacity) -> str:
+    """``"4 whole GPUs, cpu=12, memory=64Gi"`` for reasons people read."""
+    parts = [f"{cap.whole_free} whole GPUs"] if cap.devices else []
+    if cap.partial_devices:
+        parts.append(f"{cap.partial_devices} shared devices")
+    rendered = cap.free.render() if cap.free != EMPTY else ""
+    if rendered:
+        parts.append(rendered)
+    return ", ".join(parts) or "nothing"

@@ -1,0 +1,379 @@
+"""The four answers an extender gives kube-scheduler: filter, prioritize, bind, preempt.
+
+Each is a function of the snapshot, the ledger and ``now`` that returns a value with a reason
+people can read. Filter and bind also record what they decided in the ledger (a new plan, a pod
+reaching bind), which is why the server calls them under its lock.
+
+- filter: a member of a planned gang gets only its planned nodes; an unplanned gang is planned
+  whole on its first member (or every node fails with the reason); a pod outside any gang is
+  kept off capacity reserved for gangs.
+- bind: the barrier. Members are held until the gang's minimum have reached bind or are bound,
+  then released together; a barrier that outlives ``bind_timeout`` fails them all.
+- preempt: victims are whole gangs or no gang member at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from types import MappingProxyType
+
+from extender.core.capacity import demand_of, empty_capacity, fits, index_of
+from extender.core.ledger import INFLIGHT_TTL, Ledger, free_capacity, placed_counts
+from extender.core.model import Gang, GangKey, NodeName, PodInfo
+from extender.core.placement import SEARCH_BUDGET, Infeasible, Plan, plan_gang
+from extender.core.resources import GPU
+from extender.core.scoring import Policy, node_score, policy_named
+from extender.core.snapshot import ClusterSnapshot
+
+_NONE: Mapping[NodeName, str] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class CoreSettings:
+    """Tunables of the core, validated when built."""
+
+    plan_ttl: float = 30.0
+    """Seconds a gang's plan reserves capacity while its members arrive."""
+    bind_timeout: float = 30.0
+    """Seconds a gang's first member may wait at the bind barrier before all are failed."""
+    scoring: str = Policy.BINPACK.value
+    """Scoring policy: binpack, spread, topology or fragmentation."""
+    gpu_resource: str = GPU
+    """The extended resource counted per device."""
+    inflight_ttl: float = INFLIGHT_TTL
+    """Seconds a pod at bind is charged before it must be observed bound."""
+    search_budget: int = SEARCH_BUDGET
+    """Node checks the placement search may spend after greedy placement fails."""
+
+    def __post_init__(self) -> None:
+        policy_named(self.scoring)  # raises a clear error naming the known policies
+        for name in ("plan_ttl", "bind_timeout", "inflight_ttl"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"CoreSettings.{name} must be positive, got {getattr(self, name)}")
+
+    @property
+    def policy(self) -> Policy:
+        return policy_named(self.scoring)
+
+
+class FilterOutcome(StrEnum):
+    PINNED = "pinned"
+    """A member of a gang with a live plan: only its planned nodes pass."""
+    PLANNED = "planned"
+    """This member's filter planned its whole gang."""
+    SURPLUS = "surplus"
+    """A member beyond what the gang's plan needs (its minimum is covered)."""
+    WAITING = "waiting"
+    """The gang does not fit now; every node fails."""
+    NON_GANG = "non_gang"
+    REJECTED = "rejected"
+    """The gang could not fit even on an empty cluster, or the pod is malformed."""
+
+
+@dataclass(frozen=True, slots=True)
+class FilterDecision:
+    passed: tuple[NodeName, ...]
+    failed: Mapping[NodeName, str]
+    """Nodes that fail now but preemption could help."""
+    unresolvable: Mapping[NodeName, str]
+    """Nodes that fail whatever is preempted."""
+    outcome: FilterOutcome
+    reason: str
+    gang: GangKey | None = None
+    plan: Plan | None = field(default=None, compare=False)
+
+
+def _pinned(
+    pod: PodInfo, gang: Gang, role: str, plan: Plan, candidates: Sequence[NodeName], *,
+    snapshot: ClusterSnapshot, ledger: Ledger, settings: CoreSettings, outcome: FilterOutcome,
+) -> FilterDecision | None:
+    """Pass the plan's open nodes for ``role``; ``None`` if the plan has none left."""
+    placed = placed_counts(gang.key, snapshot, ledger, gpu=settings.gpu_resource,
+                           exclude=pod.uid)
+    open_nodes = {
+        n for n in plan.nodes_for(role)
+        if plan.count(n, role) > placed.get((n, role), 0) and n in snapshot.nodes
+    }
+    if not open_nodes:
+        return None
+    passed = tuple(n for n in candidates if n in open_nodes)
+    where = ", ".join(sorted(open_nodes))
+    note = f"gang {gang.key} placed this {role} on {where}"
+    others = {n: f"{note} (reserved plan)" for n in candidates if n not in open_nodes}
+    reason = note if passed else f"{note}, but kube-scheduler offered none of them"
+    return FilterDecision(passed, _NONE, MappingProxyType(others), outcome, reason, gang.key,
+                          plan)
+
+
+def _free_fit(
+    pod: PodInfo, candidates: Sequence[NodeName], *, snapshot: ClusterSnapshot, ledger: Ledger,
+    settings: CoreSettings, outcome: FilterOutcome, gang: GangKey | None,
+) -> FilterDecision:
+    """Pass candidates where ``pod`` fits without eating capacity reserved for gangs."""
+    gpu = settings.gpu_resource
+    reserved_nodes: dict[NodeName, list[str]] = {}
+    for key, res in ledger.reservations():
+        if key != gang:
+            for node, _, _ in res.plan.slots:
+                reserved_nodes.setdefault(node, []).append(key)
+    if not reserved_nodes:
+        return FilterDecision(tuple(candidates), _NONE, _NONE, outcome,
+                              "no reservations in the way", gang)
+    with_res = free_capacity(snapshot, ledger, gpu=gpu, exclude=gang)
+    demand = demand_of(pod.shape, gpu=gpu)
+    passed, failed = [], {}
+    for n in candidates:
+        if n in reserved_nodes and n in with_res and not fits(with_res[n], demand):
+            gangs = ", ".join(sorted(set(reserved_nodes[n])))
+            failed[n] = f"capacity on {n} is reserved for gang {gangs}"
+        else:
+            passed.append(n)
+    reason = "fits outside reservations" if passed else "every candidate is reserved for gangs"
+    return FilterDecision(tuple(passed), _NONE, MappingProxyType(failed), outcome, reason, gang)
+
+
+def decide_filter(
+    pod: PodInfo, candidates: Sequence[NodeName], *, snapshot: ClusterSnapshot, ledger: Ledger,
+    now: float, settings: CoreSettings,
+) -> FilterDecision:
+    ledger.expire(now)
+    gang = snapshot.gang_of(pod.uid)
+    if gang is None:
+        return _free_fit(pod, candidates, snapshot=snapshot, ledger=ledger, settings=settings,
+                         outcome=FilterOutcome.NON_GANG, gang=None)
+    role = snapshot.memberships[pod.uid].role
+    if gang.member(role) is None:
+        why = f"pod {pod.key} claims role {role!r}, which gang {gang.key} does not have"
+        return FilterDecision((), _NONE, MappingProxyType(dict.fromkeys(candidates, why)),
+                              FilterOutcome.REJECTED, why, gang.key)
+    plan = ledger.plan_for(gang.key)
+    if plan is not None:
+        pinned = _pinned(pod, gang, role, plan, candidates, snapshot=snapshot, ledger=ledger,
+                         settings=settings, outcome=FilterOutcome.PINNED)
+        if pinned is not None:
+            return pinned
+    gpu = settings.gpu_resource
+    by_role: dict[str, int] = {}
+    for (_, r), n in placed_counts(gang.key, snapshot, ledger, gpu=gpu, exclude=pod.uid).items():
+        by_role[r] = by_role.get(r, 0) + n
+    if plan is not None and (ledger.is_admitted(gang.key) or
+                             sum(by_role.values()) >= gang.min_member):
+        # The plan is used up and the minimum is covered: this member is extra.
+        return _free_fit(pod, candidates, snapshot=snapshot, ledger=ledger, settings=settings,
+                         outcome=FilterOutcome.SURPLUS, gang=gang.key)
+    capacity = free_capacity(snapshot, ledger, gpu=gpu, exclude=gang.key)
+    result = plan_gang(gang, snapshot=snapshot, capacity=capacity, placed=by_role,
+                       policy=settings.policy, gpu=gpu, budget=settings.search_budget)
+    if isinstance(result, Infeasible):
+        return _infeasible(result, gang, candidates, snapshot=snapshot, settings=settings,
+                           placed=by_role)
+    ledger.reserve(result, now=now, ttl=settings.plan_ttl)
+    decided = _pinned(pod, gang, role, result, candidates, snapshot=snapshot, ledger=ledger,
+                      settings=settings, outcome=FilterOutcome.PLANNED)
+    if decided is not None:
+        return decided
+    return _free_fit(pod, candidates, snapshot=snapshot, ledger=ledger, settings=settings,
+                     outcome=FilterOutcome.SURPLUS, gang=gang.key)
+
+
+def _infeasible(
+    result: Infeasible, gang: Gang, candidates: Sequence[NodeName], *,
+    snapshot: ClusterSnapshot, settings: CoreSettings, placed: Mapping[str, int],
+) -> FilterDecision:
+    """Fail every node; unresolvable if even an empty cluster could not hold the gang."""
+    gpu = settings.gpu_resource
+    empty = {n: empty_capacity(node, gpu=gpu) for n, node in snapshot.nodes.items()}
+    never = plan_gang(gang, snapshot=snapshot, capacity=empty, placed=placed,
+                      policy=settings.policy, gpu=gpu, budget=settings.search_budget)
+    reasons = MappingProxyType(dict.fromkeys(candidates, result.reason))
+    if isinstance(never, Infeasible):
+        why = f"{result.reason} (it would not fit an empty cluster either)"
+        return FilterDecision((), _NONE, MappingProxyType(dict.fromkeys(candidates, why)),
+                              FilterOutcome.REJECTED, why, gang.key)
+    return FilterDecision((), reasons, _NONE, FilterOutcome.WAITING, result.reason, gang.key)
+
+
+def decide_prioritize(
+    pod: PodInfo, candidates: Sequence[NodeName], *, snapshot: ClusterSnapshot, ledger: Ledger,
+    now: float, settings: CoreSettings,
+) -> list[tuple[NodeName, int]]:
+    """0..10 per candidate: a member's planned nodes score 10 and others 0; everyone else is
+    scored by the policy on capacity left outside reservations."""
+    del now  # scores depend on state only; kept for a uniform signature
+    gang = snapshot.gang_of(pod.uid)
+    if gang is not None:
+        plan = ledger.plan_for(gang.key)
+        role = snapshot.memberships[pod.uid].role
+        if plan is not None and plan.nodes_for(role):
+            planned = set(plan.nodes_for(role))
+            return [(n, 10 if n in planned else 0) for n in candidates]
+    gpu = settings.gpu_resource
+    capacity = free_capacity(snapshot, ledger, gpu=gpu,
+                             exclude=None if gang is None else gang.key)
+    demand = demand_of(pod.shape, gpu=gpu)
+    domain = _gang_domain(gang, snapshot, ledger, gpu=gpu)
+    out = []
+    for n in candidates:
+        node = snapshot.nodes.get(n)
+        if node is None:
+            out.append((n, 0))
+            continue
+        in_domain = (domain is not None and gang is not None and gang.topology is not None
+                     and node.label(gang.topology.key) == domain)
+        out.append((n, node_score(settings.policy, capacity[n], demand,
+                                  empty=empty_capacity(node, gpu=gpu), in_domain=in_domain)))
+    return out
+
+
+def _gang_domain(
+    gang: Gang | None, snapshot: ClusterSnapshot, ledger: Ledger, *, gpu: str
+) -> str | None:
+    """The topology domain most of the gang's placed pods are in (ties: smallest value)."""
+    if gang is None or gang.topology is None:
+        return None
+    seen: dict[str, int] = {}
+    for (node, _), n in placed_counts(gang.key, snapshot, ledger, gpu=gpu).items():
+        info = snapshot.nodes.get(node)
+        value = None if info is None else info.label(gang.topology.key)
+        if value is not None:
+            seen[value] = seen.get(value, 0) + n
+    if not seen:
+        return None
+    return min(seen.items(), key=lambda kv: (-kv[1], kv[0]))[0]
+
+
+def gang_reached(gang: Gang, snapshot: ClusterSnapshot, ledger: Ledger, *, gpu: str) -> int:
+    """Members bound or at bind (in flight): what the barrier counts."""
+    inflight = ledger.in_flight()
+    return sum(
+        1 for uid in index_of(snapshot, gpu=gpu).gang_pods.get(gang.key, ())
+        if snapshot.pods[uid].holds_resources
+        or (snapshot.pods[uid].node_name is None and uid in inflight)
+    )
+
+
+class BindOutcome(StrEnum):
+    BIND = "bind"
+    """Post the Binding for every pod in ``release`` (this one included, unless bound)."""
+    WAIT = "wait"
+    """Hold this bind request; a later decision releases or rejects it."""
+    REJECT = "reject"
+    """Fail this bind (and every pod in ``rejected``) so kube-scheduler requeues them."""
+
+
+@dataclass(frozen=True, slots=True)
+class BindDecision:
+    outcome: BindOutcome
+    reason: str
+    gang: GangKey | None = None
+    release: tuple[tuple[str, NodeName], ...] = ()
+    """(pod uid, node) pairs now free to bind."""
+    rejected: tuple[tuple[str, NodeName], ...] = ()
+    """(pod uid, node) pairs held at the barrier that must now fail."""
+
+
+def decide_bind(
+    pod_uid: str, node: NodeName, *, snapshot: ClusterSnapshot, ledger: Ledger, now: float,
+    settings: CoreSettings,
+) -> BindDecision:
+    pod = snapshot.pods.get(pod_uid)
+    if pod is None:
+        return BindDecision(BindOutcome.REJECT, f"no pod with uid {pod_uid} (deleted or replaced)")
+    gang = snapshot.gang_of(pod_uid)
+    key = None if gang is None else gang.key
+    if pod.node_name is not None:
+        if pod.node_name == node:
+            return BindDecision(BindOutcome.BIND, f"pod {pod.key} is already bound to {node}", key)
+        return BindDecision(BindOutcome.REJECT,
+                            f"pod {pod.key} is already bound to {pod.node_name}, not {node}", key)
+    if pod.deleting:
+        return BindDecision(BindOutcome.REJECT, f"pod {pod.key} is being deleted", key)
+    if node not in snapshot.nodes:
+        return BindDecision(BindOutcome.REJECT, f"node {node} is not in the cluster", key)
+    ledger.mark_bind_requested(pod_uid, node, now=now, ttl=settings.inflight_ttl)
+    if gang is None:
+        return BindDecision(BindOutcome.BIND, f"pod {pod.key} is not in a gang",
+                            release=((pod_uid, node),))
+    if ledger.is_admitted(gang.key):
+        return BindDecision(BindOutcome.BIND, f"gang {gang.key} is already admitted", gang.key,
+                            release=((pod_uid, node),))
+    if barrier_expired(gang.key, ledger=ledger, now=now, settings=settings):
+        return withdraw(gang.key, ledger=ledger, also=(pod_uid, node))
+    ledger.arrive(gang.key, pod_uid, node, now=now)
+    reached = gang_reached(gang, snapshot, ledger, gpu=settings.gpu_resource)
+    if reached >= gang.min_member:
+        released = ledger.admit(gang.key, now=now)
+        return BindDecision(BindOutcome.BIND,
+                            f"gang {gang.key}: {reached} of minimum {gang.min_member} at bind; "
+                            f"releasing {len(released)}", gang.key, release=released)
+    return BindDecision(BindOutcome.WAIT,
+                        f"gang {gang.key}: {reached} of minimum {gang.min_member} at bind; "
+                        f"waiting up to {settings.bind_timeout:g}s for the rest", gang.key)
+
+
+def barrier_expired(
+    gang: GangKey, *, ledger: Ledger, now: float, settings: CoreSettings
+) -> bool:
+    started = ledger.barrier_started(gang)
+    return started is not None and now >= started + settings.bind_timeout
+
+
+def expired_barriers(*, ledger: Ledger, now: float, settings: CoreSettings) -> list[GangKey]:
+    """Gangs whose members have waited at bind too long (the server withdraws each)."""
+    return [g for g, _ in ledger.barriers()
+            if barrier_expired(g, ledger=ledger, now=now, settings=settings)]
+
+
+def withdraw(
+    gang: GangKey, *, ledger: Ledger, also: tuple[str, NodeName] | None = None
+) -> BindDecision:
+    """Fail every member held at the barrier and drop the gang's plan, so its GPUs go to
+    others instead of being held by a gang that cannot complete (scheduler-plugins#713)."""
+    held = ledger.withdraw(gang)
+    if also is not None:
+        ledger.forget_pod(also[0])
+        held = tuple(sorted({*held, also}))
+    return BindDecision(BindOutcome.REJECT,
+                        f"gang {gang}: the minimum did not reach bind in time; "
+                        f"failing {len(held)} held member(s)", gang, rejected=held)
+
+
+def decide_preempt(
+    pod: PodInfo, victims: Mapping[NodeName, Sequence[str]], *, snapshot: ClusterSnapshot,
+    ledger: Ledger, settings: CoreSettings,
+) -> dict[NodeName, tuple[str, ...]]:
+    """Keep only nodes whose victims are whole gangs (all of a gang's pods on that node) or
+    no gang member at all; a gang member with a plan may preempt only on its planned nodes."""
+    gpu = settings.gpu_resource
+    index = index_of(snapshot, gpu=gpu)
+    own = snapshot.gang_of(pod.uid)
+    allowed: set[NodeName] | None = None
+    if own is not None:
+        plan = ledger.plan_for(own.key)
+        if plan is not None:
+            allowed = set(plan.nodes_for(snapshot.memberships[pod.uid].role))
+    out: dict[NodeName, tuple[str, ...]] = {}
+    for node in sorted(victims):
+        if allowed is not None and node not in allowed:
+            continue
+        chosen: set[str] = set()
+        whole = True
+        for uid in victims[node]:
+            chosen.add(uid)
+            gang = snapshot.gang_of(uid)
+            if gang is None:
+                continue
+            if own is not None and gang.key == own.key:
+                whole = False  # never preempt one's own gang
+                break
+            holding = [u for u in index.gang_pods.get(gang.key, ())
+                       if snapshot.pods[u].holds_resources or u in ledger.in_flight()]
+            if any(snapshot.pods[u].node_name != node for u in holding):
+                whole = False  # the gang spans nodes: evicting here would leave it partial
+                break
+            chosen.update(holding)
+        if whole and chosen:
+            out[node] = tuple(sorted(chosen))
+    return out

@@ -1,0 +1,242 @@
+"""What Muster has promised but the cluster does not show yet: plans, pods in flight, barriers.
+
+kube-scheduler tells an extender nothing about assumed or half-bound pods, so the ledger keeps
+them: a *plan* reserves capacity for a gang's members until its deadline; a pod *in flight*
+has reached bind but is not yet observed bound; a gang's *barrier* holds its members at bind
+until its minimum has arrived. The ledger is mutable but pure: it reads no clock (every method
+that needs time takes ``now``) and does no I/O. The server holds one lock around it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from extender.core.capacity import CapacityView, NodeCapacity, demand_of, index_of, take
+from extender.core.model import GangKey, NodeName
+from extender.core.placement import Plan, plan_gang
+from extender.core.resources import GPU
+from extender.core.snapshot import ClusterSnapshot
+
+INFLIGHT_TTL = 120.0
+"""Seconds a pod stays in flight without being observed bound before it is forgotten."""
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    plan: Plan
+    reserved_at: float
+    deadline: float
+
+
+@dataclass(frozen=True, slots=True)
+class InFlight:
+    node: NodeName
+    since: float
+    deadline: float
+
+
+class Ledger:
+    """Plans with deadlines, pods in flight and bind barriers, keyed for quick lookup."""
+
+    def __init__(self) -> None:
+        self._plans: dict[GangKey, Reservation] = {}
+        self._inflight: dict[str, InFlight] = {}
+        self._barrier: dict[GangKey, float] = {}
+        """Gang -> when its first member reached bind (while below its minimum)."""
+        self._waiting: dict[GangKey, dict[str, NodeName]] = {}
+        """Gang -> members held at the barrier: pod uid -> node."""
+        self._admitted: dict[GangKey, float] = {}
+        """Gang -> when its barrier released; later members bind at once."""
+        self.version = 0
+        """Bumped on every change, so callers may cache what they derive from the ledger."""
+
+    # plans ---------------------------------------------------------------------------------
+    def plan_for(self, gang: GangKey) -> Plan | None:
+        res = self._plans.get(gang)
+        return None if res is None else res.plan
+
+    def reservation(self, gang: GangKey) -> Reservation | None:
+        return self._plans.get(gang)
+
+    def reservations(self) -> list[tuple[GangKey, Reservation]]:
+        return sorted(self._plans.items())
+
+    def reserve(self, plan: Plan, *, now: float, ttl: float) -> None:
+        self._plans[plan.gang] = Reservation(plan=plan, reserved_at=now, deadline=now + ttl)
+        self.version += 1
+
+    def release(self, gang: GangKey) -> None:
+        """Drop the gang's plan and barrier (its in-flight pods stay until observed)."""
+        self._plans.pop(gang, None)
+        self._barrier.pop(gang, None)
+        self._waiting.pop(gang, None)
+        self.version += 1
+
+    def expire(self, now: float) -> list[GangKey]:
+        """Drop plans whose deadline has come, and stale in-flight pods; return the gangs."""
+        gone = sorted(g for g, r in self._plans.items() if r.deadline <= now)
+        for gang in gone:
+            del self._plans[gang]
+        stale = [uid for uid, f in self._inflight.items() if f.deadline <= now]
+        for uid in stale:
+            self.forget_pod(uid)
+        if gone or stale:
+            self.version += 1
+        return gone
+
+    # pods in flight ------------------------------------------------------------------------
+    def mark_bind_requested(
+        self, pod_uid: str, node: NodeName, *, now: float, ttl: float = INFLIGHT_TTL
+    ) -> None:
+        current = self._inflight.get(pod_uid)
+        if current is not None and current.node == node:
+            return  # a retried bind of the same pod keeps its first timestamp
+        self._inflight[pod_uid] = InFlight(node=node, since=now, deadline=now + ttl)
+        self.version += 1
+
+    def confirm_bound(self, pod_uid: str, node: NodeName) -> None:
+        """The pod is observed bound: the snapshot now charges it, so stop charging it here."""
+        self._inflight.pop(pod_uid, None)
+        for waiting in self._waiting.values():
+            waiting.pop(pod_uid, None)
+        self.version += 1
+
+    def forget_pod(self, pod_uid: str) -> None:
+        """The pod was deleted, or its bind failed: it holds nothing any more."""
+        self._inflight.pop(pod_uid, None)
+        for gang in [g for g, w in self._waiting.items() if pod_uid in w]:
+            del self._waiting[gang][pod_uid]
+            if not self._waiting[gang]:
+                del self._waiting[gang]
+                self._barrier.pop(gang, None)
+        self.version += 1
+
+    def in_flight(self) -> Mapping[str, InFlight]:
+        return self._inflight
+
+    # barriers ------------------------------------------------------------------------------
+    def arrive(self, gang: GangKey, pod_uid: str, node: NodeName, *, now: float) -> None:
+        """A member reached bind: hold it at the gang's barrier."""
+        self._barrier.setdefault(gang, now)
+        self._waiting.setdefault(gang, {})[pod_uid] = node
+        self.version += 1
+
+    def waiting(self, gang: GangKey) -> tuple[tuple[str, NodeName], ...]:
+        return tuple(sorted(self._waiting.get(gang, {}).items()))
+
+    def barrier_started(self, gang: GangKey) -> float | None:
+        return self._barrier.get(gang)
+
+    def barriers(self) -> list[tuple[GangKey, float]]:
+        return sorted(self._barrier.items())
+
+    def admit(self, gang: GangKey, *, now: float) -> tuple[tuple[str, NodeName], ...]:
+        """Open the barrier: return the members held there, now free to bind."""
+        released = self.waiting(gang)
+        self._waiting.pop(gang, None)
+        self._barrier.pop(gang, None)
+        self._admitted.setdefault(gang, now)
+        self.version += 1
+        return released
+
+    def is_admitted(self, gang: GangKey) -> bool:
+        return gang in self._admitted
+
+    def withdraw(self, gang: GangKey) -> tuple[tuple[str, NodeName], ...]:
+        """The barrier timed out: drop the gang's plan and its held members (returned), so
+        kube-scheduler requeues them and the capacity goes to someone else."""
+        held = self.waiting(gang)
+        for uid, _ in held:
+            self._inflight.pop(uid, None)
+        self.release(gang)
+        return held
+
+    def forget_gang(self, gang: GangKey) -> None:
+        """The gang's workload is gone."""
+        self.release(gang)
+        self._admitted.pop(gang, None)
+
+    # after a restart -----------------------------------------------------------------------
+    def rebuild(
+        self, snapshot: ClusterSnapshot, *, now: float, ttl: float, gpu: str = GPU
+    ) -> None:
+        """Start over from what the cluster shows: gangs with bound members were admitted
+        before the restart (the barrier released them), and a gang left below its minimum
+        (a crash between two binds) gets a plan for the rest of its minimum."""
+        self._plans.clear()
+        self._inflight.clear()
+        self._barrier.clear()
+        self._waiting.clear()
+        self._admitted.clear()
+        index = index_of(snapshot, gpu=gpu)
+        order = sorted(snapshot.gangs.values(), key=lambda g: (-g.priority, g.created, g.key))
+        for gang in order:
+            placed: dict[str, int] = {}
+            for uid in index.gang_pods.get(gang.key, ()):
+                pod = snapshot.pods[uid]
+                if pod.holds_resources:
+                    role = snapshot.memberships[uid].role
+                    placed[role] = placed.get(role, 0) + 1
+            if not placed:
+                continue
+            self._admitted[gang.key] = now
+            if sum(placed.values()) >= gang.min_member:
+                continue
+            capacity = free_capacity(snapshot, self, gpu=gpu)
+            plan = plan_gang(gang, snapshot=snapshot, capacity=capacity, placed=placed, gpu=gpu)
+            if isinstance(plan, Plan) and plan.slots:
+                self.reserve(plan, now=now, ttl=ttl)
+        self.version += 1
+
+
+def placed_counts(
+    gang: GangKey, snapshot: ClusterSnapshot, ledger: Ledger, *, gpu: str = GPU,
+    exclude: str | None = None,
+) -> dict[tuple[NodeName, str], int]:
+    """The gang's pods bound or in flight, per ``(node, role)`` (``exclude`` left out)."""
+    counts: dict[tuple[NodeName, str], int] = {}
+    inflight = ledger.in_flight()
+    for uid in index_of(snapshot, gpu=gpu).gang_pods.get(gang, ()):
+        if uid == exclude:
+            continue
+        pod = snapshot.pods[uid]
+        node: NodeName | None
+        if pod.node_name is not None:
+            node = pod.node_name if pod.holds_resources else None
+        else:
+            flight = inflight.get(uid)
+            node = None if flight is None else flight.node
+        if node is not None:
+            key = (node, snapshot.memberships[uid].role)
+            counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def free_capacity(
+    snapshot: ClusterSnapshot, ledger: Ledger, *, gpu: str = GPU,
+    exclude: GangKey | None = None, reservations: bool = True,
+) -> CapacityView:
+    """Per node: allocatable - bound - in flight - other gangs' unfilled reservations."""
+    index = index_of(snapshot, gpu=gpu)
+    changes: dict[NodeName, NodeCapacity] = {}
+    for uid, flight in sorted(ledger.in_flight().items()):
+        pod = snapshot.pods.get(uid)
+        if pod is None or pod.node_name is not None or flight.node not in index.base:
+            continue  # gone, or already charged by the snapshot
+        cap = changes.get(flight.node) or index.base[flight.node]
+        changes[flight.node] = take(cap, demand_of(pod.shape, gpu=gpu), force=True)
+    if not reservations:
+        return CapacityView(index.base, changes)
+    for gang, res in ledger.reservations():
+        if gang == exclude:
+            continue
+        placed = placed_counts(gang, snapshot, ledger, gpu=gpu)
+        for node, role, count in res.plan.slots:
+            left = count - placed.get((node, role), 0)
+            shape = res.plan.shape(role)
+            if left <= 0 or shape is None or node not in index.base:
+                continue
+            cap = changes.get(node) or index.base[node]
+            changes[node] = take(cap, demand_of(shape, gpu=gpu), left, force=True)
+    return CapacityView(index.base, changes)

@@ -1,0 +1,414 @@
+"""Place a whole gang, or say why it cannot be placed.
+
+Every check is per node: a pod fits a node or it does not, and capacity is never summed across
+nodes. The planner runs in two steps:
+
+1. greedy: roles largest shape first; each role's pods go to candidate nodes in the scoring
+   policy's order (best fit under binpack), as many per node as fit;
+2. when greedy fails, a bounded depth-first search over pod -> node assignments, with the
+   symmetry of interchangeable pods (same role) and interchangeable nodes (same free capacity
+   and same eligibility) broken, and failed states remembered. On small instances it finishes,
+   so the planner is never weaker than exhaustive search there.
+
+With a topology constraint each domain (sorted) is tried alone and the best plan by the policy's
+:func:`~extender.core.scoring.domain_cost` wins; a preferred constraint falls back to all nodes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from extender.core.capacity import (
+    CapacityView,
+    Demand,
+    NodeCapacity,
+    count_fitting,
+    demand_of,
+    index_of,
+    take,
+)
+from extender.core.constraints import eligible_nodes, ineligibility_summary, topology_domains
+from extender.core.model import Gang, GangKey, NodeName, PodShape, TopologyConstraint
+from extender.core.quantity import format_quantity
+from extender.core.resources import GPU, MEMORY
+from extender.core.scoring import Policy, domain_cost, node_order_key
+from extender.core.snapshot import ClusterSnapshot
+
+SEARCH_BUDGET = 200_000
+"""Node checks the fallback search may spend before giving up (greedy's answer stands)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RoleDemand:
+    """Pods of one role the gang still needs placed."""
+
+    role: str
+    shape: PodShape
+    need: int
+    """Pods that must be placed for the gang to reach its minimum."""
+    extra: int = 0
+    """Pods beyond the minimum, placed only where they fit after the minimum is placed."""
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """Which node takes how many pods of which role."""
+
+    gang: GangKey
+    slots: tuple[tuple[NodeName, str, int], ...]
+    """``(node, role, pods)`` sorted by node then role; pods > 0."""
+    shapes: tuple[tuple[str, PodShape], ...] = ()
+    """Each planned role's pod shape, sorted by role."""
+    domain: str | None = None
+    """The topology domain the plan keeps to, if any."""
+    required: int = 0
+    """Pods of the plan that the gang's minimum needs (the rest are elastic extras)."""
+    _by_role: dict[str, tuple[NodeName, ...]] = field(
+        default_factory=dict, compare=False, hash=False, repr=False
+    )
+
+    def __post_init__(self) -> None:
+        by_role: dict[str, list[NodeName]] = {}
+        for node, role, _ in self.slots:
+            by_role.setdefault(role, []).append(node)
+        self._by_role.update({r: tuple(ns) for r, ns in by_role.items()})
+
+    @property
+    def pods(self) -> int:
+        return sum(n for _, _, n in self.slots)
+
+    def nodes_for(self, role: str) -> tuple[NodeName, ...]:
+        return self._by_role.get(role, ())
+
+    def count(self, node: NodeName, role: str) -> int:
+        for n, r, c in self.slots:
+            if n == node and r == role:
+                return c
+        return 0
+
+    def shape(self, role: str) -> PodShape | None:
+        for r, s in self.shapes:
+            if r == role:
+                return s
+        return None
+
+    def by_node(self) -> dict[NodeName, dict[str, int]]:
+        out: dict[NodeName, dict[str, int]] = {}
+        for node, role, n in self.slots:
+            out.setdefault(node, {})[role] = n
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Infeasible:
+    gang: GangKey
+    reason: str
+    placed: int
+    """Pods of the minimum that would fit (best attempt)."""
+    needed: int
+
+
+Assignment = dict[tuple[NodeName, str], int]
+
+
+@dataclass
+class _Attempt:
+    assignment: Assignment
+    working: dict[NodeName, NodeCapacity]
+    placed: int
+    failed: tuple[str, Demand, int] | None  # role, demand, pods left unplaced
+
+
+def _order(demands: Sequence[RoleDemand], gpu: str) -> list[tuple[RoleDemand, Demand]]:
+    pairs = [(d, demand_of(d.shape, gpu=gpu)) for d in demands]
+    return sorted(pairs, key=lambda p: (p[1].sort_key(), p[0].role))
+
+
+def _fill(
+    role: str, demand: Demand, count: int, nodes: Sequence[NodeName], *,
+    cap_of: Mapping[NodeName, NodeCapacity], attempt: _Attempt, policy: Policy,
+) -> int:
+    """Put up to ``count`` pods on ``nodes`` in policy order; return how many did not fit."""
+    if count <= 0:
+        return 0
+    working = attempt.working
+    fit_memo: dict[NodeCapacity, int] = {}
+    key_memo: dict[NodeCapacity, tuple[int, ...]] = {}
+    ranked: list[tuple[tuple[int, ...], NodeName, int]] = []
+    for name in nodes:
+        cap = working.get(name) or cap_of[name]
+        k = fit_memo.get(cap)
+        if k is None:
+            k = fit_memo[cap] = count_fitting(cap, demand)
+        if k > 0:
+            key = key_memo.get(cap)
+            if key is None:
+                key = key_memo[cap] = node_order_key(policy, cap, demand)
+            ranked.append((key, name, k))
+    ranked.sort()
+    left = count
+    for _, name, k in ranked:
+        n = min(k, left)
+        working[name] = take(working.get(name) or cap_of[name], demand, n)
+        slot = (name, role)
+        attempt.assignment[slot] = attempt.assignment.get(slot, 0) + n
+        attempt.placed += n
+        left -= n
+        if left == 0:
+            break
+    return left
+
+
+def _greedy(
+    ordered: list[tuple[RoleDemand, Demand]], eligible: Mapping[str, Sequence[NodeName]], *,
+    cap_of: Mapping[NodeName, NodeCapacity], policy: Policy,
+) -> _Attempt:
+    attempt = _Attempt(assignment={}, working={}, placed=0, failed=None)
+    for rd, demand in ordered:
+        left = _fill(rd.role, demand, rd.need, eligible.get(rd.role, ()), cap_of=cap_of,
+                     attempt=attempt, policy=policy)
+        if left and attempt.failed is None:
+            attempt.failed = (rd.role, demand, left)
+    return attempt
+
+
+def _search(
+    ordered: list[tuple[RoleDemand, Demand]], eligible: Mapping[str, Sequence[NodeName]], *,
+    cap_of: Mapping[NodeName, NodeCapacity], budget: int,
+) -> _Attempt | None:
+    """Depth-first search for a placement of every required pod; ``None`` if none (or out of
+    budget)."""
+    pods: list[tuple[str, Demand]] = [(rd.role, d) for rd, d in ordered for _ in range(rd.need)]
+    universe = sorted({n for rd, _ in ordered for n in eligible.get(rd.role, ())})
+    position = {n: i for i, n in enumerate(universe)}
+    allowed = {rd.role: sorted(position[n] for n in eligible.get(rd.role, ())) for rd, _ in ordered}
+    signature = {
+        n: tuple(rd.role for rd, _ in ordered if n in set(eligible.get(rd.role, ())))
+        for n in universe
+    }
+    working: dict[NodeName, NodeCapacity] = {}
+    chosen: list[int] = []
+    failed: set[tuple[int, int, tuple[tuple[NodeName, NodeCapacity], ...]]] = set()
+    spent = 0
+
+    def dfs(i: int) -> bool:
+        nonlocal spent
+        if i == len(pods):
+            return True
+        role, demand = pods[i]
+        low = chosen[-1] if i > 0 and pods[i - 1][0] == role else 0
+        state = (i, low, tuple(sorted(working.items())))
+        if state in failed:
+            return False
+        seen: set[tuple[NodeCapacity, tuple[str, ...]]] = set()
+        for idx in allowed[role]:
+            if idx < low:
+                continue
+            spent += 1
+            if spent > budget:
+                return False
+            name = universe[idx]
+            cap = working.get(name) or cap_of[name]
+            twin = (cap, signature[name])
+            if twin in seen or count_fitting(cap, demand) == 0:
+                continue
+            seen.add(twin)
+            previous = working.get(name)
+            working[name] = take(cap, demand)
+            chosen.append(idx)
+            if dfs(i + 1):
+                return True
+            chosen.pop()
+            if previous is None:
+                del working[name]
+            else:
+                working[name] = previous
+        if spent <= budget:
+            failed.add(state)
+        return False
+
+    if not dfs(0):
+        return None
+    assignment: Assignment = {}
+    for (role, _), idx in zip(pods, chosen, strict=True):
+        slot = (universe[idx], role)
+        assignment[slot] = assignment.get(slot, 0) + 1
+    return _Attempt(assignment=assignment, working=dict(working), placed=len(pods), failed=None)
+
+
+def _shortage(
+    role: str, demand: Demand, nodes: Sequence[NodeName], *,
+    cap_of: Mapping[NodeName, NodeCapacity], gpu: str,
+) -> str:
+    """Why one more pod of ``role`` fits on none of ``nodes``, naming the largest free."""
+    caps = [cap_of[n] for n in nodes]
+    if demand.whole:
+        largest = max((c.whole_free for c in caps), default=0)
+        if largest < demand.whole:
+            return (f"a {role} needs {demand.whole} {gpu} on one node, "
+                    f"the largest free is {largest}")
+    if demand.share:
+        largest = max((d for c in caps for d in c.devices), default=0)
+        if largest < demand.share:
+            return (f"a {role} needs {demand.share}m of one {gpu} device, "
+                    f"the largest free device has {max(largest, 0)}m")
+    for name, amount in demand.scalar.items():
+        largest = max((c.free.get(name, 0) for c in caps), default=0)
+        if largest < amount:
+            binary = name == MEMORY
+            return (f"a {role} needs {name}={format_quantity(amount, binary=binary)} on one "
+                    f"node, the largest free is {format_quantity(max(largest, 0), binary=binary)}")
+    return (f"no node has all of a {role}'s demand free at once "
+            f"({len(nodes)} eligible node{'s' if len(nodes) != 1 else ''})")
+
+
+def _plan_in(
+    gang: GangKey, ordered: list[tuple[RoleDemand, Demand]],
+    eligible: Mapping[str, Sequence[NodeName]], *, cap_of: Mapping[NodeName, NodeCapacity],
+    policy: Policy, gpu: str, budget: int, domain: str | None,
+) -> tuple[Plan | None, _Attempt]:
+    attempt = _greedy(ordered, eligible, cap_of=cap_of, policy=policy)
+    if attempt.failed is not None:
+        found = _search(ordered, eligible, cap_of=cap_of, budget=budget)
+        if found is None:
+            return None, attempt
+        attempt = found
+    required = attempt.placed
+    for rd, demand in ordered:  # elastic extras: best effort, never at the minimum's expense
+        _fill(rd.role, demand, rd.extra, eligible.get(rd.role, ()), cap_of=cap_of,
+              attempt=attempt, policy=policy)
+    slots = tuple(sorted((n, r, c) for (n, r), c in attempt.assignment.items() if c > 0))
+    shapes = tuple(sorted((rd.role, rd.shape) for rd, _ in ordered))
+    return Plan(gang=gang, slots=slots, shapes=shapes, domain=domain, required=required), attempt
+
+
+def place_gang(
+    gang: GangKey,
+    demands: Sequence[RoleDemand],
+    *,
+    capacity: Mapping[NodeName, NodeCapacity],
+    eligible: Mapping[str, Sequence[NodeName]],
+    domains: Mapping[str, tuple[NodeName, ...]] | None = None,
+    topology: TopologyConstraint | None = None,
+    policy: Policy = Policy.BINPACK,
+    gpu: str = GPU,
+    budget: int = SEARCH_BUDGET,
+) -> Plan | Infeasible:
+    """Plan ``demands`` onto nodes, each pod wholly on one node.
+
+    ``capacity`` gives each node's free capacity; ``eligible`` gives, per role, the nodes its
+    shape may use (sorted). With ``topology``, ``domains`` maps each domain value to its nodes.
+    """
+    ordered = _order(demands, gpu)
+    needed = sum(rd.need for rd in demands)
+    cap_of: Mapping[NodeName, NodeCapacity] = capacity
+    if topology is not None and domains is not None:
+        best: tuple[tuple[int, ...], str, Plan] | None = None
+        best_failure: tuple[int, str, _Attempt] | None = None
+        for value, members in sorted(domains.items()):
+            inside = set(members)
+            scoped = {role: [n for n in nodes if n in inside] for role, nodes in eligible.items()}
+            plan, attempt = _plan_in(gang, ordered, scoped, cap_of=cap_of, policy=policy,
+                                     gpu=gpu, budget=budget, domain=value)
+            if plan is not None:
+                after = CapacityView(cap_of, attempt.working)
+                cost = domain_cost(policy, (after[n] for n in members))
+                if best is None or (cost, value) < best[:2]:
+                    best = (cost, value, plan)
+            elif best_failure is None or attempt.placed > best_failure[0]:
+                best_failure = (attempt.placed, value, attempt)
+        if best is not None:
+            return best[2]
+        if topology.required:
+            if best_failure is None:
+                return Infeasible(gang, f"gang {gang}: no node carries the topology label "
+                                  f"{topology.key} and is eligible", 0, needed)
+            placed, value, attempt = best_failure
+            detail = _failure_detail(attempt, eligible, domain_nodes=domains[value],
+                                     cap_of=cap_of, gpu=gpu)
+            return Infeasible(
+                gang,
+                f"gang {gang}: no single {topology.key} domain holds it; the best, {value}, "
+                f"fits {placed} of {needed} pods; {detail}",
+                placed, needed,
+            )
+    plan, attempt = _plan_in(gang, ordered, eligible, cap_of=cap_of, policy=policy, gpu=gpu,
+                             budget=budget, domain=None)
+    if plan is not None:
+        return plan
+    detail = _failure_detail(attempt, eligible, domain_nodes=None, cap_of=cap_of, gpu=gpu)
+    return Infeasible(gang, f"gang {gang}: {attempt.placed} of {needed} pods fit; {detail}",
+                      attempt.placed, needed)
+
+
+def _failure_detail(
+    attempt: _Attempt, eligible: Mapping[str, Sequence[NodeName]], *,
+    domain_nodes: Sequence[NodeName] | None, cap_of: Mapping[NodeName, NodeCapacity], gpu: str,
+) -> str:
+    assert attempt.failed is not None  # only called for a failed greedy attempt
+    role, demand, _ = attempt.failed
+    nodes = list(eligible.get(role, ()))
+    if domain_nodes is not None:
+        inside = set(domain_nodes)
+        nodes = [n for n in nodes if n in inside]
+    if not nodes:
+        return f"no node accepts a {role} (see its nodeSelector, affinity and tolerations)"
+    after = CapacityView(cap_of, attempt.working)
+    return _shortage(role, demand, nodes, cap_of=after, gpu=gpu)
+
+
+def gang_demands(gang: Gang, placed: Mapping[str, int] | None = None) -> list[RoleDemand]:
+    """What a gang still needs: per role, its minimum minus pods already placed (bound or in
+    flight), plus the elastic extras up to the role's full count."""
+    placed = placed or {}
+    out = []
+    for member in gang.members:
+        have = placed.get(member.role, 0)
+        need = max(0, member.min_count - have)
+        extra = max(0, member.count - max(have, member.min_count))
+        if need or extra:
+            out.append(RoleDemand(member.role, member.shape, need=need, extra=extra))
+    return out
+
+
+def eligible_for(shape: PodShape, snapshot: ClusterSnapshot, *, gpu: str = GPU) -> tuple[
+    NodeName, ...
+]:
+    """Nodes ``shape`` may use, memoised per snapshot (5,000 nodes are checked once)."""
+    memo = index_of(snapshot, gpu=gpu).eligible
+    found = memo.get(shape)
+    if found is None:
+        found = memo[shape] = eligible_nodes(shape, snapshot.nodes.values())
+    return found
+
+
+def plan_gang(
+    gang: Gang,
+    *,
+    snapshot: ClusterSnapshot,
+    capacity: Mapping[NodeName, NodeCapacity],
+    placed: Mapping[str, int] | None = None,
+    policy: Policy = Policy.BINPACK,
+    gpu: str = GPU,
+    budget: int = SEARCH_BUDGET,
+) -> Plan | Infeasible:
+    """Plan the rest of ``gang`` on ``snapshot``'s nodes with ``capacity`` free.
+
+    ``placed`` counts, per role, the gang's pods already bound or in flight: they count toward
+    the minimum and are not planned again.
+    """
+    demands = gang_demands(gang, placed)
+    eligible = {rd.role: eligible_for(rd.shape, snapshot, gpu=gpu) for rd in demands}
+    for rd in demands:
+        if rd.need and not eligible[rd.role]:
+            summary = ineligibility_summary(rd.shape, snapshot.nodes.values())
+            needed = sum(d.need for d in demands)
+            return Infeasible(gang.key, f"gang {gang.key}: no node accepts a {rd.role}: "
+                              f"{summary}", 0, needed)
+    domains = None
+    if gang.topology is not None:
+        union = sorted({n for nodes in eligible.values() for n in nodes})
+        domains = topology_domains(gang.topology, snapshot.nodes, union)
+    return place_gang(gang.key, demands, capacity=capacity, eligible=eligible, domains=domains,
+                      topology=gang.topology, policy=policy, gpu=gpu, budget=budget)
