@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from extender.core.capacity import count_fitting, demand_of, empty_capacity, index_of, take
-from extender.core.model import NodeName, Taint, TopologyConstraint
+from extender.core.model import Taint, TopologyConstraint
 from extender.core.placement import Infeasible, Plan, RoleDemand, place_gang, plan_gang
 from extender.core.scoring import Policy
 
@@ -162,18 +162,16 @@ def test_whenever_exhaustive_search_finds_a_placement_the_planner_does(
 ) -> None:
     infos = [make_node(f"n{i}", gpus=g, cpu=c, labels={"pool": "p" if p else "q"})
              for i, (g, c, p) in enumerate(nodes)]
-    demands, role_demands = [], []
+    role_demands = []
     total = 0
-    for i, ((gpus, cpu, share), count) in enumerate(roles):
-        count = min(count, 6 - total)
+    for i, ((gpus, cpu, share), wanted) in enumerate(roles):
+        count = min(wanted, 6 - total)
         if count <= 0:
             break
         total += count
         shape = make_shape(gpus=0 if share else gpus, cpu=cpu, share=share,
                            selector={"pool": "p"} if i == 2 else None)
         role_demands.append(RoleDemand(f"r{i}", shape, need=count))
-        d = demand_of(shape)
-        demands += [(f"r{i}", d)] * count
     caps = {n.name: empty_capacity(n) for n in infos}
     eligible = {
         rd.role: tuple(n.name for n in infos
