@@ -1,0 +1,165 @@
+"""``muster simulate``: replay a GPU trace (the FGD paper's method) under scheduling policies.
+
+    muster simulate --trace openb --pods PODS.csv --nodes NODES.csv --policy fgd --seed 42
+    muster simulate --trace openb --pods ... --nodes ... --sweep --policy all --seeds 42..51
+
+Output is a table for people or JSON for scripts (``gpu_allocation_ratio_at``: arrived-demand
+percent "0".."130" -> allocation percent); ``--plot FILE.png`` draws allocation against
+arrived demand.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from extender.cli.errors import EXIT_OK, CliError
+from extender.cli.render import console, emit_data, table
+from simulator.plots import plot_allocation
+from simulator.policies import PAPER_ORDER
+from simulator.trace.openb import TraceError, load_nodes, load_pods
+from simulator.trace.published import PUBLISHED_MEANS
+from simulator.trace.replay import TraceResult, run_experiment
+from simulator.trace.sweep import jobs_for, mean_curves, run_sweep
+
+SHOWN_POINTS = (50, 70, 80, 90, 100, 110, 120, 130)
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "simulate",
+        help="replay a GPU trace under scheduling policies (offline, deterministic)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--trace", choices=("openb",), help="trace format (the Alibaba openb CSVs)")
+    p.add_argument("--pods", type=Path, help="pod list CSV of the trace")
+    p.add_argument("--nodes", type=Path, help="node list CSV of the trace")
+    p.add_argument(
+        "--policy", default="fgd",
+        help=f"policy or comma list, or 'all': {', '.join(PAPER_ORDER)} (default fgd)",
+    )
+    p.add_argument("--seed", type=int, default=42, help="random seed (default 42)")
+    p.add_argument("--seeds", help="seed range for --sweep, e.g. 42..51 (default: --seed)")
+    p.add_argument("--tune", type=float, default=1.3,
+                   help="top the trace up (or down) to this multiple of cluster GPUs (default 1.3)")
+    p.add_argument("--sweep", action="store_true",
+                   help="run every policy x seed in parallel processes and report means")
+    p.add_argument("--executor", choices=("process", "ray"), default="process")
+    p.add_argument("--workers", type=int, default=None, help="parallel processes (default: CPUs)")
+    p.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    p.add_argument("--plot", type=Path, help="write a PNG of allocation vs arrived demand")
+    p.set_defaults(handler=run)
+
+
+def _policies(raw: str) -> list[str]:
+    names = list(PAPER_ORDER) if raw == "all" else [n.strip() for n in raw.split(",") if n.strip()]
+    unknown = [n for n in names if n not in PAPER_ORDER]
+    if unknown or not names:
+        raise CliError(f"unknown policy {', '.join(unknown) or raw!r}; "
+                       f"choose from {', '.join(PAPER_ORDER)} or 'all'")
+    return names
+
+
+def _seeds(args: argparse.Namespace) -> list[int]:
+    if not args.seeds:
+        return [args.seed]
+    first, sep, last = args.seeds.partition("..")
+    try:
+        low = int(first)
+        high = int(last) if sep else low
+    except ValueError:
+        raise CliError(f"--seeds {args.seeds!r}: expected N or N..M") from None
+    if high < low:
+        raise CliError(f"--seeds {args.seeds!r}: the range is empty")
+    return list(range(low, high + 1))
+
+
+def _curve_json(curve: dict[int, float]) -> dict[str, float]:
+    return {str(k): v for k, v in sorted(curve.items())}
+
+
+def result_json(r: TraceResult) -> dict[str, Any]:
+    return {
+        "policy": r.policy,
+        "seed": r.seed,
+        "tune": r.tune,
+        "pods": r.pods,
+        "failed_pods": r.failed,
+        "total_gpus": r.total_gpus,
+        "gpu_allocation_ratio_at": _curve_json(r.allocation_at),
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.trace is None:
+        raise CliError("give --trace openb with --pods and --nodes "
+                       "(snapshot replay is not available in this version)")
+    if args.pods is None or args.nodes is None:
+        raise CliError("--trace openb needs --pods FILE and --nodes FILE")
+    policies = _policies(args.policy)
+    seeds = _seeds(args)
+    try:
+        nodes, pods = load_nodes(args.nodes), load_pods(args.pods)
+    except TraceError as err:
+        raise CliError(str(err)) from None
+    if args.tune < 0:
+        raise CliError(f"--tune {args.tune}: must be 0 (no tuning) or positive")
+
+    show_progress = args.output == "table" and sys.stderr.isatty()
+    results: list[TraceResult]
+    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                        TimeElapsedColumn(), disable=not show_progress, transient=True)
+    with progress:
+        if args.sweep or len(policies) * len(seeds) > 1:
+            task = progress.add_task("experiments", total=len(policies) * len(seeds))
+            try:
+                results = run_sweep(
+                    jobs_for(args.nodes, args.pods, policies=policies, seeds=seeds, tune=args.tune),
+                    workers=args.workers, executor=args.executor,
+                    on_done=lambda _r: progress.advance(task),
+                )
+            except ValueError as err:
+                raise CliError(str(err)) from None
+        else:
+            task = progress.add_task(f"{policies[0]} seed {seeds[0]}", total=None)
+
+            def step(done: int, total: int) -> None:
+                progress.update(task, completed=done, total=total)
+
+            results = [run_experiment(nodes, pods, policy=policies[0], seed=seeds[0],
+                                      tune=args.tune, progress=step)]
+
+    means = mean_curves(results)
+    if args.plot:
+        reference = {p: PUBLISHED_MEANS[p] for p in means} if args.pods.name == (
+            "openb_pod_list_default.csv") else None
+        plot_allocation(means, args.plot, reference=reference,
+                        title=f"{args.pods.stem}, seeds {seeds[0]}..{seeds[-1]}")
+
+    if args.output == "json":
+        emit_data(
+            {
+                "experiments": [result_json(r) for r in results],
+                "mean": {p: {"gpu_allocation_ratio_at": _curve_json(c)} for p, c in means.items()},
+                **(result_json(results[0]) if len(results) == 1 else {}),
+            },
+            "json",
+        )
+        return EXIT_OK
+    out = console()
+    rows = []
+    for policy, curve in means.items():
+        failed = [r.failed for r in results if r.policy == policy]
+        rows.append([policy, *(f"{curve.get(p, float('nan')):.2f}" for p in SHOWN_POINTS),
+                     round(sum(failed) / len(failed))])
+    out.print(table(["policy", *(f"{p}%" for p in SHOWN_POINTS), "failed pods"], rows,
+                    title=f"GPU allocation (%) at arrived demand, {nodes.total_gpus} GPUs, "
+                          f"seeds {seeds[0]}..{seeds[-1]}, tune {args.tune}"))
+    if args.plot:
+        out.print(f"plot written to {args.plot}")
+    return EXIT_OK

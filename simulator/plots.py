@@ -1,0 +1,70 @@
+"""Figures of simulation results (matplotlib, Agg backend: files only, no display)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+
+
+def plot_allocation(
+    curves: Mapping[str, Mapping[int, float]],
+    path: Path,
+    *,
+    title: str = "GPU allocation vs arrived GPU demand",
+    reference: Mapping[str, Mapping[int, float]] | None = None,
+) -> Path:
+    """One line per policy (allocation % against arrived-demand %), optional published points."""
+    fig, ax = plt.subplots(figsize=(7, 4.5), dpi=110)
+    for name, curve in curves.items():
+        xs = sorted(curve)
+        line = ax.plot(xs, [curve[x] for x in xs], label=name, linewidth=1.4)[0]
+        if reference and name in reference:
+            ref = reference[name]
+            ax.scatter(sorted(ref), [ref[x] for x in sorted(ref)], marker="x", s=18,
+                       color=line.get_color())
+    ax.plot([0, 100], [0, 100], color="grey", linestyle=":", linewidth=0.8)
+    ax.set_xlabel("arrived GPU demand (% of cluster GPUs)")
+    ax.set_ylabel("GPUs allocated (%)")
+    ax.set_title(title + (" (x: published means)" if reference else ""))
+    ax.set_xlim(0, 130)
+    ax.set_ylim(0, 100)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def plot_series(
+    series: Mapping[str, Sequence[tuple[float, float]]],
+    path: Path,
+    *,
+    title: str,
+    xlabel: str,
+    ylabel: str,
+    step: bool = False,
+) -> Path:
+    """Generic line plot of named (x, y) series: utilisation over time, wait CDFs."""
+    fig, ax = plt.subplots(figsize=(7, 4.5), dpi=110)
+    for name, points in series.items():
+        xs = [p[0] for p in points]
+        ys = [p[1] for p in points]
+        if step:
+            ax.step(xs, ys, where="post", label=name)
+        else:
+            ax.plot(xs, ys, label=name)
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
