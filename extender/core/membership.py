@@ -1,0 +1,142 @@
+"""Where a pod belongs: its workload, role, replica and gang.
+
+The controller owner chain decides first (Pod -> Job -> JobSet, Pod -> StatefulSet ->
+LeaderWorkerSet, Pod -> ReplicaSet -> Deployment): the topmost owner of a described kind that
+was resolved is the workload, so a Job inside a JobSet yields the JobSet. When the chain is
+unknown (owner objects not at hand), the descriptors' ``pods.workloadLabel`` rules decide.
+Role and replica index come from the descriptor's pod labels.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from extender.core.catalog import Catalog
+from extender.core.descriptor import Descriptor, GangPolicy
+from extender.core.model import Membership, OwnerRef, PodInfo, WorkloadTree
+from extender.core.objects import owner_refs
+from extender.core.workload import gang_key
+
+#: Owner chains longer than this are cut (a cycle of owner references must not loop forever).
+MAX_CHAIN = 16
+
+
+@dataclass(frozen=True)
+class ObjectIndex:
+    """API objects by ``(namespace, kind, name)``, for walking owner references."""
+
+    by_key: Mapping[tuple[str, str, str], Mapping[str, Any]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, objects: Iterable[Mapping[str, Any]]) -> ObjectIndex:
+        index: dict[tuple[str, str, str], Mapping[str, Any]] = {}
+        for obj in objects:
+            meta = obj.get("metadata") if isinstance(obj, Mapping) else None
+            if not isinstance(meta, Mapping) or not isinstance(obj.get("kind"), str):
+                continue
+            index[(str(meta.get("namespace") or "default"), str(obj["kind"]),
+                   str(meta.get("name") or ""))] = obj
+        return cls(by_key=index)
+
+    def get(self, namespace: str, kind: str, name: str) -> Mapping[str, Any] | None:
+        return self.by_key.get((namespace, kind, name))
+
+
+def _controller(refs: tuple[OwnerRef, ...]) -> OwnerRef | None:
+    for ref in refs:
+        if ref.controller:
+            return ref
+    return refs[0] if refs else None
+
+
+def owner_chain(pod: PodInfo, objects: ObjectIndex) -> list[OwnerRef]:
+    """The pod's controller owners, nearest first, as far as ``objects`` can follow them."""
+    chain: list[OwnerRef] = []
+    ref = pod.controller
+    while ref is not None and len(chain) < MAX_CHAIN and ref not in chain:
+        chain.append(ref)
+        obj = objects.get(pod.namespace, ref.kind, ref.name)
+        if obj is None:
+            break
+        meta = obj.get("metadata")
+        ref = _controller(owner_refs(meta if isinstance(meta, Mapping) else {}))
+    return chain
+
+
+def _descriptor_of(tree: WorkloadTree, catalog: Catalog) -> Descriptor | None:
+    return catalog.for_api(tree.ref.api_version, tree.ref.kind)
+
+
+def _workload(pod: PodInfo, objects: ObjectIndex, catalog: Catalog,
+              workloads: Mapping[str, WorkloadTree]) -> WorkloadTree | None:
+    for ref in reversed(owner_chain(pod, objects)):
+        tree = workloads.get(f"{ref.kind}/{pod.namespace}/{ref.name}")
+        if tree is not None and catalog.for_api(ref.api_version or tree.ref.api_version,
+                                                ref.kind) is not None:
+            return tree
+    if not pod.owners:
+        bare = workloads.get(f"Pod/{pod.namespace}/{pod.name}")
+        if bare is not None:
+            return bare
+    for descriptor in catalog.descriptors:
+        label = descriptor.pods.workload_label
+        value = pod.label(label) if label else None
+        if value:
+            tree = workloads.get(f"{descriptor.target.kind}/{pod.namespace}/{value}")
+            if tree is not None and tree.descriptor == descriptor.name:
+                return tree
+    return None
+
+
+def _role(pod: PodInfo, descriptor: Descriptor, tree: WorkloadTree) -> str:
+    names = {r.name.lower(): r.name for r in tree.roles}
+    mapping = dict(descriptor.pods.role_map)
+    for label in descriptor.pods.role_labels:
+        value = pod.label(label)
+        if value is None:
+            continue
+        wanted = mapping.get(value, value)
+        if wanted.lower() in names:
+            return names[wanted.lower()]
+        if descriptor.pods.role_default is None:
+            return wanted
+    if descriptor.pods.role_default is not None:
+        return descriptor.pods.role_default
+    return tree.roles[0].name if len(tree.roles) == 1 else ""
+
+
+def _replica(pod: PodInfo, descriptor: Descriptor) -> int | None:
+    label = descriptor.pods.replica_label
+    value = pod.label(label) if label else None
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def find_membership(pod: PodInfo, *, objects: ObjectIndex, catalog: Catalog,
+                    workloads: Mapping[str, WorkloadTree]) -> Membership | None:
+    """Where ``pod`` belongs among the resolved ``workloads`` (keyed by ``WorkloadRef.key``).
+
+    ``None`` when the pod belongs to no resolved workload. ``gang`` is ``None`` for a pod that
+    is not in any gang (serving replicas, roles left out of gangs, unknown replica index).
+    """
+    tree = _workload(pod, objects, catalog, workloads)
+    if tree is None:
+        return None
+    descriptor = _descriptor_of(tree, catalog)
+    if descriptor is None:
+        return Membership(workload=tree.ref, role="")
+    role = _role(pod, descriptor, tree)
+    replica = _replica(pod, descriptor)
+    policy = descriptor.gangs.policy
+    key = gang_key(tree.ref, policy, role=role, replica=replica)
+    gang = None
+    if key is not None and policy is not GangPolicy.NONE:
+        for candidate in tree.gangs:
+            if candidate.key == key and (candidate.member(role) is not None or not role):
+                gang = candidate.key
+                break
+    return Membership(workload=tree.ref, role=role, replica=replica, gang=gang)
