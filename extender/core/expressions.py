@@ -333,9 +333,10 @@ class Condition:
             assert self.pattern is not None
             return isinstance(value, str) and self.pattern.search(value) is not None
         if kind == "greaterThan":
+            # Any selected value counts: "some replicatedJob has active pods".
             limit = self.expected if isinstance(self.expected, int | float) else 0
-            return isinstance(value, int | float) and not isinstance(value, bool) and \
-                value > limit
+            return any(isinstance(v, int | float) and not isinstance(v, bool) and v > limit
+                       for v in found)
         # equalsPath
         assert self.other is not None
         other = self.other.find(scope)
