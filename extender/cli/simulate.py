@@ -60,8 +60,8 @@ def _policies(raw: str) -> list[str]:
     names = list(PAPER_ORDER) if raw == "all" else [n.strip() for n in raw.split(",") if n.strip()]
     unknown = [n for n in names if n not in PAPER_ORDER]
     if unknown or not names:
-        raise CliError(f"unknown policy {', '.join(unknown) or raw!r}; "
-                       f"choose from {', '.join(PAPER_ORDER)} or 'all'")
+        named = ", ".join(unknown) or repr(raw)
+        raise CliError(f"unknown policy {named}; choose from {', '.join(PAPER_ORDER)} or 'all'")
     return names
 
 
