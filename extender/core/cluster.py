@@ -2,7 +2,8 @@
 
 Every object of a described kind is resolved into a workload tree; bare pods (no owner) are
 workloads of kind ``Pod`` when the catalog describes pods; every pod then gets its membership.
-Objects that cannot be resolved are left out and reported by :func:`resolve_objects`, so one
+Objects controlled by an object of a described kind (a JobSet's Jobs) are parts of that
+workload, not workloads. Objects that cannot be resolved are left out and reported by :func:`resolve_objects`, so one
 malformed custom resource never stops the scheduler from seeing the rest of the cluster.
 """
 
@@ -15,7 +16,7 @@ from extender.core.catalog import Catalog
 from extender.core.expressions import WorkloadError
 from extender.core.membership import ObjectIndex, find_membership
 from extender.core.model import Membership, NodeInfo, PodInfo, WorkloadTree
-from extender.core.objects import ObjectError, node_from_api, pod_from_api
+from extender.core.objects import ObjectError, node_from_api, owner_refs, pod_from_api
 from extender.core.snapshot import ClusterSnapshot
 from extender.core.workload import resolve_workload
 
@@ -27,7 +28,7 @@ def resolve_objects(objects: Iterable[Mapping[str, Any]], catalog: Catalog,
     problems: list[str] = []
     for obj in objects:
         descriptor = catalog.for_object(obj) if isinstance(obj, Mapping) else None
-        if descriptor is None:
+        if descriptor is None or _owned_by_described(obj, catalog):
             continue
         try:
             tree = resolve_workload(obj, descriptor)
@@ -36,6 +37,16 @@ def resolve_objects(objects: Iterable[Mapping[str, Any]], catalog: Catalog,
             continue
         trees[tree.ref.key] = tree
     return [trees[k] for k in sorted(trees)], problems
+
+
+def _owned_by_described(obj: Mapping[str, Any], catalog: Catalog) -> bool:
+    """A Job inside a JobSet, a StatefulSet inside an LWS: part of the owner's tree, not a
+    workload of its own (counting it too would reserve its pods twice)."""
+    meta = obj.get("metadata")
+    if not isinstance(meta, Mapping):
+        return False
+    return any(ref.controller and catalog.for_api(ref.api_version, ref.kind) is not None
+               for ref in owner_refs(meta))
 
 
 def _is_bare(pod: Mapping[str, Any]) -> bool:

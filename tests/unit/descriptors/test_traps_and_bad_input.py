@@ -263,7 +263,7 @@ def test_types_match_leniently_by_kind_plural_short_name_and_group(name: str, ki
 
 
 def test_an_unknown_type_name_lists_the_known_kinds() -> None:
-    with pytest.raises(UnknownKind, match="unknown kind gizmo; known kinds: Deployment.apps"):
+    with pytest.raises(UnknownKind, match=r"unknown kind gizmo; known kinds: Deployment\.apps"):
         catalog().find_type("gizmo")
 
 
