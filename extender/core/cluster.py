@@ -3,8 +3,9 @@
 Every object of a described kind is resolved into a workload tree; bare pods (no owner) are
 workloads of kind ``Pod`` when the catalog describes pods; every pod then gets its membership.
 Objects controlled by an object of a described kind (a JobSet's Jobs) are parts of that
-workload, not workloads. Objects that cannot be resolved are left out and reported by :func:`resolve_objects`, so one
-malformed custom resource never stops the scheduler from seeing the rest of the cluster.
+workload, not workloads. Objects that cannot be resolved are left out and reported by
+:func:`resolve_objects`, so one malformed custom resource never stops the scheduler from seeing
+the rest of the cluster.
 """
 
 from __future__ import annotations
