@@ -13,8 +13,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from extender.core.scoring import Policy
+
 LOG_LEVELS = ("debug", "info", "warning", "error")
-SCORINGS = ("pack", "spread", "topology")
+SCORINGS = tuple(p.value for p in Policy)
 
 
 class SettingsError(ValueError):
@@ -39,8 +41,8 @@ class Settings:
     """Seconds a bind waits at the gang barrier; keep well under kube-scheduler's httpTimeout."""
     plan_ttl: float = 60.0
     """Seconds a gang's plan holds capacity while its members have not all arrived."""
-    scoring: str = "pack"
-    """Prioritize policy: ``pack``, ``spread`` or ``topology``."""
+    scoring: str = Policy.BINPACK.value
+    """Prioritize policy: ``binpack``, ``spread``, ``topology`` or ``fragmentation``."""
     log_level: str = "info"
     max_request_bytes: int = 32 * 1024 * 1024
     """Bodies larger than this get an Error result (a full NodeList of 5,000 nodes is ~25 MB)."""

@@ -1,0 +1,127 @@
+"""``muster serve``: the extender kube-scheduler calls, from a live cluster or a snapshot file.
+
+Settings come from flags over ``MUSTER_*`` variables and are validated before anything starts;
+the app (and, live, its informers) is built inside gunicorn's worker process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import time
+from typing import Any
+
+from flask import Flask
+
+from extender.cli.errors import EXIT_INPUT, CliError
+from extender.core.catalog import Catalog
+from extender.core.descriptor import Descriptor
+from extender.files.catalog import CatalogError, load_descriptors, packaged_catalog
+from extender.files.snapshot import SnapshotFileError, load_snapshot
+from extender.server.app import create_app
+from extender.server.runner import serve
+from extender.server.settings import Settings, SettingsError, build_settings
+from extender.state.build import CatalogSnapshots
+from extender.state.memory import MemoryBinder
+from extender.state.ports import MemoryEvents
+from extender.state.store import DESCRIPTORS, NODES, PODS, StateStore
+
+log = logging.getLogger("muster.serve")
+
+
+def register(subparsers: Any) -> None:
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        "serve", help="run the kube-scheduler extender (filter, prioritize, bind, preempt)",
+        description="Serve the extender verbs over HTTP. Every flag can also be set with a "
+                    "MUSTER_* environment variable (MUSTER_PORT, MUSTER_BIND_TIMEOUT...).")
+    p.add_argument("--host", help="listen address (default 127.0.0.1)")
+    p.add_argument("--port", type=int, help="listen port (default 8888)")
+    p.add_argument("--kubeconfig", metavar="PATH", help="kubeconfig (default: in-cluster, "
+                   "$KUBECONFIG, ~/.kube/config)")
+    p.add_argument("--context", metavar="NAME", help="kubeconfig context")
+    p.add_argument("--snapshot", metavar="FILE", help="serve from a snapshot file (kubectl get "
+                   "nodes,pods -A -o yaml); no API server, binds kept in memory")
+    p.add_argument("--descriptors", action="append", metavar="DIR",
+                   help="extra descriptor file or directory; repeatable")
+    p.add_argument("--bind-timeout", type=float, metavar="S",
+                   help="seconds a bind waits at the gang barrier (default 3)")
+    p.add_argument("--plan-ttl", type=float, metavar="S",
+                   help="seconds a gang plan holds capacity (default 60)")
+    p.add_argument("--scoring", help="prioritize policy: binpack, spread, topology, "
+                   "fragmentation (default binpack)")
+    p.add_argument("--log-level", help="debug, info, warning, error (default info)")
+    p.add_argument("--max-request-bytes", type=int, metavar="N",
+                   help="largest request body accepted (default 32 MiB)")
+    p.add_argument("--threads", type=int, help="worker threads (default 32)")
+    p.set_defaults(handler=run)
+
+
+def settings_from(args: argparse.Namespace, env: dict[str, str]) -> Settings:
+    given = {k: getattr(args, k, None) for k in (
+        "host", "port", "kubeconfig", "context", "snapshot", "bind_timeout", "plan_ttl",
+        "scoring", "log_level", "max_request_bytes", "threads")}
+    given["descriptors"] = tuple(args.descriptors or ())
+    try:
+        return build_settings(given, env)
+    except SettingsError as err:
+        raise CliError(str(err), exit_code=EXIT_INPUT) from err
+
+
+def base_catalog(settings: Settings) -> Catalog:
+    try:
+        extra: list[Descriptor] = (load_descriptors(settings.descriptors)
+                                   if settings.descriptors else [])
+        return packaged_catalog().merged(extra)
+    except CatalogError as err:
+        raise CliError(f"cannot load descriptors:\n{err}", exit_code=EXIT_INPUT) from err
+
+
+def configure_logging(level: str) -> None:
+    logging.basicConfig(
+        level=level.upper(), stream=sys.stderr,
+        format="ts=%(asctime)s level=%(levelname)s logger=%(name)s %(message)s")
+
+
+def snapshot_app(settings: Settings, catalog: Catalog) -> Flask:
+    """An app serving a snapshot file: no API server, binds and events kept in memory."""
+    assert settings.snapshot is not None
+    try:
+        objects = load_snapshot(settings.snapshot)
+    except SnapshotFileError as err:
+        raise CliError(str(err), exit_code=EXIT_INPUT) from err
+    store = StateStore(CatalogSnapshots(catalog), expected=[NODES, PODS, DESCRIPTORS])
+    store.load(objects)
+    return create_app(settings, store, time.time, binder=MemoryBinder(store),
+                      events=MemoryEvents())
+
+
+def live_app(settings: Settings, catalog: Catalog) -> Flask:
+    """An app fed by informers; built in the worker process so their threads live there."""
+    from extender.kube.live import start_live  # noqa: PLC0415 - only the live mode needs it
+
+    snapshots = CatalogSnapshots(catalog)
+    store = StateStore(snapshots, expected=[NODES, PODS, DESCRIPTORS])
+    live = start_live(store, snapshots, kubeconfig=settings.kubeconfig, context=settings.context)
+    return create_app(settings, store, time.time, binder=live.binder, events=live.events)
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = settings_from(args, dict(os.environ))
+    configure_logging(settings.log_level)
+    catalog = base_catalog(settings)
+    if settings.snapshot is not None:
+        app = snapshot_app(settings, catalog)  # read the file now: errors before listening
+
+        def factory() -> Flask:
+            return app
+    else:
+        def factory() -> Flask:
+            return live_app(settings, catalog)
+    log.info("event=start mode=%s host=%s port=%d bind_timeout=%g plan_ttl=%g descriptors=%d",
+             "live" if settings.live else "snapshot", settings.host, settings.port,
+             settings.bind_timeout, settings.plan_ttl, len(catalog))
+    serve(factory, host=settings.host, port=settings.port, threads=settings.threads,
+          log_level=settings.log_level)
+    return 0

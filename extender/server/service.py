@@ -1,0 +1,342 @@
+"""The gang service: the one place where requests, cluster state, the ledger and time meet.
+
+Every decision is made by the pure core (``extender.core.decisions``) on an immutable snapshot;
+this class only serialises access to the mutable ledger, holds binds at the gang barrier, and
+turns decisions into wire results and pod events. Locking: one condition variable guards the
+ledger and the barrier tables; the Binding call to the API server happens outside it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from extender.core.decisions import (
+    BindOutcome,
+    CoreSettings,
+    decide_bind,
+    decide_filter,
+    decide_preempt,
+    decide_prioritize,
+    expired_barriers,
+    withdraw,
+)
+from extender.core.ledger import Ledger
+from extender.core.model import GangKey, NodeName, PodInfo
+from extender.core.objects import pod_from_api
+from extender.core.snapshot import ClusterSnapshot
+from extender.server.inspect import describe_gangs
+from extender.server.settings import Settings
+from extender.server.wire import (
+    BindingArgs,
+    ExtenderArgs,
+    ExtenderBindingResultJSON,
+    ExtenderFilterResultJSON,
+    ExtenderPreemptionResultJSON,
+    HostPriorityJSON,
+    PreemptionArgs,
+    binding_result,
+    filter_result,
+    preemption_result,
+    priority_list,
+)
+from extender.state.ports import Binder, BindError, Clock, EventSink, EventType, PodEvent, PodRef
+from extender.state.store import StateStore
+
+log = logging.getLogger("muster.service")
+
+
+@dataclass
+class _Barrier:
+    """Binds held for gangs that have not reached their minimum yet."""
+
+    waiting: dict[str, tuple[GangKey | None, str]] = field(default_factory=dict)
+    """Pod UID -> (gang, node) of every bind request currently held."""
+    released: dict[str, str] = field(default_factory=dict)
+    """Pod UID -> node: the gang reached its minimum; this member may bind now."""
+    failed: dict[str, str] = field(default_factory=dict)
+    """Pod UID -> reason: the gang timed out; this member's bind fails."""
+
+
+class GangService:
+    def __init__(self, state: StateStore, *, settings: Settings, clock: Clock, binder: Binder,
+                 events: EventSink) -> None:
+        self._state = state
+        self._settings = settings
+        self._clock = clock
+        self._binder = binder
+        self._events = events
+        self._core = CoreSettings(plan_ttl=settings.plan_ttl, bind_timeout=settings.bind_timeout,
+                                  scoring=settings.scoring)
+        self._cond = threading.Condition()
+        self._ledger = Ledger()
+        self._barrier = _Barrier()
+        self._last_reason: dict[GangKey, str] = {}
+        self._last_event: dict[str, tuple[str, str]] = {}
+        self._expired_total = 0
+        self._rebuilt = False
+
+    # --- readiness -----------------------------------------------------------------------------
+
+    def readiness(self) -> tuple[bool, str]:
+        ready = self._state.readiness()
+        return ready.ready, ready.reason
+
+    # --- filter / prioritize ------------------------------------------------------------------
+
+    def _request_pod(self, raw: Mapping[str, Any]) -> tuple[PodInfo | None, str]:
+        """The pod of a request, made visible to the core; or why it cannot be read."""
+        raw = _with_identity(raw)
+        try:
+            pod = pod_from_api(raw)
+        except ValueError as err:
+            return None, f"cannot read pod {_pod_key(raw)}: {err}"
+        self._state.upsert_pod(raw)
+        return pod, ""
+
+    def _prepare(self, now: float) -> ClusterSnapshot:
+        """Under the lock: the current snapshot, with the ledger rebuilt once and expired."""
+        snapshot = self._state.snapshot()
+        if not self._rebuilt:
+            # After a restart the ledger is empty but pods Muster planned may be half bound;
+            # rebuild reservations from what the cluster shows.
+            self._ledger.rebuild(snapshot, now=now, ttl=self._settings.plan_ttl)
+            self._rebuilt = True
+        for gang in expired_barriers(ledger=self._ledger, now=now, settings=self._core):
+            # A barrier nobody is waiting on any more (its requests gave up): drop it.
+            gone = withdraw(gang, ledger=self._ledger)
+            self._fail_held(gone.rejected, gone.reason, snapshot, gang)
+        for gang in self._ledger.expire(now):
+            self._expired_total += 1
+            self._note(gang, "plan expired: members did not all arrive before the plan's TTL")
+            for pod in snapshot.pods_of_gang(gang):
+                if pod.node_name is None:
+                    self._event(pod, EventType.WARNING, "GangPlanExpired",
+                                f"gang {gang}: plan expired before all members arrived; "
+                                "the gang backs off and is planned again")
+        return snapshot
+
+    def filter(self, args: ExtenderArgs) -> ExtenderFilterResultJSON:
+        ready = self._state.readiness()
+        if not ready.ready:
+            return filter_result(args, error=f"muster: cluster state not trusted ({ready.reason});"
+                                             " refusing to place pods until it is resynced")
+        pod, problem = self._request_pod(args.pod)
+        if pod is None:
+            return filter_result(args, error=problem)
+        with self._cond:
+            now = self._clock()
+            snapshot = self._prepare(now)
+            unknown = {n: "node unknown to Muster (not yet seen by its node informer)"
+                       for n in args.node_names if n not in snapshot.nodes}
+            candidates = tuple(NodeName(n) for n in args.node_names if n in snapshot.nodes)
+            decision = decide_filter(pod, candidates, snapshot=snapshot, ledger=self._ledger,
+                                     now=now, settings=self._core)
+            if decision.gang is not None:
+                self._note(decision.gang, decision.reason)
+        self._filter_event(pod, decision.gang, bool(decision.passed), decision.reason)
+        log.debug("verb=filter pod=%s gang=%s outcome=%s passed=%d reason=%r", pod.key,
+                  decision.gang, decision.outcome, len(decision.passed), decision.reason)
+        return filter_result(args, [str(n) for n in decision.passed],
+                             failed={**unknown, **{str(k): v for k, v in decision.failed.items()}},
+                             unresolvable={str(k): v for k, v in decision.unresolvable.items()})
+
+    def prioritize(self, args: ExtenderArgs) -> list[HostPriorityJSON]:
+        if not self._state.readiness().ready:
+            return []
+        pod, _ = self._request_pod(args.pod)
+        if pod is None:
+            return []
+        with self._cond:
+            now = self._clock()
+            snapshot = self._prepare(now)
+            candidates = tuple(NodeName(n) for n in args.node_names if n in snapshot.nodes)
+            scores = decide_prioritize(pod, candidates, snapshot=snapshot, ledger=self._ledger,
+                                       now=now, settings=self._core)
+        return priority_list([(str(n), max(0, min(10, int(s)))) for n, s in scores])
+
+    def preempt(self, args: PreemptionArgs) -> ExtenderPreemptionResultJSON:
+        if not self._state.readiness().ready:
+            return preemption_result({})
+        pod, _ = self._request_pod(args.pod)
+        if pod is None:
+            return preemption_result({})
+        with self._cond:
+            snapshot = self._prepare(self._clock())
+            victims = {NodeName(n): v for n, v in args.victims.items()}
+            chosen = decide_preempt(pod, victims, snapshot=snapshot, ledger=self._ledger,
+                                    settings=self._core)
+        return preemption_result({str(n): list(v) for n, v in chosen.items()},
+                                 args.pdb_violations)
+
+    # --- bind: the gang barrier ---------------------------------------------------------------
+
+    def bind(self, args: BindingArgs) -> ExtenderBindingResultJSON:
+        ref = PodRef(args.pod_namespace, args.pod_name, args.pod_uid)
+        if not self._state.readiness().ready:
+            return binding_result(f"muster: cluster state not trusted; not binding {ref.key}")
+        raw = self._state.pod(ref.namespace, ref.name)
+        if raw is None:
+            return binding_result(f"pod {ref.key} not found in Muster's cache")
+        meta, spec = raw.get("metadata") or {}, raw.get("spec") or {}
+        if meta.get("uid") and meta.get("uid") != ref.uid:
+            return binding_result(f"pod {ref.key} has UID {meta.get('uid')}, bind asked for "
+                                  f"{ref.uid}: the pod was recreated; not binding")
+        if spec.get("nodeName"):
+            if spec["nodeName"] == args.node:
+                return binding_result()  # a retry of a bind that already happened
+            return binding_result(f"pod {ref.key} is already bound to {spec['nodeName']}")
+        error = self._pass_barrier(ref, NodeName(args.node))
+        if error:
+            return binding_result(error)
+        try:
+            self._binder.bind(ref, args.node)
+        except BindError as err:
+            with self._cond:
+                self._ledger.forget_pod(ref.uid)
+            log.warning("verb=bind pod=%s node=%s outcome=error reason=%r", ref.key, args.node,
+                        str(err))
+            return binding_result(f"binding {ref.key} to {args.node} failed: {err}")
+        self._state.assume_bound(ref.namespace, ref.name, args.node)
+        with self._cond:
+            self._ledger.confirm_bound(ref.uid, NodeName(args.node))
+        log.info("verb=bind pod=%s node=%s outcome=bound", ref.key, args.node)
+        return binding_result()
+
+    def _pass_barrier(self, ref: PodRef, node: NodeName) -> str:
+        """Wait until this pod's gang may bind; ``""`` when it may, else the reason it may not."""
+        barrier = self._barrier
+        with self._cond:
+            now = self._clock()
+            snapshot = self._prepare(now)
+            if barrier.released.pop(ref.uid, None) is not None:
+                return ""
+            decision = decide_bind(ref.uid, node, snapshot=snapshot, ledger=self._ledger, now=now,
+                                   settings=self._core)
+            gang = decision.gang
+            if gang is not None:
+                self._note(gang, decision.reason)
+            if decision.outcome is BindOutcome.REJECT:
+                self._fail_held(decision.rejected, decision.reason, snapshot, gang)
+                return decision.reason
+            if decision.outcome is BindOutcome.BIND:
+                for uid, member_node in decision.release:
+                    if uid != ref.uid and uid in barrier.waiting:
+                        barrier.released[uid] = str(member_node)
+                self._cond.notify_all()
+                if len(decision.release) > 1 or gang is not None:
+                    self._admitted(snapshot, gang)
+                return ""
+            # Wait at the barrier in real time, bounded by --bind-timeout.
+            barrier.waiting[ref.uid] = (gang, str(node))
+            deadline = now + self._settings.bind_timeout
+            try:
+                while True:
+                    if barrier.released.pop(ref.uid, None) is not None:
+                        return ""
+                    failed = barrier.failed.pop(ref.uid, None)
+                    if failed is not None:
+                        return failed
+                    remaining = deadline - self._clock()
+                    if remaining <= 0 and gang is not None:
+                        timed_out = withdraw(gang, ledger=self._ledger, also=(ref.uid, node))
+                        self._fail_held(timed_out.rejected, timed_out.reason, snapshot, gang)
+                        barrier.failed.pop(ref.uid, None)
+                        return timed_out.reason
+                    self._cond.wait(timeout=max(remaining, 0.001))
+            finally:
+                barrier.waiting.pop(ref.uid, None)
+
+    def _fail_held(self, rejected: Sequence[tuple[str, NodeName]], reason: str,
+                   snapshot: ClusterSnapshot, gang: GangKey | None) -> None:
+        """Wake every held member the core failed, so kube-scheduler requeues them all."""
+        if not rejected:
+            return
+        for uid, _node in rejected:
+            if uid in self._barrier.waiting:
+                self._barrier.failed[uid] = reason
+        self._cond.notify_all()
+        if gang is not None:
+            self._note(gang, reason)
+            for pod in snapshot.pods_of_gang(gang):
+                if pod.node_name is None:
+                    self._event(pod, EventType.WARNING, "GangBindTimeout", reason)
+        log.warning("verb=bind gang=%s outcome=withdrawn members=%d reason=%r", gang,
+                    len(rejected), reason)
+
+    def _admitted(self, snapshot: ClusterSnapshot, gang: GangKey | None) -> None:
+        if gang is None:
+            return
+        for pod in snapshot.pods_of_gang(gang):
+            if pod.node_name is None:
+                self._event(pod, EventType.NORMAL, "GangAdmitted",
+                            f"gang {gang}: minimum reached; binding all members")
+
+    # --- events and bookkeeping -----------------------------------------------------------------
+
+    def _note(self, gang: GangKey, reason: str) -> None:
+        self._last_reason[gang] = reason
+
+    def _filter_event(self, pod: PodInfo, gang: GangKey | None, passed: bool,
+                      reason: str) -> None:
+        if gang is None:
+            return
+        if passed:
+            self._event(pod, EventType.NORMAL, "GangPlanned", f"gang {gang}: {reason}")
+        else:
+            self._event(pod, EventType.WARNING, "GangWaiting", f"gang {gang}: {reason}")
+
+    def _event(self, pod: PodInfo, type_: EventType, reason: str, message: str) -> None:
+        # Filter runs on every retry of a pending pod; record a change, not a repetition.
+        if self._last_event.get(pod.uid) == (reason, message):
+            return
+        self._last_event[pod.uid] = (reason, message)
+        self._events.emit(PodEvent(PodRef(pod.namespace, pod.name, pod.uid), type_, reason,
+                                   message))
+
+    # --- introspection -----------------------------------------------------------------------
+
+    def inspect_gangs(self) -> list[dict[str, Any]]:
+        snapshot = self._state.snapshot()
+        with self._cond:
+            return describe_gangs(snapshot, self._ledger, last_reason=dict(self._last_reason),
+                                  waiting={u: g for u, (g, _) in self._barrier.waiting.items()})
+
+    def gang_counts(self) -> Mapping[str, int]:
+        snapshot = self._state.snapshot()
+        with self._cond:
+            gangs = describe_gangs(snapshot, self._ledger, last_reason=dict(self._last_reason),
+                                   waiting={u: g for u, (g, _) in self._barrier.waiting.items()})
+            counts = {"waiting": 0, "planned": 0, "bound": 0, "expired": self._expired_total}
+            for g in gangs:
+                counts[g["state"]] = counts.get(g["state"], 0) + 1
+            return counts
+
+    def reserved_gpus(self) -> float:
+        snapshot = self._state.snapshot()
+        with self._cond:
+            gangs = describe_gangs(snapshot, self._ledger, last_reason={}, waiting={})
+        return float(sum(g["reservedGpus"] for g in gangs))
+
+    def binds_waiting(self) -> int:
+        with self._cond:
+            return len(self._barrier.waiting)
+
+
+def _pod_key(raw: Mapping[str, Any]) -> str:
+    meta = raw.get("metadata") or {}
+    return f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
+
+
+def _with_identity(raw: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A request pod with namespace and uid filled in, so it can be indexed like any other."""
+    meta = dict(raw.get("metadata") or {})
+    if meta.get("namespace") and meta.get("uid"):
+        return raw
+    meta.setdefault("namespace", "default")
+    meta["namespace"] = meta["namespace"] or "default"
+    meta["uid"] = meta.get("uid") or f"request:{meta['namespace']}/{meta.get('name')}"
+    return {**raw, "metadata": meta}
