@@ -18,6 +18,7 @@ from extender.cli.errors import EXIT_INPUT, CliError
 
 #: Sub-command modules, in help order.
 COMMANDS: tuple[str, ...] = (
+    "serve",
     "sandbox",
     "simulate",
 )
