@@ -4,10 +4,11 @@ A :class:`ValuePath` is anything with ``find(obj) -> list[object]``. Muster desc
 JSONPath (jsonpath-ng, extended syntax with filters); a jq implementation can satisfy the same
 protocol later for NVIDIA Workload-Map (Karta) descriptors without touching the resolver.
 
-Paths are compiled once and cached by their text. Plain paths made only of field names and
-list indexes (most of them) are turned into a tuple of keys and walked directly, because
-jsonpath-ng's general matcher costs tens of microseconds per call and a resolve reads dozens
-of paths; anything else (wildcards, slices, filters) goes through jsonpath-ng.
+Paths are compiled once and cached by their text. Simple paths made only of field names, list
+indexes and ``[*]``/``.*`` wildcards (nearly all of them) are turned into steps and walked
+directly, because jsonpath-ng's general matcher costs tens of microseconds per call and a
+resolve reads dozens of paths; anything else (slices, filters, descendants) goes through
+jsonpath-ng.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any, Protocol, runtime_checkable
 from jsonpath_ng import Child, Fields, Index, Root, This
 from jsonpath_ng.exceptions import JsonPathLexerError, JsonPathParserError
 from jsonpath_ng.ext.parser import parse as _parse_jsonpath
+from jsonpath_ng.jsonpath import Slice
 
 
 class PathError(ValueError):
@@ -35,8 +37,19 @@ class ValuePath(Protocol):
     def find(self, obj: object) -> list[object]: ...
 
 
-def _flatten(node: Any) -> list[str | int] | None:
-    """The key tuple of a plain path (``$.a.b[0].c``), or ``None`` if it needs jsonpath-ng."""
+class _Wild:
+    """The ``[*]``/``.*`` step: every element of a list, every value of a map."""
+
+    def __repr__(self) -> str:
+        return "*"
+
+
+WILD = _Wild()
+Step = str | int | _Wild
+
+
+def _flatten(node: Any) -> list[Step] | None:
+    """The steps of a simple path (``$.a[*].b[0]``), or ``None`` if it needs jsonpath-ng."""
     if isinstance(node, Root | This):
         return []
     if isinstance(node, Child):
@@ -45,8 +58,12 @@ def _flatten(node: Any) -> list[str | int] | None:
         if left is None or right is None:
             return None
         return left + right
-    if isinstance(node, Fields) and len(node.fields) == 1 and node.fields[0] != "*":
-        return [str(node.fields[0])]
+    if isinstance(node, Fields) and len(node.fields) == 1:
+        return [WILD] if node.fields[0] == "*" else [str(node.fields[0])]
+    if type(node).__name__ == "Wildcard" or (
+            isinstance(node, Slice) and node.start is None and node.end is None
+            and node.step is None):
+        return [WILD]
     if isinstance(node, Index) and len(node.indices) == 1:
         return [int(node.indices[0])]
     return None
@@ -55,7 +72,7 @@ def _flatten(node: Any) -> list[str | int] | None:
 class JsonPath:
     """A JSONPath expression compiled with jsonpath-ng (see :func:`compile_path`)."""
 
-    __slots__ = ("_expr", "_keys", "text")
+    __slots__ = ("_expr", "_plain", "_steps", "text")
 
     def __init__(self, text: str) -> None:
         self.text = text
@@ -66,38 +83,57 @@ class JsonPath:
             # here is a malformed path as far as a descriptor author is concerned.
             message = str(err).split("\n", 1)[0]
             raise PathError(f"not a valid JSONPath {text!r}: {message}") from err
-        keys = _flatten(self._expr)
-        self._keys: tuple[str | int, ...] | None = tuple(keys) if keys is not None else None
+        steps = _flatten(self._expr)
+        self._steps: tuple[Step, ...] | None = tuple(steps) if steps is not None else None
+        # Field names only (the common case): a plain dictionary walk, no lists built.
+        self._plain: tuple[str, ...] | None = (
+            tuple(s for s in steps if isinstance(s, str))
+            if steps is not None and all(isinstance(s, str) for s in steps) else None)
+
+    def _walk(self, obj: object, steps: tuple[Step, ...]) -> list[tuple[str, object]]:
+        level: list[tuple[str, object]] = [("", obj)]
+        for step in steps:
+            nxt: list[tuple[str, object]] = []
+            for _, value in level:
+                if isinstance(step, _Wild):
+                    if isinstance(value, Mapping):
+                        nxt.extend((str(k), v) for k, v in value.items())
+                    elif isinstance(value, list):
+                        nxt.extend((str(i), v) for i, v in enumerate(value))
+                elif isinstance(step, str):
+                    if isinstance(value, Mapping) and step in value:
+                        nxt.append((step, value[step]))
+                elif (isinstance(value, Sequence) and not isinstance(value, str)
+                      and -len(value) <= step < len(value)):
+                    nxt.append((str(step), value[step]))
+            if not nxt:
+                return []
+            level = nxt
+        return [(k, v) for k, v in level if v is not None]
 
     def find(self, obj: object) -> list[object]:
-        if self._keys is not None:
+        if self._plain is not None:
             value: object = obj
-            for key in self._keys:
-                if isinstance(key, str):
-                    if not isinstance(value, Mapping) or key not in value:
-                        return []
-                    value = value[key]
+            for key in self._plain:
+                if type(value) is dict or isinstance(value, Mapping):
+                    value = value.get(key)
                 else:
-                    if not isinstance(value, Sequence) or isinstance(value, str):
-                        return []
-                    if not -len(value) <= key < len(value):
-                        return []
-                    value = value[key]
+                    return []
             return [] if value is None else [value]
+        if self._steps is not None:
+            return [v for _, v in self._walk(obj, self._steps)]
         try:
             return [m.value for m in self._expr.find(obj) if m.value is not None]
-        except Exception:
+        except Exception:  # a filter on odd data must select nothing, not crash
             return []
 
     def find_with_keys(self, obj: object) -> list[tuple[str, object]]:
         """Each selected value with the last step of its location (a map key or list index)."""
-        if self._keys is not None:
-            found = self.find(obj)
-            last = str(self._keys[-1]) if self._keys else ""
-            return [(last, v) for v in found]
+        if self._steps is not None:
+            return self._walk(obj, self._steps)
         try:
             matches = self._expr.find(obj)
-        except Exception:
+        except Exception:  # as in find()
             return []
         out: list[tuple[str, object]] = []
         for m in matches:
