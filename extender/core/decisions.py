@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
 
-from extender.core.capacity import demand_of, empty_capacity, fits, index_of
+from extender.core.capacity import demand_of, describe_free, empty_capacity, fits, index_of
 from extender.core.ledger import INFLIGHT_TTL, Ledger, free_capacity, placed_counts
 from extender.core.model import Gang, GangKey, NodeName, PodInfo
 from extender.core.placement import SEARCH_BUDGET, Infeasible, Plan, plan_gang
@@ -111,27 +111,38 @@ def _free_fit(
     pod: PodInfo, candidates: Sequence[NodeName], *, snapshot: ClusterSnapshot, ledger: Ledger,
     settings: CoreSettings, outcome: FilterOutcome, gang: GangKey | None,
 ) -> FilterDecision:
-    """Pass candidates where ``pod`` fits without eating capacity reserved for gangs."""
+    """Pass candidates where ``pod`` fits without eating capacity reserved for gangs.
+
+    kube-scheduler has already checked the scalar fit; this adds what it cannot see: other
+    gangs' reservations, pods at our bind barrier, and GPU devices (a sharing pod needs room
+    on one device).
+    """
     gpu = settings.gpu_resource
+    demand = demand_of(pod.shape, gpu=gpu)
     reserved_nodes: dict[NodeName, list[str]] = {}
     for key, res in ledger.reservations():
         if key != gang:
             for node, _, _ in res.plan.slots:
                 reserved_nodes.setdefault(node, []).append(key)
-    if not reserved_nodes:
+    if not reserved_nodes and not ledger.in_flight() and not demand.gpu_milli:
         return FilterDecision(tuple(candidates), _NONE, _NONE, outcome,
                               "no reservations in the way", gang)
     with_res = free_capacity(snapshot, ledger, gpu=gpu, exclude=gang)
-    demand = demand_of(pod.shape, gpu=gpu)
-    passed, failed = [], {}
+    without = free_capacity(snapshot, ledger, gpu=gpu, reservations=False)
+    passed, failed, reserved = [], {}, {}
     for n in candidates:
-        if n in reserved_nodes and n in with_res and not fits(with_res[n], demand):
-            gangs = ", ".join(sorted(set(reserved_nodes[n])))
-            failed[n] = f"capacity on {n} is reserved for gang {gangs}"
-        else:
+        if n not in with_res:
+            failed[n] = f"node {n} is not in the extender's snapshot yet"
+        elif fits(with_res[n], demand):
             passed.append(n)
-    reason = "fits outside reservations" if passed else "every candidate is reserved for gangs"
-    return FilterDecision(tuple(passed), _NONE, MappingProxyType(failed), outcome, reason, gang)
+        elif n in reserved_nodes and fits(without[n], demand):
+            gangs = ", ".join(sorted(set(reserved_nodes[n])))
+            reserved[n] = f"capacity on {n} is reserved for gang {gangs}"
+        else:
+            failed[n] = f"{pod.key} does not fit on {n}: free {describe_free(without[n])}"
+    reason = "fits outside reservations" if passed else "no candidate has room outside reservations"
+    return FilterDecision(tuple(passed), MappingProxyType(failed), MappingProxyType(reserved),
+                          outcome, reason, gang)
 
 
 def decide_filter(
