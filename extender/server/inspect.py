@@ -15,7 +15,7 @@ from extender.core.snapshot import ClusterSnapshot
 
 
 def _gpus(shape: PodShape) -> float:
-    return shape.gpus / 1000
+    return float(shape.gpus)  # whole devices
 
 
 def describe_gangs(snapshot: ClusterSnapshot, ledger: Ledger, *,

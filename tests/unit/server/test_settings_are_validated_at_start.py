@@ -21,7 +21,8 @@ def test_every_problem_is_reported_naming_flag_and_variable() -> None:
     text = str(err.value)
     assert "MUSTER_PORT='eighty': expected an integer" in text
     assert "--plan-ttl / MUSTER_PLAN_TTL: must be a positive number" in text
-    assert "--scoring / MUSTER_SCORING: must be one of binpack, spread, topology, fragmentation" in text
+    assert ("--scoring / MUSTER_SCORING: must be one of binpack, spread, topology, "
+            "fragmentation") in text
 
 
 def test_bind_timeout_must_stay_below_the_plan_ttl() -> None:

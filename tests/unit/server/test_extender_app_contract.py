@@ -1,0 +1,206 @@
+"""The extender through the Flask test client: verbs, gang decisions, barrier, probes."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import orjson
+import pytest
+from flask import Flask
+from flask.testing import FlaskClient
+
+from extender.server.app import create_app
+from extender.server.settings import Settings
+from extender.state.memory import MemoryBinder
+from extender.state.ports import MemoryEvents
+from extender.state.store import NODES
+from tests.unit.server.builders import (
+    bind_body,
+    filter_body,
+    gpu_node,
+    job_of,
+    jobset,
+    jobset_pod,
+    plain_pod,
+    store_of,
+)
+
+NODE_NAMES = ["n0", "n1", "n2", "n3"]
+
+
+class World:
+    def __init__(self, objects: list[dict[str, Any]], *, bind_timeout: float = 2.0,
+                 max_bytes: int = 1 << 20) -> None:
+        self.store = store_of(objects)
+        self.events = MemoryEvents()
+        self.binder = MemoryBinder(self.store)
+        self.app: Flask = create_app(
+            Settings(bind_timeout=bind_timeout, max_request_bytes=max_bytes), self.store,
+            time.time, binder=self.binder, events=self.events)
+        self.client: FlaskClient = self.app.test_client()
+
+    def post(self, verb: str, body: bytes) -> Any:
+        response = self.client.post(f"/{verb}", data=body,
+                                    headers={"Content-Type": "application/json"})
+        assert response.status_code == 200, response.data
+        return orjson.loads(response.data)
+
+    def gangs(self) -> list[dict[str, Any]]:
+        response = self.client.get("/inspect/gangs")
+        assert response.status_code == 200
+        gangs: list[dict[str, Any]] = orjson.loads(response.data)["gangs"]
+        return gangs
+
+    def planned_node(self, index: int) -> str:
+        """The node of the gang plan's ``index``-th slot (one pod per slot here)."""
+        [gang] = self.gangs()
+        return str(gang["plan"][index]["node"])
+
+
+def four_gpu_nodes() -> list[dict[str, Any]]:
+    return [gpu_node(n, gpus=8) for n in NODE_NAMES]
+
+
+def train(workers: int = 4, gpus: int = 8) -> list[dict[str, Any]]:
+    return [jobset("train", workers=workers, gpus=gpus), job_of("train"),
+            *(jobset_pod("train", i, gpus=gpus) for i in range(workers))]
+
+
+@pytest.fixture
+def world() -> World:
+    return World(four_gpu_nodes() + train())
+
+
+def test_a_gang_is_planned_whole_and_its_capacity_kept_from_others() -> None:
+    world = World(four_gpu_nodes() + train(workers=2))
+    first = world.post("filter", filter_body(jobset_pod("train", 0, gpus=8), NODE_NAMES))
+    assert first["Error"] == ""
+    planned = first["NodeNames"]
+    assert len(planned) == 2  # two 8-GPU workers: two whole nodes
+    assert set(first["FailedAndUnresolvableNodes"]) == set(NODE_NAMES) - set(planned)
+    second = world.post("filter", filter_body(jobset_pod("train", 1, gpus=8), NODE_NAMES))
+    assert second["NodeNames"] == planned
+    other = world.post("filter", filter_body(plain_pod("solo", gpus=8), NODE_NAMES))
+    assert sorted(other["NodeNames"]) == sorted(set(NODE_NAMES) - set(planned))
+    assert all("reserved for gang ml/train" in why for why in other["FailedNodes"].values())
+    [event] = [e for e in world.events.events() if e.pod.name == "train-worker-0-0"]
+    assert (event.type, event.reason) == ("Normal", "GangPlanned")
+
+
+def test_a_gang_that_does_not_fit_fails_every_node_with_a_reason() -> None:
+    world = World(four_gpu_nodes()[:3] + train())
+    result = world.post("filter", filter_body(jobset_pod("train", 0, gpus=8), NODE_NAMES[:3]))
+    assert result["NodeNames"] == []
+    reasons = {**result["FailedNodes"], **result["FailedAndUnresolvableNodes"]}
+    assert set(reasons) == {"n0", "n1", "n2"}
+    assert "ml/train" in reasons["n0"]
+    [event] = world.events.events()
+    assert (event.type, event.reason) == ("Warning", "GangWaiting")
+    assert "ml/train" in event.message
+
+
+def test_unknown_nodes_fail_and_a_pod_of_an_unknown_kind_is_not_a_gang(world: World) -> None:
+    pod = plain_pod("stray", gpus=1)
+    pod["metadata"]["ownerReferences"] = [{"apiVersion": "example.com/v1", "kind": "Mystery",
+                                           "name": "m", "uid": "m1", "controller": True}]
+    result = world.post("filter", filter_body(pod, ["n0", "ghost"]))
+    assert result["NodeNames"] == ["n0"]
+    assert "not yet seen" in result["FailedNodes"]["ghost"]
+
+
+def test_full_node_objects_are_answered_with_node_objects(world: World) -> None:
+    body = orjson.dumps({"Pod": plain_pod("solo", gpus=1), "NodeNames": None,
+                         "Nodes": {"metadata": {}, "items": four_gpu_nodes()}})
+    result = world.post("filter", body)
+    assert result["NodeNames"] is None
+    assert [n["metadata"]["name"] for n in result["Nodes"]["items"]] == NODE_NAMES
+
+
+def test_filter_fails_closed_while_state_is_not_trusted() -> None:
+    world = World(four_gpu_nodes() + train())
+    world.store.set_health(NODES, healthy=False, problem="watch broken: connection refused")
+    result = world.post("filter", filter_body(plain_pod("solo", gpus=1), NODE_NAMES))
+    assert "not trusted" in result["Error"] and "connection refused" in result["Error"]
+    ready = world.client.get("/readyz")
+    assert ready.status_code == 503
+    assert orjson.loads(ready.data)["ready"] is False
+    world.store.replace(NODES, four_gpu_nodes())
+    assert world.client.get("/readyz").status_code == 200
+
+
+def bind_all(world: World, indexes: list[int]) -> dict[int, str]:
+    """Filter each member (planning the gang), then bind them concurrently, as kube-scheduler's
+    asynchronous binding goroutines do; returns each bind's Error."""
+    for i in indexes:
+        world.post("filter", filter_body(jobset_pod("train", i, gpus=8), NODE_NAMES))
+    nodes = {i: world.planned_node(i) for i in indexes}
+    results: dict[int, str] = {}
+
+    def one(i: int) -> None:
+        out = world.post("bind", bind_body(jobset_pod("train", i, gpus=8), nodes[i]))
+        results[i] = out["Error"]
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in indexes]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    return results
+
+
+def test_the_barrier_binds_the_whole_gang_once_its_minimum_arrives(world: World) -> None:
+    results = bind_all(world, [0, 1, 2, 3])
+    assert results == {0: "", 1: "", 2: "", 3: ""}
+    assert sorted(world.binder.bindings.values()) == NODE_NAMES
+    [gang] = world.gangs()
+    assert (gang["state"], gang["bound"]) == ("bound", 4)
+
+
+def test_below_its_minimum_no_member_is_bound_and_all_fail_together() -> None:
+    world = World(four_gpu_nodes() + train(), bind_timeout=0.3)
+    results = bind_all(world, [0, 1, 2])
+    assert set(results) == {0, 1, 2}
+    assert all("ml/train" in err for err in results.values()), results
+    assert world.binder.bindings == {}
+    assert any(e.reason == "GangBindTimeout" for e in world.events.events())
+
+
+def test_bind_is_idempotent_and_checks_the_uid(world: World) -> None:
+    bind_all(world, [0, 1, 2, 3])
+    pod = jobset_pod("train", 0, gpus=8)
+    node = world.binder.bindings["ml/train-worker-0-0"]
+    assert world.post("bind", bind_body(pod, node))["Error"] == ""
+    pod["metadata"]["uid"] = "recreated"
+    assert "recreated" in world.post("bind", bind_body(pod, node))["Error"]
+
+
+def test_a_non_gang_pod_binds_at_once(world: World) -> None:
+    world.store.upsert_pod(plain_pod("solo", gpus=1))
+    assert world.post("bind", bind_body(plain_pod("solo", gpus=1), "n0"))["Error"] == ""
+    assert world.binder.bindings == {"default/solo": "n0"}
+
+
+def test_an_oversized_body_gets_an_error_result_not_a_413() -> None:
+    world = World(four_gpu_nodes(), max_bytes=4096)
+    body = filter_body(plain_pod("solo", gpus=1), [f"node-{i:05d}" for i in range(2000)])
+    result = world.post("filter", body)
+    assert "larger than the 4096-byte limit" in result["Error"]
+
+
+def test_prioritize_scores_planned_nodes_highest(world: World) -> None:
+    world.post("filter", filter_body(jobset_pod("train", 0, gpus=8), NODE_NAMES))
+    scores = world.post("prioritize", filter_body(jobset_pod("train", 0, gpus=8), NODE_NAMES))
+    assert sorted(s["Host"] for s in scores) == NODE_NAMES
+    assert all(isinstance(s["Score"], int) and 0 <= s["Score"] <= 10 for s in scores)
+    assert max(s["Score"] for s in scores) == 10
+
+
+def test_metrics_count_requests_and_gangs(world: World) -> None:
+    world.post("filter", filter_body(jobset_pod("train", 0, gpus=8), NODE_NAMES))
+    text = world.client.get("/metrics").data.decode()
+    assert 'muster_request_seconds_count{verb="filter"} 1.0' in text
+    assert 'muster_gangs{state="planned"} 1.0' in text
+    assert "muster_reserved_gpus 32.0" in text
+    assert "muster_ready 1.0" in text

@@ -1,0 +1,127 @@
+"""``muster serve --snapshot`` in a real gunicorn process on a free loopback port."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+import yaml
+
+from tests.unit.server.builders import (
+    bind_body,
+    filter_body,
+    gpu_node,
+    job_of,
+    jobset,
+    jobset_pod,
+    plain_pod,
+)
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def call(port: int, path: str, body: bytes | None = None) -> tuple[int, bytes]:
+    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=body,
+                                     headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
+    snapshot = tmp_path_factory.mktemp("snap") / "cluster.yaml"
+    items: list[dict[str, Any]] = [gpu_node("n0"), gpu_node("n1"), jobset("train", workers=2,
+                                   gpus=8), job_of("train")]
+    items += [jobset_pod("train", i, gpus=8) for i in range(2)]
+    snapshot.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": items}))
+    port = free_port()
+    env = {**os.environ, "MUSTER_BIND_TIMEOUT": "2", "MUSTER_LOG_LEVEL": "warning"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "extender.cli.main", "serve", "--snapshot", str(snapshot),
+         "--port", str(port)], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if call(port, "/readyz")[0] == 200:
+                    break
+            except OSError:
+                time.sleep(0.1)
+        else:
+            proc.kill()
+            raise AssertionError(proc.communicate(timeout=10)[0].decode())
+        yield port
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+def test_a_gang_is_filtered_and_bound_through_gunicorn(server: int) -> None:
+    nodes = ["n0", "n1"]
+    for i in range(2):
+        status, data = call(server, "/filter", filter_body(jobset_pod("train", i, gpus=8), nodes))
+        assert status == 200
+        assert sorted(orjson.loads(data)["NodeNames"]) == nodes
+    errors: dict[int, str] = {}
+
+    def bind(i: int) -> None:
+        status, data = call(server, "/bind", bind_body(jobset_pod("train", i, gpus=8), nodes[i]))
+        assert status == 200
+        errors[i] = orjson.loads(data)["Error"]
+
+    threads = [threading.Thread(target=bind, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(15)
+    assert errors == {0: "", 1: ""}
+    status, data = call(server, "/inspect/gangs")
+    [gang] = orjson.loads(data)["gangs"]
+    assert (gang["state"], gang["bound"]) == ("bound", 2)
+
+
+def test_malformed_and_probe_requests_through_gunicorn(server: int) -> None:
+    status, data = call(server, "/filter", b"{broken")
+    assert status == 200 and "not valid JSON" in orjson.loads(data)["Error"]
+    status, data = call(server, "/filter", filter_body(plain_pod("solo", gpus=0), ["n0", "zz"]))
+    assert status == 200 and orjson.loads(data)["FailedNodes"].keys() == {"zz"}
+    assert call(server, "/healthz")[0] == 200
+    status, data = call(server, "/metrics")
+    assert status == 200 and b'muster_request_seconds_count{verb="filter"}' in data
+
+
+def test_bad_settings_fail_at_start_with_a_clear_message(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "extender.cli.main", "serve", "--snapshot", str(tmp_path / "x"),
+         "--port", "0"], cwd=ROOT, capture_output=True, text=True, timeout=60, check=False,
+        env={**os.environ, "MUSTER_PLAN_TTL": "soon"})
+    assert result.returncode == 2
+    assert "--port / MUSTER_PORT: must be between 1 and 65535" in result.stderr
+    assert "MUSTER_PLAN_TTL='soon': expected a number of seconds" in result.stderr
+    assert "Traceback" not in result.stderr
