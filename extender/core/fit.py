@@ -1,0 +1,115 @@
+"""Would this workload start now, and where? The question behind ``muster fit``.
+
+Gangs are placed in the workload's order, each on the capacity the ones before it left, so
+gangs of one workload that compete for the same nodes are answered honestly. Members already
+bound count toward their gang's minimum. A workload without gangs has each pod placed on its
+own, as kube-scheduler would.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from extender.core.capacity import CapacityView, demand_of, index_of, take
+from extender.core.decisions import CoreSettings
+from extender.core.ledger import Ledger, placed_counts
+from extender.core.model import GangKey, NodeName, WorkloadTree
+from extender.core.placement import (
+    Infeasible,
+    Plan,
+    RoleDemand,
+    eligible_for,
+    place_gang,
+    plan_gang,
+)
+from extender.core.snapshot import ClusterSnapshot
+
+
+@dataclass(frozen=True, slots=True)
+class GangFit:
+    name: str
+    min_member: int
+    placed: int
+    """Pods that would be placed now (plus members already bound)."""
+    plan: Mapping[NodeName, Mapping[str, int]]
+    """Node -> role -> pods, for the pods placed now."""
+    reason: str
+    fits: bool
+
+
+@dataclass(frozen=True, slots=True)
+class FitResult:
+    workload: str
+    fits: bool
+    gangs: tuple[GangFit, ...]
+
+
+def _charge(view: CapacityView, plan: Plan, *, gpu: str) -> None:
+    for node, role, count in plan.slots:
+        shape = plan.shape(role)
+        if shape is not None:
+            view.changes[node] = take(view[node], demand_of(shape, gpu=gpu), count)
+
+
+def _frozen(plan: Plan) -> Mapping[NodeName, Mapping[str, int]]:
+    return MappingProxyType({n: MappingProxyType(r) for n, r in plan.by_node().items()})
+
+
+def fit_workload(
+    tree: WorkloadTree, snapshot: ClusterSnapshot, *, settings: CoreSettings | None = None
+) -> FitResult:
+    settings = settings or CoreSettings()
+    gpu = settings.gpu_resource
+    view = CapacityView(index_of(snapshot, gpu=gpu).base)
+    nobody = Ledger()
+    results = []
+    for gang in tree.gangs:
+        by_role: dict[str, int] = {}
+        for (_, role), n in placed_counts(gang.key, snapshot, nobody, gpu=gpu).items():
+            by_role[role] = by_role.get(role, 0) + n
+        already = sum(by_role.values())
+        outcome = plan_gang(gang, snapshot=snapshot, capacity=view, placed=by_role,
+                            policy=settings.policy, gpu=gpu, budget=settings.search_budget)
+        if isinstance(outcome, Infeasible):
+            results.append(GangFit(gang.key, gang.min_member, already + outcome.placed,
+                                   MappingProxyType({}), outcome.reason, False))
+            continue
+        _charge(view, outcome, gpu=gpu)
+        where = ", ".join(f"{n}: {sum(r.values())}" for n, r in sorted(outcome.by_node().items()))
+        reason = (f"gang {gang.key}: {already + outcome.pods} pods placed (minimum "
+                  f"{gang.min_member})" + (f" on {where}" if where else ""))
+        results.append(GangFit(gang.key, gang.min_member, already + outcome.pods,
+                               _frozen(outcome), reason, True))
+    if not tree.gangs:
+        results = _fit_pods_one_by_one(tree, snapshot, view, settings)
+    return FitResult(tree.ref.key, all(g.fits for g in results), tuple(results))
+
+
+def _fit_pods_one_by_one(
+    tree: WorkloadTree, snapshot: ClusterSnapshot, view: CapacityView, settings: CoreSettings
+) -> list[GangFit]:
+    """No gangs: each pod on its own; a role is reported like a gang whose minimum is 0."""
+    gpu = settings.gpu_resource
+    out = []
+    for role in tree.roles:
+        eligible = {role.name: eligible_for(role.shape, snapshot, gpu=gpu)}
+        placed: dict[NodeName, int] = {}
+        reason = f"role {role.name}: all {role.pods} pods placed"
+        for i in range(role.pods):
+            single = place_gang(GangKey(f"{tree.ref.key}/{role.name}"),
+                                [RoleDemand(role.name, role.shape, need=1)], capacity=view,
+                                eligible=eligible, policy=settings.policy, gpu=gpu, budget=0)
+            if isinstance(single, Infeasible):
+                reason = (f"role {role.name}: {i} of {role.pods} pods fit; "
+                          f"{single.reason.split('; ', 1)[-1]}")
+                break
+            _charge(view, single, gpu=gpu)
+            node = single.slots[0][0]
+            placed[node] = placed.get(node, 0) + 1
+        plan = MappingProxyType({n: MappingProxyType({role.name: c})
+                                 for n, c in sorted(placed.items())})
+        count = sum(placed.values())
+        out.append(GangFit(role.name, 0, count, plan, reason, count == role.pods))
+    return out
