@@ -21,7 +21,7 @@ import orjson
 import urllib3
 from kubernetes.client.exceptions import ApiException
 
-from extender.kube.client import Connection, KubeError, NotFound, ResourceType
+from extender.kube.client import Connection, Forbidden, KubeError, NotFound, ResourceType
 from extender.state.store import StateStore
 
 log = logging.getLogger("muster.informer")
@@ -63,7 +63,7 @@ class Informer:
         self.watch_seconds = watch_seconds
         self.page_size = page_size
         self.absent_ok = absent_ok
-        """A type the server does not serve (CRD not installed) counts as an empty list."""
+        """A type not served (CRD not installed) or not granted counts as an empty list."""
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"informer {self.source}",
                                         daemon=True)
@@ -96,8 +96,11 @@ class Informer:
             except Gone:
                 log.info("source=%s event=relist reason=gone", self.source)
                 version = None
-            except NotFound as err:
+            except (NotFound, Forbidden) as err:
+                # An optional kind that is not served, or that RBAC does not grant: its
+                # workloads cannot be gangs, but it must not hold every other pod hostage.
                 if self.absent_ok:
+                    log.warning("source=%s event=skipped problem=%r", self.source, str(err))
                     self.store.replace(self.source, [])
                 else:
                     self._unhealthy(str(err))

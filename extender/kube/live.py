@@ -111,7 +111,7 @@ class Watches:
                 log.info("source=%s event=unwatched", source)
             for source in sorted(set(wanted) - current):
                 group, _ = split_api_version(source.rsplit("/", 1)[0])
-                self._start(wanted[source])
+                self._start(wanted[source], absent_ok=True)
                 log.info("source=%s event=watched group=%s", source, group or "core")
 
 
