@@ -68,15 +68,14 @@ class NodeCapacity:
     """Free scalar resources (the GPU resource excluded)."""
     devices: tuple[int, ...] = ()
     """Free milli per GPU device, by device index."""
+    whole_free: int = field(init=False, compare=False, repr=False)
+    """Devices nobody uses at all: what a whole-GPU request can take."""
+    gpu_milli_free: int = field(init=False, compare=False, repr=False)
 
-    @property
-    def whole_free(self) -> int:
-        """Devices nobody uses at all: what a whole-GPU request can take."""
-        return sum(1 for d in self.devices if d >= DEVICE)
-
-    @property
-    def gpu_milli_free(self) -> int:
-        return sum(max(d, 0) for d in self.devices)
+    def __post_init__(self) -> None:
+        # Derived once: placement asks for these for every candidate node.
+        object.__setattr__(self, "whole_free", sum(1 for d in self.devices if d >= DEVICE))
+        object.__setattr__(self, "gpu_milli_free", sum(max(d, 0) for d in self.devices))
 
     @property
     def partial_devices(self) -> int:
@@ -265,6 +264,30 @@ class CapacityView(Mapping[NodeName, NodeCapacity]):
 
     def __contains__(self, name: object) -> bool:
         return name in self.base
+
+
+Classes = dict[NodeCapacity, tuple[NodeName, ...]]
+_CLASSES: list[tuple[Mapping[NodeName, NodeCapacity], Classes]] = []
+
+
+def classes_of(
+    base: Mapping[NodeName, NodeCapacity],
+) -> Classes:
+    """Nodes grouped by identical free capacity (sorted names), memoised per mapping object.
+
+    Large clusters have few distinct free capacities (most nodes are empty or alike), so
+    placement ranks these classes instead of every node.
+    """
+    for known, classes in _CLASSES:
+        if known is base:
+            return classes
+    grouped: dict[NodeCapacity, list[NodeName]] = {}
+    for name in sorted(base):
+        grouped.setdefault(base[name], []).append(name)
+    classes = {cap: tuple(names) for cap, names in grouped.items()}
+    _CLASSES.insert(0, (base, classes))
+    del _CLASSES[_CACHE_SIZE:]
+    return classes
 
 
 def describe_free(cap: NodeCapacity) -> str:

@@ -16,13 +16,14 @@ With a topology constraint each domain (sorted) is tried alone and the best plan
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from extender.core.capacity import (
     CapacityView,
     Demand,
     NodeCapacity,
+    classes_of,
     count_fitting,
     demand_of,
     index_of,
@@ -125,6 +126,10 @@ def _order(demands: Sequence[RoleDemand], gpu: str) -> list[tuple[RoleDemand, De
     return sorted(pairs, key=lambda p: (p[1].sort_key(), p[0].role))
 
 
+SMALL = 256
+"""Below this many eligible nodes, rank nodes one by one; above it, rank capacity classes."""
+
+
 def _fill(
     role: str, demand: Demand, count: int, nodes: Sequence[NodeName], *,
     cap_of: Mapping[NodeName, NodeCapacity], attempt: _Attempt, policy: Policy,
@@ -132,25 +137,15 @@ def _fill(
     """Put up to ``count`` pods on ``nodes`` in policy order; return how many did not fit."""
     if count <= 0:
         return 0
-    working = attempt.working
-    fit_memo: dict[NodeCapacity, int] = {}
-    key_memo: dict[NodeCapacity, tuple[int, ...]] = {}
-    ranked: list[tuple[tuple[int, ...], NodeName, int]] = []
-    for name in nodes:
-        cap = working.get(name) or cap_of[name]
-        k = fit_memo.get(cap)
-        if k is None:
-            k = fit_memo[cap] = count_fitting(cap, demand)
-        if k > 0:
-            key = key_memo.get(cap)
-            if key is None:
-                key = key_memo[cap] = node_order_key(policy, cap, demand)
-            ranked.append((key, name, k))
-    ranked.sort()
+    ranked = (_rank_nodes if len(nodes) < SMALL else _rank_classes)(
+        demand, nodes, cap_of=cap_of, working=attempt.working, policy=policy)
     left = count
-    for _, name, k in ranked:
-        n = min(k, left)
-        working[name] = take(working.get(name) or cap_of[name], demand, n)
+    for name in ranked:
+        cap = attempt.working.get(name) or cap_of[name]
+        n = min(count_fitting(cap, demand), left)
+        if n <= 0:
+            continue
+        attempt.working[name] = take(cap, demand, n)
         slot = (name, role)
         attempt.assignment[slot] = attempt.assignment.get(slot, 0) + n
         attempt.placed += n
@@ -158,6 +153,49 @@ def _fill(
         if left == 0:
             break
     return left
+
+
+def _rank_nodes(
+    demand: Demand, nodes: Sequence[NodeName], *, cap_of: Mapping[NodeName, NodeCapacity],
+    working: Mapping[NodeName, NodeCapacity], policy: Policy,
+) -> list[NodeName]:
+    keyed = []
+    for name in nodes:
+        cap = working.get(name) or cap_of[name]
+        if count_fitting(cap, demand) > 0:
+            keyed.append((node_order_key(policy, cap, demand), name))
+    keyed.sort()
+    return [name for _, name in keyed]
+
+
+def _rank_classes(
+    demand: Demand, nodes: Sequence[NodeName], *, cap_of: Mapping[NodeName, NodeCapacity],
+    working: Mapping[NodeName, NodeCapacity], policy: Policy,
+) -> Iterator[NodeName]:
+    """Policy order over thousands of nodes without touching each: untouched nodes are ranked
+    by their capacity class, changed nodes one by one; names break ties within a class."""
+    if isinstance(cap_of, CapacityView):
+        base, changed = cap_of.base, cap_of.changes
+    else:
+        base, changed = cap_of, {}
+    touched = set(changed) | set(working)
+    allowed = None if len(nodes) == len(base) else frozenset(nodes)
+    # (key, first name, is a touched node, names)
+    groups: list[tuple[tuple[int, ...], str, bool, tuple[NodeName, ...]]] = []
+    for cap, names in classes_of(base).items():
+        if count_fitting(cap, demand) > 0:
+            groups.append((node_order_key(policy, cap, demand), names[0], False, names))
+    for name in sorted(touched):
+        if allowed is not None and name not in allowed:
+            continue
+        cap = working.get(name) or cap_of[name]
+        if count_fitting(cap, demand) > 0:
+            groups.append((node_order_key(policy, cap, demand), name, True, (name,)))
+    groups.sort()
+    for _, _, is_touched, names in groups:
+        for name in names:
+            if is_touched or (name not in touched and (allowed is None or name in allowed)):
+                yield name
 
 
 def _greedy(
@@ -304,11 +342,11 @@ def place_gang(
     needed = sum(rd.need for rd in demands)
     cap_of: Mapping[NodeName, NodeCapacity] = capacity
     if topology is not None and domains is not None:
+        allowed = {role: frozenset(nodes) for role, nodes in eligible.items()}
         best: tuple[tuple[int, ...], str, Plan] | None = None
         best_failure: tuple[int, str, _Attempt] | None = None
         for value, members in sorted(domains.items()):
-            inside = set(members)
-            scoped = {role: [n for n in nodes if n in inside] for role, nodes in eligible.items()}
+            scoped = {role: [n for n in members if n in allowed[role]] for role in eligible}
             plan, attempt = _plan_in(gang, ordered, scoped, cap_of=cap_of, policy=policy,
                                      gpu=gpu, budget=budget, domain=value)
             if plan is not None:
