@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from extender.files.catalog import packaged_catalog
 from extender.kube.client import Connection, KubeError, connect
 from extender.sandbox.binaries import control_plane_bin
 from extender.sandbox.config import (
@@ -29,6 +30,7 @@ from extender.sandbox.config import (
     write_scheduler_config,
     write_tokens,
 )
+from extender.sandbox.crds import permissive_crds
 from extender.sandbox.nodes import fake_node
 from extender.sandbox.processes import ProcessTable, alive
 
@@ -263,23 +265,24 @@ class Sandbox:
         if not CRD_FILE.exists():
             raise SandboxError(f"the descriptor CRD is missing: {CRD_FILE}")
         self.say("descriptors: installing the WorkloadDescriptor CRD and the catalog")
-        for doc in _yaml_docs([CRD_FILE]):
+        # No operators run here: plain CRDs let the API server store each workload kind.
+        crds = _yaml_docs([CRD_FILE]) + permissive_crds(packaged_catalog().descriptors)
+        for crd in crds:
             conn.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
-                         body=doc)
-            name = doc["metadata"]["name"]
+                         body=crd)
+        for crd in crds:
+            name = crd["metadata"]["name"]
 
-            def established(crd: str = name) -> bool:
+            def established(crd_name: str = name) -> bool:
                 status = conn.request(
-                    "GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd}"
+                    "GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd_name}"
                 ).get("status", {})
                 return any(c.get("type") == "Established" and c.get("status") == "True"
                            for c in status.get("conditions", []))
 
             _wait(f"CRD {name}", established, timeout=30, log=None)
-        catalog = sorted((REPO / "descriptors").glob("*.yaml"))
-        for doc in _yaml_docs(catalog):
-            group, version = doc["apiVersion"].split("/")
-            conn.request("POST", f"/apis/{group}/{version}/workloaddescriptors", body=doc)
+        for doc in _yaml_docs(sorted((REPO / "descriptors").glob("*.yaml"))):
+            conn.request("POST", f"/apis/{doc['apiVersion']}/workloaddescriptors", body=doc)
 
     # -- down --------------------------------------------------------------------------------
     def down(self) -> list[str]:

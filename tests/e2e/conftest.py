@@ -1,0 +1,118 @@
+"""End-to-end fixtures: a real etcd, kube-apiserver, kube-scheduler and Muster on loopback.
+
+The control plane is built once from pinned Go modules and cached under ``~/.cache/muster``
+(``tests/e2e/controlplane/build.sh``). Each sandbox uses its own ports and directory, so test
+sessions and a person's own ``muster sandbox`` do not collide.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from extender.core.catalog import Catalog
+from extender.files.catalog import packaged_catalog
+from extender.kube.client import Connection, NotFound
+from extender.sandbox.config import Ports, SchedulerMode
+from extender.sandbox.sandbox import Sandbox, SandboxSpec
+from extender.sandbox.submit import Submitted, submit
+
+REPO = Path(__file__).resolve().parents[2]
+SHARED = REPO.parent / "shared"
+_PORT_BLOCKS = itertools.count()
+
+
+def free_ports() -> Ports:
+    """Five ports in a block of our own (offset by PID so parallel sessions differ)."""
+    base = 40000 + (os.getpid() % 200) * 100 + next(_PORT_BLOCKS) * 10
+    return Ports(etcd=base, etcd_peer=base + 1, apiserver=base + 2, scheduler=base + 3,
+                 muster=base + 4)
+
+
+def start_sandbox(tmp: Path, *, mode: SchedulerMode = SchedulerMode.MUSTER, nodes: int = 4,
+                  gpus_per_node: int = 8, bind_timeout: float = 15.0,
+                  plan_ttl: float = 30.0) -> Sandbox:
+    spec = SandboxSpec(directory=tmp, nodes=nodes, gpus_per_node=gpus_per_node, mode=mode,
+                       ports=free_ports(), bind_timeout=bind_timeout, plan_ttl=plan_ttl)
+    sandbox = Sandbox(spec, say=lambda _m: None)
+    sandbox.up()
+    return sandbox
+
+
+@pytest.fixture(scope="session")
+def catalog() -> Catalog:
+    return packaged_catalog()
+
+
+@pytest.fixture(scope="session")
+def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
+    """One Muster sandbox for the session: 4 nodes x 8 GPUs."""
+    box = start_sandbox(tmp_path_factory.mktemp("sandbox"))
+    try:
+        yield box
+    finally:
+        box.down()
+
+
+_NAMESPACES = itertools.count()
+
+
+@pytest.fixture()
+def namespace(sandbox: Sandbox) -> str:
+    """A fresh namespace per test (no namespace controller runs, so none is deleted)."""
+    name = f"e2e-{os.getpid()}-{next(_NAMESPACES)}"
+    sandbox.connection().request("POST", "/api/v1/namespaces",
+                                 body={"metadata": {"name": name}})
+    return name
+
+
+def load_example(relative: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all((SHARED / "examples" / relative).read_text())
+            if isinstance(d, dict)]
+
+
+def pods_in(conn: Connection, namespace: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = conn.request(
+        "GET", f"/api/v1/namespaces/{namespace}/pods").get("items", [])
+    return items
+
+
+def wait_until(check: Callable[[], bool], *, timeout: float = 30.0,
+               interval: float = 0.25) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(interval)
+    return check()
+
+
+def bound(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [p for p in pods if p.get("spec", {}).get("nodeName")]
+
+
+def scheduled_message(pod: dict[str, Any]) -> str:
+    for cond in pod.get("status", {}).get("conditions", []) or []:
+        if cond.get("type") == "PodScheduled":
+            return str(cond.get("message", ""))
+    return ""
+
+
+def delete_pods(conn: Connection, namespace: str) -> None:
+    for pod in pods_in(conn, namespace):
+        with contextlib.suppress(NotFound):
+            conn.request("DELETE",
+                         f"/api/v1/namespaces/{namespace}/pods/{pod['metadata']['name']}",
+                         body={"gracePeriodSeconds": 0})
+
+
+__all__ = ["Submitted", "bound", "delete_pods", "load_example", "pods_in", "scheduled_message",
+           "start_sandbox", "submit", "wait_until"]
