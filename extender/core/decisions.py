@@ -90,21 +90,33 @@ def _pinned(
     snapshot: ClusterSnapshot, ledger: Ledger, settings: CoreSettings, outcome: FilterOutcome,
 ) -> FilterDecision | None:
     """Pass the plan's open nodes for ``role``; ``None`` if the plan has none left."""
-    placed = placed_counts(gang.key, snapshot, ledger, gpu=settings.gpu_resource,
-                           exclude=pod.uid)
-    open_nodes = {
-        n for n in plan.nodes_for(role)
-        if plan.count(n, role) > placed.get((n, role), 0) and n in snapshot.nodes
-    }
+    placed = ledger.placed(gang.key, snapshot, gpu=settings.gpu_resource)
+    own = _where(pod, ledger)
+    planned = plan.nodes_for(role)
+    open_nodes = set()
+    for n in planned:
+        have = placed.get((n, role), 0) - (1 if own == n else 0)
+        if plan.count(n, role) > have and n in snapshot.nodes:
+            open_nodes.add(n)
     if not open_nodes:
         return None
     passed = tuple(n for n in candidates if n in open_nodes)
-    where = ", ".join(sorted(open_nodes))
+    shown = passed or tuple(sorted(open_nodes))
+    where = ", ".join(shown[:8]) + (f" and {len(shown) - 8} more" if len(shown) > 8 else "")
     note = f"gang {gang.key} placed this {role} on {where}"
-    others = {n: f"{note} (reserved plan)" for n in candidates if n not in open_nodes}
+    others = f"gang {gang.key} placed this {role} elsewhere (reserved plan)"
+    unresolvable = {n: others for n in candidates if n not in open_nodes}
     reason = note if passed else f"{note}, but kube-scheduler offered none of them"
-    return FilterDecision(passed, _NONE, MappingProxyType(others), outcome, reason, gang.key,
-                          plan)
+    return FilterDecision(passed, _NONE, MappingProxyType(unresolvable), outcome, reason,
+                          gang.key, plan)
+
+
+def _where(pod: PodInfo, ledger: Ledger) -> NodeName | None:
+    """Where the pod itself is counted as placed (bound or in flight), if anywhere."""
+    if pod.node_name is not None:
+        return pod.node_name if pod.holds_resources else None
+    flight = ledger.in_flight().get(pod.uid)
+    return None if flight is None else flight.node
 
 
 def _free_fit(

@@ -50,6 +50,19 @@ class Ledger:
         """Gang -> when its barrier released; later members bind at once."""
         self.version = 0
         """Bumped on every change, so callers may cache what they derive from the ledger."""
+        self._placed_memo: dict[GangKey, tuple[ClusterSnapshot, int, dict[
+            tuple[NodeName, str], int]]] = {}
+
+    def clone(self) -> Ledger:
+        """An independent copy (memos dropped): for what-if questions and replay checks."""
+        twin = Ledger()
+        twin._plans = dict(self._plans)
+        twin._inflight = dict(self._inflight)
+        twin._barrier = dict(self._barrier)
+        twin._waiting = {g: dict(w) for g, w in self._waiting.items()}
+        twin._admitted = dict(self._admitted)
+        twin.version = self.version
+        return twin
 
     # plans ---------------------------------------------------------------------------------
     def plan_for(self, gang: GangKey) -> Plan | None:
@@ -84,6 +97,18 @@ class Ledger:
         if gone or stale:
             self.version += 1
         return gone
+
+    def placed(
+        self, gang: GangKey, snapshot: ClusterSnapshot, *, gpu: str = GPU
+    ) -> Mapping[tuple[NodeName, str], int]:
+        """:func:`placed_counts`, memoised until the snapshot or the ledger changes (every
+        pinned member's filter asks it; a 64-pod gang makes that worth keeping)."""
+        memo = self._placed_memo.get(gang)
+        if memo is not None and memo[0] is snapshot and memo[1] == self.version:
+            return memo[2]
+        counts = placed_counts(gang, snapshot, self, gpu=gpu)
+        self._placed_memo[gang] = (snapshot, self.version, counts)
+        return counts
 
     # pods in flight ------------------------------------------------------------------------
     def mark_bind_requested(
@@ -165,6 +190,7 @@ class Ledger:
         before the restart (the barrier released them), and a gang left below its minimum
         (a crash between two binds) gets a plan for the rest of its minimum."""
         self._plans.clear()
+        self._placed_memo.clear()
         self._inflight.clear()
         self._barrier.clear()
         self._waiting.clear()

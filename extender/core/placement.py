@@ -68,11 +68,16 @@ class Plan:
     _by_role: dict[str, tuple[NodeName, ...]] = field(
         default_factory=dict, compare=False, hash=False, repr=False
     )
+    _counts: dict[tuple[NodeName, str], int] = field(
+        default_factory=dict, compare=False, hash=False, repr=False
+    )
 
     def __post_init__(self) -> None:
+        # Indexed once: the filter of every pinned member asks these.
         by_role: dict[str, list[NodeName]] = {}
-        for node, role, _ in self.slots:
+        for node, role, n in self.slots:
             by_role.setdefault(role, []).append(node)
+            self._counts[(node, role)] = n
         self._by_role.update({r: tuple(ns) for r, ns in by_role.items()})
 
     @property
@@ -83,10 +88,7 @@ class Plan:
         return self._by_role.get(role, ())
 
     def count(self, node: NodeName, role: str) -> int:
-        for n, r, c in self.slots:
-            if n == node and r == role:
-                return c
-        return 0
+        return self._counts.get((node, role), 0)
 
     def shape(self, role: str) -> PodShape | None:
         for r, s in self.shapes:

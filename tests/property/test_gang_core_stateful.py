@@ -14,7 +14,6 @@ decision.
 
 from __future__ import annotations
 
-import copy
 import itertools
 from dataclasses import replace
 
@@ -161,7 +160,7 @@ class GangCoreMachine(RuleBasedStateMachine):
         if not candidates:
             return  # kube-scheduler would not call the extender at all
         snap = self.snapshot()
-        twin = copy.deepcopy(self.ledger)
+        twin = self.ledger.clone()
         decision = decide_filter(pod, candidates, snapshot=snap, ledger=self.ledger,
                                  now=self.now, settings=SETTINGS)
         again = decide_filter(pod, candidates, snapshot=snap, ledger=twin, now=self.now,
