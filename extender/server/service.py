@@ -12,7 +12,7 @@ import logging
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from extender.core.decisions import (
     BindOutcome,
@@ -90,6 +90,14 @@ class GangService:
     def _request_pod(self, raw: Mapping[str, Any]) -> tuple[PodInfo | None, str]:
         """The pod of a request, made visible to the core; or why it cannot be read."""
         raw = _with_identity(raw)
+        meta = raw.get("metadata") or {}
+        stored = self._state.pod(str(meta.get("namespace")), str(meta.get("name")))
+        if stored is not None and _same_version(stored, raw):
+            # The informer already holds this very version: reuse the parsed pod (kube-
+            # scheduler sends every pending pod again on each retry).
+            known = self._state.snapshot().pods.get(str(meta.get("uid")))
+            if known is not None:
+                return known, ""
         try:
             pod = pod_from_api(raw)
         except ValueError as err:
@@ -130,9 +138,7 @@ class GangService:
         with self._cond:
             now = self._clock()
             snapshot = self._prepare(now)
-            unknown = {n: "node unknown to Muster (not yet seen by its node informer)"
-                       for n in args.node_names if n not in snapshot.nodes}
-            candidates = tuple(NodeName(n) for n in args.node_names if n in snapshot.nodes)
+            unknown, candidates = _known(args.node_names, snapshot)
             decision = decide_filter(pod, candidates, snapshot=snapshot, ledger=self._ledger,
                                      now=now, settings=self._core)
             if decision.gang is not None:
@@ -140,9 +146,18 @@ class GangService:
         self._filter_event(pod, decision.gang, bool(decision.passed), decision.reason)
         log.debug("verb=filter pod=%s gang=%s outcome=%s passed=%d reason=%r", pod.key,
                   decision.gang, decision.outcome, len(decision.passed), decision.reason)
-        return filter_result(args, [str(n) for n in decision.passed],
-                             failed={**unknown, **{str(k): v for k, v in decision.failed.items()}},
-                             unresolvable={str(k): v for k, v in decision.unresolvable.items()})
+        if decision.passed:
+            # kube-scheduler will place the pod on one of the passed nodes; per-node reasons
+            # for the others only feed a FitError message that cannot happen now. A pinned
+            # member of a big gang would otherwise ship one reason per node (hundreds of KB
+            # at 5,000 nodes) for kube-scheduler to decode on every cycle.
+            return filter_result(args, decision.passed)
+        # NodeName is str at run time; the casts only tell mypy what Mapping's invariance hides.
+        failed = cast(Mapping[str, str], decision.failed)
+        if unknown:
+            failed = {**unknown, **failed}
+        return filter_result(args, decision.passed, failed=failed,
+                             unresolvable=cast(Mapping[str, str], decision.unresolvable))
 
     def prioritize(self, args: ExtenderArgs) -> list[HostPriorityJSON]:
         if not self._state.readiness().ready:
@@ -153,7 +168,7 @@ class GangService:
         with self._cond:
             now = self._clock()
             snapshot = self._prepare(now)
-            candidates = tuple(NodeName(n) for n in args.node_names if n in snapshot.nodes)
+            _, candidates = _known(args.node_names, snapshot)
             scores = decide_prioritize(pod, candidates, snapshot=snapshot, ledger=self._ledger,
                                        now=now, settings=self._core)
         return priority_list([(str(n), max(0, min(10, int(s)))) for n, s in scores])
@@ -324,6 +339,41 @@ class GangService:
     def binds_waiting(self) -> int:
         with self._cond:
             return len(self._barrier.waiting)
+
+
+_NAMES: dict[int, tuple[ClusterSnapshot, frozenset[str]]] = {}
+
+
+def _node_names(snapshot: ClusterSnapshot) -> frozenset[str]:
+    """The snapshot's node names as a frozenset, built once per snapshot."""
+    hit = _NAMES.get(id(snapshot))
+    if hit is not None and hit[0] is snapshot:
+        return hit[1]
+    names = frozenset(snapshot.nodes)
+    _NAMES.clear()  # one live snapshot at a time is all the cache is for
+    _NAMES[id(snapshot)] = (snapshot, names)
+    return names
+
+
+def _known(names: tuple[str, ...], snapshot: ClusterSnapshot,
+           ) -> tuple[dict[str, str], tuple[NodeName, ...]]:
+    """Split offered names into unknown ones (with a reason) and candidates for the core."""
+    nodes = _node_names(snapshot)
+    if nodes.issuperset(names):  # the usual case: one C-level pass, no copy
+        return {}, cast(tuple[NodeName, ...], names)
+    unknown = {n: "node unknown to Muster (not yet seen by its node informer)"
+               for n in names if n not in nodes}
+    return unknown, cast(tuple[NodeName, ...], tuple(n for n in names if n in nodes))
+
+
+def _same_version(stored: Mapping[str, Any], sent: Mapping[str, Any]) -> bool:
+    a, b = stored.get("metadata") or {}, sent.get("metadata") or {}
+    if a.get("uid") != b.get("uid"):
+        return False
+    version = b.get("resourceVersion")
+    # Without versions (snapshot files, tests) only an identical spec counts as the same pod.
+    return (version == a.get("resourceVersion") if version
+            else stored.get("spec") == sent.get("spec"))
 
 
 def _pod_key(raw: Mapping[str, Any]) -> str:

@@ -1,0 +1,374 @@
+"""Load benchmark: Muster's /filter and /bind against a do-nothing extender, same stack.
+
+Run: ``.venv/bin/python tests/bench/bench_extender_load.py`` (about two minutes; loopback only).
+
+For each cluster size (1,000 and 5,000 nodes of 8 GPUs, nodeCacheCapable bodies naming every
+node, as with percentageOfNodesToScore: 100) it starts two real servers on free loopback ports,
+both gunicorn gthread with one process and the same Flask app and routes:
+
+* Muster: ``muster serve --snapshot FILE`` over a synthetic cluster with pending JobSet gangs;
+* the baseline: the same app with the pass-through decider (filter answers with its input).
+
+It then measures, client-side over keep-alive connections with concurrent clients:
+
+* filter of a *planned member* (its gang was planned by an earlier member's filter), Muster
+  and baseline interleaved in rounds so machine noise hits both alike; Muster / baseline ratio
+  at p50 and p99 is Muster's own cost (target: <= 1.3 at p50 and <= 2.0 at p99, 5,000 nodes);
+* the planning filter (first member of each gang), for information;
+* bind with hundreds of members held at the barrier at once, released by each gang's last
+  member, against the baseline's immediate bind;
+
+and, in the same run, JSON decode+encode of the 5,000-node body with orjson and the stdlib.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+GPU = "nvidia.com/gpu"
+
+
+# --- the synthetic cluster -------------------------------------------------------------------
+
+def node(i: int) -> dict[str, Any]:
+    alloc = {"cpu": "96", "memory": "1Ti", "pods": "110", GPU: "8"}
+    return {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": f"gpu-{i:05d}", "labels": {"rack": f"r{i // 32}"}},
+            "status": {"allocatable": alloc, "capacity": alloc}}
+
+
+def container() -> dict[str, Any]:
+    return {"name": "main", "image": "trainer",
+            "resources": {"requests": {"cpu": "8", "memory": "64Gi", GPU: "8"},
+                          "limits": {GPU: "8"}}}
+
+
+def gang_objects(g: int, members: int) -> list[dict[str, Any]]:
+    name, ns = f"train-{g}", "ml"
+    jobset = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+              "metadata": {"name": name, "namespace": ns, "uid": f"js-{g}"},
+              "spec": {"replicatedJobs": [{"name": "worker", "replicas": 1, "template": {
+                  "spec": {"parallelism": members, "completions": members,
+                           "template": {"spec": {"containers": [container()]}}}}}]}}
+    job = {"apiVersion": "batch/v1", "kind": "Job",
+           "metadata": {"name": f"{name}-worker-0", "namespace": ns, "uid": f"job-{g}",
+                        "ownerReferences": [{"apiVersion": "jobset.x-k8s.io/v1alpha2",
+                                             "kind": "JobSet", "name": name, "uid": f"js-{g}",
+                                             "controller": True}]},
+           "spec": {"template": {"spec": {"containers": []}}}}
+    return [jobset, job, *(member_pod(g, i) for i in range(members))]
+
+
+def member_pod(g: int, i: int) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"train-{g}-worker-0-{i}", "namespace": "ml",
+                         "uid": f"uid-{g}-{i}",
+                         "labels": {"jobset.sigs.k8s.io/jobset-name": f"train-{g}",
+                                    "jobset.sigs.k8s.io/replicatedjob-name": "worker"},
+                         "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job",
+                                              "name": f"train-{g}-worker-0", "uid": f"job-{g}",
+                                              "controller": True}]},
+            "spec": {"schedulerName": "muster", "containers": [container()]},
+            "status": {"phase": "Pending"}}
+
+
+# --- servers -----------------------------------------------------------------------------------
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def run_baseline_server(port: int, threads: int) -> None:
+    """The do-nothing extender: same app factory, routes, wire code and gunicorn settings."""
+    from extender.core.snapshot import ClusterSnapshot  # noqa: PLC0415
+    from extender.server.app import create_app  # noqa: PLC0415
+    from extender.server.decider import PassThrough  # noqa: PLC0415
+    from extender.server.runner import serve  # noqa: PLC0415
+    from extender.server.settings import Settings  # noqa: PLC0415
+    from extender.state.store import StateStore  # noqa: PLC0415
+
+    def factory() -> Any:
+        store = StateStore(lambda raw: ClusterSnapshot.of((), ()))
+        return create_app(Settings(), store, time.time, decider=PassThrough())
+
+    serve(factory, host="127.0.0.1", port=port, threads=threads, log_level="warning")
+
+
+class Server:
+    def __init__(self, argv: list[str], port: int) -> None:
+        self.port = port
+        self.proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                status, _ = request(self.port, "GET", "/readyz", None)
+                if status == 200:
+                    return
+            except OSError:
+                pass
+            if self.proc.poll() is not None:
+                raise RuntimeError(self.proc.stderr.read().decode() if self.proc.stderr else "")
+            time.sleep(0.2)
+        self.stop()
+        raise RuntimeError(f"server on port {port} not ready in 120s")
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+
+
+_local = threading.local()
+
+
+def request(port: int, method: str, path: str, body: bytes | None) -> tuple[int, bytes]:
+    """One call over this thread's keep-alive connection to ``port`` (as Go's client does)."""
+    conns: dict[int, http.client.HTTPConnection] = _local.__dict__.setdefault("conns", {})
+    conn = conns.get(port)
+    if conn is None:
+        conn = conns[port] = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    try:
+        conn.request(method, path, body=body, headers={"Content-Type": "application/json"})
+        response = conn.getresponse()
+        return response.status, response.read()
+    except (OSError, http.client.HTTPException):
+        conn.close()
+        conns.pop(port, None)
+        raise
+
+
+def timed(port: int, path: str, body: bytes) -> tuple[float, bytes]:
+    started = time.perf_counter()
+    status, data = request(port, "POST", path, body)
+    elapsed = time.perf_counter() - started
+    if status != 200:
+        raise RuntimeError(f"{path} answered {status}")
+    return elapsed, data
+
+
+def concurrently(jobs: Sequence[Callable[[], None]], clients: int) -> None:
+    lock = threading.Lock()
+    queue = list(jobs)[::-1]
+
+    def worker() -> None:
+        while True:
+            with lock:
+                if not queue:
+                    return
+                job = queue.pop()
+            job()
+
+    threads = [threading.Thread(target=worker) for _ in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(600)
+
+
+# --- figures -----------------------------------------------------------------------------------
+
+def pct(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def row(label: str, samples: Sequence[float]) -> str:
+    return (f"  {label:<34} n={len(samples):<5} p50={pct(samples, 0.5) * 1e3:8.2f} ms  "
+            f"p99={pct(samples, 0.99) * 1e3:8.2f} ms")
+
+
+def json_costs(body: bytes, result: bytes, repeats: int = 200) -> tuple[float, float]:
+    """Seconds per decode-request + encode-result, orjson and stdlib json."""
+    def run(loads: Callable[[bytes], Any], dumps: Callable[[Any], bytes]) -> float:
+        started = time.perf_counter()
+        for _ in range(repeats):
+            dumps(loads(body))
+            loads(result)
+        return (time.perf_counter() - started) / repeats
+
+    def std_dumps(v: Any) -> bytes:
+        return json.dumps(v, separators=(",", ":")).encode()
+
+    return run(orjson.loads, orjson.dumps), run(json.loads, std_dumps)
+
+
+# --- one cluster size --------------------------------------------------------------------------
+
+def bench(nodes: int, *, gangs: int, members: int, clients: int, rounds: int,
+          threads: int, workdir: Path) -> dict[str, float]:
+    snapshot = workdir / f"cluster-{nodes}.yaml"
+    items = [node(i) for i in range(nodes)]
+    for g in range(gangs):
+        items += gang_objects(g, members)
+    snapshot.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": items},
+                                       sort_keys=False))
+    names = [f"gpu-{i:05d}" for i in range(nodes)]
+    m_port, b_port = free_port(), free_port()
+    env_argv = [sys.executable, "-m", "extender.cli.main", "serve", "--snapshot", str(snapshot),
+                "--port", str(m_port), "--threads", str(threads), "--bind-timeout", "60",
+                "--plan-ttl", "600", "--log-level", "warning", "--max-request-bytes",
+                str(64 << 20)]
+    muster = Server(env_argv, m_port)
+    baseline = Server([sys.executable, __file__, "--baseline-server", str(b_port),
+                       "--threads", str(threads)], b_port)
+    out: dict[str, float] = {}
+    try:
+        bodies = {(g, i): orjson.dumps({"Pod": member_pod(g, i), "Nodes": None,
+                                        "NodeNames": names})
+                  for g in range(gangs) for i in range(members)}
+        plan_times: list[float] = []
+        for g in range(gangs):  # the first member's filter plans the whole gang
+            elapsed, data = timed(m_port, "/filter", bodies[(g, 0)])
+            result = orjson.loads(data)
+            if result["Error"] or not result["NodeNames"]:
+                raise RuntimeError(f"gang {g} was not planned: {result['Error'] or result}")
+            plan_times.append(elapsed)
+        for _ in range(2):  # warm both servers' connections and caches
+            timed(m_port, "/filter", bodies[(0, 1)])
+            timed(b_port, "/filter", bodies[(0, 1)])
+
+        samples: dict[str, list[float]] = {"muster": [], "baseline": []}
+        lock = threading.Lock()
+        planned = [k for k in sorted(bodies) if k[1] > 0]
+
+        def filter_job(port: int, who: str, key: tuple[int, int]) -> Callable[[], None]:
+            def job() -> None:
+                elapsed, data = timed(port, "/filter", bodies[key])
+                if who == "muster" and orjson.loads(data)["Error"]:
+                    raise RuntimeError(orjson.loads(data)["Error"])
+                with lock:
+                    samples[who].append(elapsed)
+            return job
+
+        for _ in range(rounds):  # interleaved, so drift and neighbours hit both alike
+            concurrently([filter_job(m_port, "muster", k) for k in planned], clients)
+            concurrently([filter_job(b_port, "baseline", k) for k in planned], clients)
+
+        # Binds: every gang's members but the last are held at the barrier at once.
+        held: list[float] = []
+        releasing: list[float] = []
+        errors: list[str] = []
+        gang_nodes = {}
+        for g in range(gangs):
+            [gang] = [x for x in orjson.loads(request(m_port, "GET", "/inspect/gangs", None)[1])
+                      ["gangs"] if x["gang"] == f"ml/train-{g}"]
+            gang_nodes[g] = [s["node"] for s in gang["plan"] for _ in range(s["pods"])]
+
+        def bind_body(g: int, i: int) -> bytes:
+            return orjson.dumps({"PodName": f"train-{g}-worker-0-{i}", "PodNamespace": "ml",
+                                 "PodUID": f"uid-{g}-{i}", "Node": gang_nodes[g][i]})
+
+        def bind_job(g: int, i: int, into: list[float]) -> Callable[[], None]:
+            def job() -> None:
+                elapsed, data = timed(m_port, "/bind", bind_body(g, i))
+                error = orjson.loads(data)["Error"]
+                with lock:
+                    into.append(elapsed)
+                    if error:
+                        errors.append(error)
+            return job
+
+        holders = [threading.Thread(target=bind_job(g, i, held))
+                   for g in range(gangs) for i in range(members - 1)]
+        for t in holders:
+            t.start()
+        deadline = time.monotonic() + 60
+        waiting = 0
+        while time.monotonic() < deadline:
+            metrics = request(m_port, "GET", "/metrics", None)[1].decode()
+            line = next(x for x in metrics.splitlines() if x.startswith("muster_binds_waiting "))
+            waiting = int(float(line.split()[1]))
+            if waiting >= len(holders):
+                break
+            time.sleep(0.05)
+        out["held_at_once"] = waiting
+        concurrently([bind_job(g, members - 1, releasing) for g in range(gangs)], clients)
+        for t in holders:
+            t.join(120)
+        if errors:
+            raise RuntimeError(f"{len(errors)} binds failed, e.g. {errors[0]}")
+        base_binds: list[float] = []
+
+        def base_bind(g: int, i: int) -> Callable[[], None]:
+            def job() -> None:
+                elapsed, _ = timed(b_port, "/bind", bind_body(g, i))
+                with lock:
+                    base_binds.append(elapsed)
+            return job
+
+        concurrently([base_bind(g, i) for g in range(gangs) for i in range(members)], clients)
+
+        print(f"\n{nodes} nodes x 8 GPUs, {gangs} gangs x {members} members x 8 GPUs, "
+              f"{clients} concurrent clients, body {len(bodies[(0, 1)]) / 1024:.0f} KiB")
+        print(row("filter, planned member (Muster)", samples["muster"]))
+        print(row("filter (do-nothing baseline)", samples["baseline"]))
+        p50 = pct(samples["muster"], 0.5) / pct(samples["baseline"], 0.5)
+        p99 = pct(samples["muster"], 0.99) / pct(samples["baseline"], 0.99)
+        print(f"  {'Muster / baseline':<34} p50 x{p50:.2f} (target <= 1.3)   "
+              f"p99 x{p99:.2f} (target <= 2.0)")
+        print(row("filter, planning a gang (Muster)", plan_times))
+        print(row(f"bind, held at barrier ({waiting} at once)", held))
+        print(row("bind, releasing its gang", releasing))
+        print(row("bind (do-nothing baseline)", base_binds))
+        out.update(p50_ratio=p50, p99_ratio=p99)
+        orj, std = json_costs(bodies[(0, 1)], orjson.dumps(
+            {"Nodes": None, "NodeNames": names, "FailedNodes": {},
+             "FailedAndUnresolvableNodes": {}, "Error": ""}))
+        print(f"  JSON decode+encode of this body: orjson {orj * 1e3:.3f} ms, stdlib json "
+              f"{std * 1e3:.3f} ms (stdlib x{std / orj:.1f}; "
+              f"{(std - orj) / pct(samples['baseline'], 0.5):.0%} of the baseline p50)")
+    finally:
+        muster.stop()
+        baseline.stop()
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--nodes", default="1000,5000")
+    parser.add_argument("--gangs", type=int, default=8)
+    parser.add_argument("--members", type=int, default=32)
+    parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--threads", type=int, default=320)
+    parser.add_argument("--baseline-server", type=int, metavar="PORT", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.baseline_server:
+        run_baseline_server(args.baseline_server, args.threads)
+        return 0
+    print(f"bench_extender_load: loopback, gunicorn gthread x{args.threads}, "
+          f"{os.cpu_count()} CPUs shared with whatever else runs")
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in (int(x) for x in args.nodes.split(",")):
+            bench(n, gangs=args.gangs, members=args.members, clients=args.clients,
+                  rounds=args.rounds, threads=args.threads, workdir=Path(tmp))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
