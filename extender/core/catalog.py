@@ -3,7 +3,9 @@
 Objects are matched exactly (``apiVersion`` + ``kind``); people's type names match leniently
 (kind, plural, short name, ``kind.group``, any case), as kubectl does. When descriptors for the
 same group/kind/version are added twice, the later one wins, so a cluster's descriptors can
-override the built-in catalog.
+override the built-in catalog, except that a native WorkloadDescriptor always wins over a
+translated Workload Map (Karta) one, wherever either comes from: the native format says
+everything Muster needs, a Karta only what its authors wrote for KAI.
 """
 
 from __future__ import annotations
@@ -38,7 +40,11 @@ class Catalog:
         index: dict[tuple[str, str, str], Descriptor] = {}
         for d in descriptors:
             for version in d.target.versions:
-                index[(d.target.group, d.target.kind, version)] = d
+                key = (d.target.group, d.target.kind, version)
+                held = index.get(key)
+                if held is not None and held.format == "muster" and d.format != "muster":
+                    continue
+                index[key] = d
         kept: dict[str, Descriptor] = {}
         for d in index.values():
             kept[d.name] = d
@@ -46,7 +52,8 @@ class Catalog:
         return cls(descriptors=ordered, _by_version=index)
 
     def merged(self, other: Iterable[Descriptor]) -> Catalog:
-        """A catalog with ``other`` added; ``other`` wins for the same group/kind/version."""
+        """A catalog with ``other`` added; ``other`` wins for the same group/kind/version,
+        unless only ``self`` has a native descriptor for it (native beats Karta)."""
         return Catalog.of((*self.descriptors, *other))
 
     def __len__(self) -> int:

@@ -71,6 +71,8 @@ class GangPolicy(StrEnum):
     """One gang of all gang roles; its minimum is the sum of the roles' minimum pods."""
     REPLICA = "replica"
     """One gang per replica index shared by the gang roles (an LWS group: leader + workers)."""
+    ROLE = "role"
+    """One gang per role (a JobSet replicatedJob, a Dynamo service, as Karta groups them)."""
     ROLE_REPLICA = "roleReplica"
     """One gang per replica of each gang role (a multi-node Dynamo service replica)."""
     NONE = "none"
@@ -137,6 +139,8 @@ class RoleSpec:
     min_replicas: Count | None = None
     after: tuple[str, ...] = ()
     after_ref: PathRef | None = None
+    in_gang: Condition | None = None
+    """When set, the role's pods join gangs only where this holds (a Karta member filter)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,6 +189,12 @@ class Descriptor:
     pods: PodMatch
     status: StatusSpec
     description: str = ""
+    format: str = "muster"
+    """``muster`` (a WorkloadDescriptor) or ``karta`` (read from a Workload Map ``Karta``)."""
+    source: str = ""
+    """Where it came from (a file, ``catalog`` or ``cluster``), for people reading output."""
+    notes: tuple[str, ...] = ()
+    """What a translated descriptor could not express exactly, in words."""
 
 
 _OBJECT_ONLY = frozenset({OBJECT})

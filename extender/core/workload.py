@@ -57,6 +57,8 @@ def gang_key(ref: WorkloadRef, policy: GangPolicy, *, role: str = "",
         return GangKey(base)
     if policy is GangPolicy.REPLICA and replica is not None:
         return GangKey(f"{base}/group-{replica}")
+    if policy is GangPolicy.ROLE and role:
+        return GangKey(f"{base}/{role}")
     if policy is GangPolicy.ROLE_REPLICA and replica is not None:
         return GangKey(f"{base}/{role}-{replica}")
     return None
@@ -181,9 +183,10 @@ def _join_values(spec: RoleSpec, scope: dict[str, object]) -> None:
 
 
 def _roles(descriptor: Descriptor, obj: Mapping[str, Any],
-           ) -> tuple[list[Role], list[tuple[str, str]]]:
+           ) -> tuple[list[Role], list[tuple[str, str]], set[str]]:
     roles: list[Role] = []
     after: list[tuple[str, str]] = []
+    outside: set[str] = set()
     for r, spec in enumerate(descriptor.roles):
         for key, item in _items(spec, obj):
             values: dict[str, object] = {OBJECT: obj, ITEM: item}
@@ -215,15 +218,17 @@ def _roles(descriptor: Descriptor, obj: Mapping[str, Any],
                 befores += [str(v) for v in spec.after_ref.find(scope)
                             if isinstance(v, str | int)]
             after.extend((before, name) for before in befores)
+            if spec.in_gang is not None and not spec.in_gang.holds(scope):
+                outside.add(name)
     names = {r.name for r in roles}
     edges = sorted({(b, a) for b, a in after if b in names and b != a})
-    return roles, edges
+    return roles, edges, outside
 
 
 def _gangs(descriptor: Descriptor, ref: WorkloadRef, roles: list[Role],
-           created: float) -> tuple[Gang, ...]:
+           created: float, *, outside: set[str]) -> tuple[Gang, ...]:
     policy = descriptor.gangs.policy
-    chosen = [r for r in roles if r.pods > 0 and
+    chosen = [r for r in roles if r.pods > 0 and r.name not in outside and
               (not descriptor.gangs.roles or r.name in descriptor.gangs.roles)]
     if policy is GangPolicy.NONE or not chosen:
         return ()
@@ -246,6 +251,10 @@ def _gangs(descriptor: Descriptor, ref: WorkloadRef, roles: list[Role],
                        for r in chosen if r.replicas > i]
             out.append(gang(gang_key(ref, policy, replica=i), members))
         return tuple(out)
+    if policy is GangPolicy.ROLE:
+        return tuple(gang(gang_key(ref, policy, role=r.name), [
+            GangMember(role=r.name, count=r.pods, min_count=r.min_pods, shape=r.shape)])
+            for r in chosen)
     for r in chosen:
         for i in range(r.replicas):
             member = GangMember(role=r.name, count=r.pods_per_replica,
@@ -271,7 +280,7 @@ def resolve_workload(obj: Mapping[str, Any], descriptor: Descriptor) -> Workload
         raise WorkloadError("a workload must be an object")
     ref = workload_ref(obj)
     try:
-        roles, edges = _roles(descriptor, obj)
+        roles, edges, outside = _roles(descriptor, obj)
     except WorkloadError as err:
         raise WorkloadError(f"{ref.kind}/{ref.name}: {err}") from err
     return WorkloadTree(
@@ -279,6 +288,7 @@ def resolve_workload(obj: Mapping[str, Any], descriptor: Descriptor) -> Workload
         descriptor=descriptor.name,
         phase=phase_of(obj, descriptor.status),
         roles=tuple(roles),
-        gangs=_gangs(descriptor, ref, roles, _created(obj)),
+        gangs=_gangs(descriptor, ref, roles, _created(obj), outside=outside),
         edges=tuple(edges),
+        descriptor_format=descriptor.format,
     )
