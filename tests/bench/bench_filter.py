@@ -14,10 +14,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from extender.core.decisions import CoreSettings, FilterOutcome, decide_filter  # noqa: E402
-from extender.core.ledger import Ledger  # noqa: E402
-from extender.core.model import NodeName  # noqa: E402
-from tests.unit.core.builders import make_gang, make_node, make_shape, make_snapshot, uid  # noqa: E402
+from extender.core.decisions import CoreSettings, FilterOutcome, decide_filter
+from extender.core.ledger import Ledger
+from extender.core.model import NodeName
+from tests.unit.core.builders import make_gang, make_node, make_shape, make_snapshot, uid
 
 NODES = 5_000
 CANDIDATES = 100

@@ -16,9 +16,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from extender.core.capacity import index_of  # noqa: E402
-from extender.core.placement import Plan, plan_gang  # noqa: E402
-from tests.unit.core.builders import (  # noqa: E402
+from extender.core.capacity import index_of
+from extender.core.model import TopologyConstraint
+from extender.core.placement import Plan, plan_gang
+from tests.unit.core.builders import (
     make_gang,
     make_node,
     make_pod,
@@ -61,7 +62,6 @@ def main() -> None:
     baseline = median_seconds(lambda: [demand.fits_in(a) for a in allocs])
     planning = median_seconds(lambda: plan_gang(gang, snapshot=snap, capacity=base))
 
-    from extender.core.model import TopologyConstraint
     racked = make_gang("racked", roles=[("worker", 16, make_shape(gpus=4, cpu=16))],
                        topology=TopologyConstraint("rack", required=True))
     snap2 = make_snapshot(nodes, gangs=[racked], pods=busy)
