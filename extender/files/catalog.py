@@ -16,6 +16,8 @@ import yaml
 
 from extender.core.catalog import Catalog
 from extender.core.descriptor import Descriptor, DescriptorError, compile_descriptor
+from extender.core.karta import compile_karta
+from extender.core.karta_model import is_karta_document
 
 #: Where the built-in catalog sits inside a wheel (pyproject force-includes ``descriptors/``).
 PACKAGED_DIR = "_catalog"
@@ -67,12 +69,16 @@ def _files(path: Path) -> list[Path]:
 
 
 def load_descriptor_text(text: str, file: str) -> tuple[list[Descriptor], list[Problem]]:
-    """Compile every WorkloadDescriptor document of one YAML text."""
+    """Compile every descriptor document of one YAML text: WorkloadDescriptors, and Workload
+    Map ``Karta`` objects read as descriptors of format ``karta``."""
     out: list[Descriptor] = []
     problems: list[Problem] = []
     try:
         for doc, data in yaml_documents(text, file):
             try:
+                if isinstance(data, dict) and is_karta_document(data):
+                    out.append(compile_karta(data, source=file))
+                    continue
                 out.append(compile_descriptor(data))
             except DescriptorError as err:
                 problems.append(Problem(file, doc, err.path, err.message))
