@@ -48,7 +48,8 @@ from extender.core.karta_model import Component, Karta, Matcher, StatusDef, read
 from extender.core.model import Phase
 from extender.core.paths import compile_path
 
-__all__ = ["KartaInstances", "compile_karta", "gang_plan", "label_names"]
+__all__ = ["KartaInstances", "as_count", "compile_karta", "descriptor_of", "gang_plan",
+           "instances", "label_names"]
 
 #: Status mapping keys -> Muster phases. Muster has no Suspending/Resuming/Pending/Progressing
 #: phase; each maps to the phase a scheduler treats alike.
@@ -69,7 +70,7 @@ def label_names(path: JqPath | None) -> tuple[str, ...]:
     return tuple(a or b for a, b in _LABEL.findall(path.text))
 
 
-def _as_count(value: object, where: str) -> int | None:
+def as_count(value: object, where: str) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool):
@@ -193,10 +194,10 @@ def instances(c: Component, obj: object) -> list[dict[str, Any]]:
     for i in range(count):
         defined = [_at(cols[k], i) for k in ("template", "podSpec", "metadata",
                                              *(k for k, _ in c.fragments))]
-        replicas = _as_count(_at(cols["replicas"], i), c.replicas.text if c.replicas else "")
+        replicas = as_count(_at(cols["replicas"], i), c.replicas.text if c.replicas else "")
         if all(v is None for v in defined) and replicas is None:
             continue  # the object does not hold this component (a KServe transformer unset)
-        minimum = _as_count(_at(cols["min"], i), c.min_replicas.text if c.min_replicas else "")
+        minimum = as_count(_at(cols["min"], i), c.min_replicas.text if c.min_replicas else "")
         if c.replicas is None:
             pods = minimum if minimum is not None and minimum > 0 else 1
         else:
