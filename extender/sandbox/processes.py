@@ -63,6 +63,19 @@ class ProcessTable:
         self._save([*self.load(), proc])
         return proc
 
+    def kill(self, name: str) -> None:
+        """SIGKILL the process called ``name`` and forget it."""
+        keep = []
+        for proc in self.load():
+            if proc.name == name:
+                _signal_group(proc.pid, signal.SIGKILL)
+                deadline = time.monotonic() + 10
+                while alive(proc.pid) and time.monotonic() < deadline:
+                    time.sleep(0.05)
+            else:
+                keep.append(proc)
+        self._save(keep)
+
     def stop_all(self, *, grace: float = 10.0) -> list[Proc]:
         """SIGTERM in reverse start order, SIGKILL after ``grace``; returns what was stopped."""
         procs = self.load()

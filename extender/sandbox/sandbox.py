@@ -224,16 +224,7 @@ class Sandbox:
         self._create_nodes(conn)
 
         if spec.mode is SchedulerMode.MUSTER:
-            self.say(f"muster: starting the extender on http://127.0.0.1:{ports.muster}")
-            muster = self.table.start("muster", [
-                sys.executable, "-m", "extender.cli.main", "serve",
-                "--kubeconfig", str(kubeconfig), "--host", "127.0.0.1",
-                "--port", str(ports.muster), "--bind-timeout", str(spec.bind_timeout),
-                "--plan-ttl", str(spec.plan_ttl),
-                *[a for extra in spec.extra_descriptor_dirs for a in ("--descriptors", extra)],
-            ])
-            _wait("muster", lambda: _http_ok(f"http://127.0.0.1:{ports.muster}/readyz"),
-                  timeout=60, log=Path(muster.log))
+            self.start_muster()
 
         sched = write_scheduler_config(d, scheduler_config(
             kubeconfig=kubeconfig, mode=spec.mode, muster_port=ports.muster,
@@ -247,6 +238,24 @@ class Sandbox:
         _wait("kube-scheduler",
               lambda: _http_ok(f"https://127.0.0.1:{ports.scheduler}/readyz"),
               timeout=60, log=Path(scheduler.log))
+
+    def start_muster(self) -> None:
+        """Start the extender (again, after :meth:`kill` of ``muster``) and wait until ready."""
+        spec, port = self.spec, self.spec.ports.muster
+        self.say(f"muster: starting the extender on http://127.0.0.1:{port}")
+        muster = self.table.start("muster", [
+            sys.executable, "-m", "extender.cli.main", "serve",
+            "--kubeconfig", str(self.dir / "kubeconfig"), "--host", "127.0.0.1",
+            "--port", str(port), "--bind-timeout", str(spec.bind_timeout),
+            "--plan-ttl", str(spec.plan_ttl),
+            *[a for extra in spec.extra_descriptor_dirs for a in ("--descriptors", extra)],
+        ])
+        _wait("muster", lambda: _http_ok(f"http://127.0.0.1:{port}/readyz"),
+              timeout=60, log=Path(muster.log))
+
+    def kill(self, name: str) -> None:
+        """SIGKILL one component (a crash, for tests); it stays down until started again."""
+        self.table.kill(name)
 
     def _create_nodes(self, conn: Connection) -> None:
         spec = self.spec

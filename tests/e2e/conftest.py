@@ -66,12 +66,17 @@ _NAMESPACES = itertools.count()
 
 
 @pytest.fixture()
-def namespace(sandbox: Sandbox) -> str:
-    """A fresh namespace per test (no namespace controller runs, so none is deleted)."""
+def namespace(sandbox: Sandbox) -> Iterator[str]:
+    """A fresh namespace per test; its pods are deleted afterwards so capacity frees up.
+
+    No namespace controller runs, so the namespace itself stays.
+    """
     name = f"e2e-{os.getpid()}-{next(_NAMESPACES)}"
-    sandbox.connection().request("POST", "/api/v1/namespaces",
-                                 body={"metadata": {"name": name}})
-    return name
+    conn = sandbox.connection()
+    conn.request("POST", "/api/v1/namespaces", body={"metadata": {"name": name}})
+    yield name
+    delete_pods(conn, name)
+    wait_until(lambda: not pods_in(conn, name), timeout=30)
 
 
 def load_example(relative: str) -> list[dict[str, Any]]:
