@@ -78,6 +78,7 @@ class GangService:
         self._last_event: dict[str, tuple[str, str]] = {}
         self._expired_total = 0
         self._rebuilt = False
+        self._swept_revision = -1
 
     # --- readiness -----------------------------------------------------------------------------
 
@@ -113,6 +114,8 @@ class GangService:
             # rebuild reservations from what the cluster shows.
             self._ledger.rebuild(snapshot, now=now, ttl=self._settings.plan_ttl)
             self._rebuilt = True
+        if snapshot.revision != self._swept_revision:
+            self._sweep(snapshot)
         for gang in expired_barriers(ledger=self._ledger, now=now, settings=self._core):
             # A barrier nobody is waiting on any more (its requests gave up): drop it.
             gone = withdraw(gang, ledger=self._ledger)
@@ -126,6 +129,22 @@ class GangService:
                                 f"gang {gang}: plan expired before all members arrived; "
                                 "the gang backs off and is planned again")
         return snapshot
+
+    def _sweep(self, snapshot: ClusterSnapshot) -> None:
+        """Forget what the cluster no longer has: a deleted workload's plan would otherwise
+        hold its GPUs until the plan's TTL, and a deleted pod in flight until its own."""
+        self._swept_revision = snapshot.revision
+        for gang, _ in self._ledger.reservations():
+            if gang not in snapshot.gangs:
+                self._ledger.forget_gang(gang)
+                self._last_reason.pop(gang, None)
+        for uid in [u for u in self._ledger.in_flight() if u not in snapshot.pods]:
+            self._ledger.forget_pod(uid)
+        # Plans filled by bound pods end here; otherwise they would reserve those pods'
+        # capacity again once the pods finish or are deleted.
+        self._ledger.settle(snapshot)
+        for uid in [u for u in self._last_event if u not in snapshot.pods]:
+            del self._last_event[uid]
 
     def filter(self, args: ExtenderArgs) -> ExtenderFilterResultJSON:
         ready = self._state.readiness()

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from types import MappingProxyType
 from typing import Any, TypedDict
 
 import orjson
@@ -154,8 +155,12 @@ def parse_extender_args(body: bytes) -> ExtenderArgs:
     if names is not None:
         if not isinstance(names, list):
             raise WireError(f"NodeNames: expected an array of strings, got {_type(names)}")
-        parsed = tuple(_string(n, f"NodeNames[{i}]") for i, n in enumerate(names))
-        return ExtenderArgs(pod=pod, node_names=parsed, mode=NodeMode.NAMES)
+        # Every filter carries up to one name per node: check the types in one C-level pass,
+        # and walk the list only to say which entry is wrong.
+        if not set(map(type, names)) <= {str}:
+            for i, n in enumerate(names):
+                _string(n, f"NodeNames[{i}]")
+        return ExtenderArgs(pod=pod, node_names=tuple(names), mode=NodeMode.NAMES)
     if nodes is not None:
         items = _object(nodes, "Nodes").get("items") or []
         if not isinstance(items, list):
@@ -229,15 +234,13 @@ def filter_result(
     the input, which kube-scheduler checks and treats as an error otherwise.
     """
     mode = args.mode if args is not None else NodeMode.NAMES
-    offered = set(args.node_names) if args is not None else set()
+    offered = frozenset(args.node_names) if args is not None else frozenset()
     keep = [n for n in passed if n in offered]
     result: ExtenderFilterResultJSON = {
         "Nodes": None,
         "NodeNames": None,
-        "FailedNodes": {k: v for k, v in (failed or {}).items() if k in offered},
-        "FailedAndUnresolvableNodes": {
-            k: v for k, v in (unresolvable or {}).items() if k in offered
-        },
+        "FailedNodes": _within(failed, offered),
+        "FailedAndUnresolvableNodes": _within(unresolvable, offered),
         "Error": error,
     }
     if mode is NodeMode.NAMES:
@@ -247,6 +250,15 @@ def filter_result(
         by_name = dict(zip(args.node_names, args.nodes, strict=True))
         result["Nodes"] = {"metadata": {}, "items": [dict(by_name[n]) for n in keep]}
     return result
+
+
+def _within(reasons: Mapping[str, str] | None, offered: frozenset[str]) -> dict[str, str]:
+    if not reasons:
+        return {}
+    if offered.issuperset(reasons):  # the usual case, checked in C
+        # The core hands out read-only views; their copy() is the dict's own C-level copy.
+        return reasons.copy() if isinstance(reasons, dict | MappingProxyType) else dict(reasons)
+    return {k: v for k, v in reasons.items() if k in offered}
 
 
 def priority_list(scores: Sequence[tuple[str, int]]) -> list[HostPriorityJSON]:

@@ -89,5 +89,3 @@ def test_the_service_still_answers_after_the_fuzzing() -> None:
     result = orjson.loads(CLIENT.post("/filter", data=body).data)
     # The fuzzing may have planned ml/train (two 8-GPU workers); a third node stays free.
     assert result["Error"] == "" and result["NodeNames"], result
-    refused = {**result["FailedNodes"], **result["FailedAndUnresolvableNodes"]}
-    assert set(result["NodeNames"]) | set(refused) == {"n0", "n1", "n2"}

@@ -79,12 +79,17 @@ def test_a_gang_is_planned_whole_and_its_capacity_kept_from_others() -> None:
     assert first["Error"] == ""
     planned = first["NodeNames"]
     assert len(planned) == 2  # two 8-GPU workers: two whole nodes
-    assert set(first["FailedAndUnresolvableNodes"]) == set(NODE_NAMES) - set(planned)
+    # Nodes passed: the scheduler places the pod there, so no per-node reasons are shipped.
+    assert first["FailedNodes"] == first["FailedAndUnresolvableNodes"] == {}
     second = world.post("filter", filter_body(jobset_pod("train", 1, gpus=8), NODE_NAMES))
     assert second["NodeNames"] == planned
     other = world.post("filter", filter_body(plain_pod("solo", gpus=8), NODE_NAMES))
     assert sorted(other["NodeNames"]) == sorted(set(NODE_NAMES) - set(planned))
-    assert all("reserved for gang ml/train" in why for why in other["FailedNodes"].values())
+    kept_off = world.post("filter", filter_body(plain_pod("solo", gpus=8), planned))
+    assert kept_off["NodeNames"] == []
+    refused = {**kept_off["FailedNodes"], **kept_off["FailedAndUnresolvableNodes"]}
+    assert sorted(refused) == sorted(planned)
+    assert all("reserved for gang ml/train" in why for why in refused.values()), refused
     [event] = [e for e in world.events.events() if e.pod.name == "train-worker-0-0"]
     assert (event.type, event.reason) == ("Normal", "GangPlanned")
 
@@ -107,7 +112,9 @@ def test_unknown_nodes_fail_and_a_pod_of_an_unknown_kind_is_not_a_gang(world: Wo
                                            "name": "m", "uid": "m1", "controller": True}]
     result = world.post("filter", filter_body(pod, ["n0", "ghost"]))
     assert result["NodeNames"] == ["n0"]
-    assert "not yet seen" in result["FailedNodes"]["ghost"]
+    only_ghost = world.post("filter", filter_body(pod, ["ghost"]))
+    assert only_ghost["NodeNames"] == []
+    assert "not yet seen" in only_ghost["FailedNodes"]["ghost"]
 
 
 def test_full_node_objects_are_answered_with_node_objects(world: World) -> None:

@@ -110,6 +110,8 @@ def test_malformed_and_probe_requests_through_gunicorn(server: int) -> None:
     status, data = call(server, "/filter", b"{broken")
     assert status == 200 and "not valid JSON" in orjson.loads(data)["Error"]
     status, data = call(server, "/filter", filter_body(plain_pod("solo", gpus=0), ["n0", "zz"]))
+    assert status == 200 and orjson.loads(data)["NodeNames"] == ["n0"]
+    status, data = call(server, "/filter", filter_body(plain_pod("solo", gpus=0), ["zz"]))
     assert status == 200 and orjson.loads(data)["FailedNodes"].keys() == {"zz"}
     assert call(server, "/healthz")[0] == 200
     status, data = call(server, "/metrics")
