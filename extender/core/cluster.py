@@ -15,7 +15,7 @@ from typing import Any
 
 from extender.core.catalog import Catalog
 from extender.core.expressions import WorkloadError
-from extender.core.membership import ObjectIndex, find_membership
+from extender.core.membership import ObjectIndex, find_membership, pending_owner
 from extender.core.model import Membership, NodeInfo, PodInfo, WorkloadTree
 from extender.core.objects import ObjectError, node_from_api, owner_refs, pod_from_api
 from extender.core.snapshot import ClusterSnapshot
@@ -90,8 +90,14 @@ def build_snapshot(
     workloads = {t.ref.key: t for t in trees}
     index = ObjectIndex.of(object_list)
     memberships: dict[str, Membership] = {}
+    unresolved: dict[str, str] = {}
     for pod in pod_infos:
         member = find_membership(pod, objects=index, catalog=catalog, workloads=workloads)
         if member is not None:
             memberships[pod.uid] = member
-    return ClusterSnapshot.of(node_infos, pod_infos, trees, memberships, revision=revision)
+        elif not pod.holds_resources:
+            why = pending_owner(pod, objects=index, catalog=catalog)
+            if why is not None:
+                unresolved[pod.uid] = why
+    return ClusterSnapshot.of(node_infos, pod_infos, trees, memberships, revision=revision,
+                              unresolved=unresolved)

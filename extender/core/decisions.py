@@ -163,6 +163,11 @@ def decide_filter(
 ) -> FilterDecision:
     ledger.expire(now)
     gang = snapshot.gang_of(pod.uid)
+    pending = snapshot.unresolved.get(pod.uid)
+    if gang is None and pending is not None:
+        why = f"pod {pod.key} waits: {pending}; it may be a gang member"
+        return FilterDecision((), MappingProxyType(dict.fromkeys(candidates, why)), _NONE,
+                              FilterOutcome.WAITING, why, None)
     if gang is None:
         return _free_fit(pod, candidates, snapshot=snapshot, ledger=ledger, settings=settings,
                          outcome=FilterOutcome.NON_GANG, gang=None)
@@ -315,6 +320,10 @@ def decide_bind(
         return BindDecision(BindOutcome.REJECT, f"pod {pod.key} is being deleted", key)
     if node not in snapshot.nodes:
         return BindDecision(BindOutcome.REJECT, f"node {node} is not in the cluster", key)
+    if gang is None and pod_uid in snapshot.unresolved:
+        return BindDecision(BindOutcome.REJECT,
+                            f"pod {pod.key}: {snapshot.unresolved[pod_uid]}; it may be a gang "
+                            "member", key)
     ledger.mark_bind_requested(pod_uid, node, now=now, ttl=settings.inflight_ttl)
     if gang is None:
         return BindDecision(BindOutcome.BIND, f"pod {pod.key} is not in a gang",

@@ -177,6 +177,29 @@ class Ledger:
         self.release(gang)
         return held
 
+    def settle(self, snapshot: ClusterSnapshot, *, gpu: str = GPU) -> list[GangKey]:
+        """Close out what the cluster has caught up with; return the gangs whose plan ended.
+
+        A plan whose every slot is filled by the gang's bound (or in-flight) pods has done its
+        job: the snapshot charges those pods now, so keeping it would reserve their capacity
+        a second time once they finish or are deleted. A gang admitted earlier with no pod left
+        holding anything starts over at the barrier, so a recreated gang (a JobSet restart) is
+        again bound all or nothing.
+        """
+        done: list[GangKey] = []
+        for gang, res in self.reservations():
+            placed = placed_counts(gang, snapshot, self, gpu=gpu)
+            if all(placed.get((node, role), 0) >= n for node, role, n in res.plan.slots):
+                del self._plans[gang]
+                done.append(gang)
+        for gang in sorted(self._admitted):
+            if gang in self._plans or self._waiting.get(gang):
+                continue
+            if not placed_counts(gang, snapshot, self, gpu=gpu):
+                del self._admitted[gang]
+        self.version += 1
+        return done
+
     def forget_gang(self, gang: GangKey) -> None:
         """The gang's workload is gone."""
         self.release(gang)

@@ -140,3 +140,29 @@ def find_membership(pod: PodInfo, *, objects: ObjectIndex, catalog: Catalog,
                 gang = candidate.key
                 break
     return Membership(workload=tree.ref, role=role, replica=replica, gang=gang)
+
+
+def pending_owner(pod: PodInfo, *, objects: ObjectIndex, catalog: Catalog) -> str | None:
+    """Why a pod without membership may still belong to a workload Muster has not seen yet.
+
+    Informers lag: a JobSet's pod can reach kube-scheduler before Muster has observed its
+    ``Job`` or the ``JobSet``. Taking such a pod for a lone pod could bind part of a gang, so
+    a pod whose controller chain stops at a missing object of a kind Muster watches (a
+    described kind, or an owner kind a descriptor names), or that carries a descriptor's
+    workload label naming a missing object, is *pending*. ``None`` means it is truly alone.
+    """
+    watched = {d.target.kind for d in catalog.descriptors}
+    for descriptor in catalog.descriptors:
+        watched.update(descriptor.pods.owners)
+    chain = owner_chain(pod, objects)
+    if chain:
+        last = chain[-1]
+        if last.kind in watched and objects.get(pod.namespace, last.kind, last.name) is None:
+            return f"its owner {last.kind} {pod.namespace}/{last.name} is not observed yet"
+    for descriptor in catalog.descriptors:
+        label = descriptor.pods.workload_label
+        value = pod.label(label) if label else None
+        kind = descriptor.target.kind
+        if value and objects.get(pod.namespace, kind, value) is None:
+            return f"its {kind} {pod.namespace}/{value} is not observed yet"
+    return None

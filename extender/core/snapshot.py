@@ -34,6 +34,9 @@ class ClusterSnapshot:
     """Every gang of every resolved workload."""
     revision: int = 0
     """Increases whenever the source changes; lets callers cache derived values."""
+    unresolved: Mapping[str, str] = field(default_factory=dict)
+    """Pod UID -> why its workload is not known yet (an owner not observed so far). Such a
+    pod may belong to a gang: deciding for it as a lone pod could bind part of a gang."""
 
     @classmethod
     def of(
@@ -44,6 +47,7 @@ class ClusterSnapshot:
         memberships: Mapping[str, Membership] | None = None,
         *,
         revision: int = 0,
+        unresolved: Mapping[str, str] | None = None,
     ) -> ClusterSnapshot:
         trees = {w.ref.key: w for w in workloads}
         gangs = {g.key: g for w in trees.values() for g in w.gangs}
@@ -54,6 +58,7 @@ class ClusterSnapshot:
             memberships=MappingProxyType(dict(memberships or {})),
             gangs=MappingProxyType(dict(sorted(gangs.items()))),
             revision=revision,
+            unresolved=MappingProxyType(dict(unresolved or {})),
         )
 
     def gang_of(self, pod_uid: str) -> Gang | None:
