@@ -21,6 +21,10 @@ COMMANDS: tuple[str, ...] = (
     "serve",
     "sandbox",
     "simulate",
+    "describe",
+    "get",
+    "descriptors_cmd",
+    "fit",
 )
 
 

@@ -1,0 +1,169 @@
+"""``muster describe``: a workload's roles, pods, gangs, phase and resources.
+
+    muster describe jobset/llama -n ml            # live, through the kubeconfig
+    muster describe jobset llama -n ml -o json
+    muster describe jobsets -A                    # every JobSet
+    muster describe -f workload.yaml              # file mode, no cluster (- reads stdin)
+
+Types match leniently: kind, plural, short name or kind.group, any case.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from rich.text import Text
+from rich.tree import Tree
+
+from extender.cli.errors import EXIT_INPUT, EXIT_OK, CliError
+from extender.cli.livefind import find_all, find_one
+from extender.cli.options import (
+    add_cluster_flags,
+    add_descriptor_flags,
+    add_namespace_flags,
+    add_output_flag,
+)
+from extender.cli.render import console, emit_data, table
+from extender.cli.views import status_text, workload_data
+from extender.cli.workloads import (
+    Descriptors,
+    Found,
+    base_descriptors,
+    cluster_error,
+    connection,
+    with_cluster_descriptors,
+    workloads_in_file,
+)
+from extender.core.catalog import UnknownKind
+from extender.kube.client import KubeError
+from extender.kube.reader import context_namespace
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "describe", help="a workload's roles, pods, gangs, phase and resources",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("target", nargs="*", metavar="TYPE[/NAME] [NAME]",
+                   help="what to describe: TYPE/NAME, TYPE NAME, or TYPE for every one")
+    p.add_argument("-f", "--filename", metavar="FILE",
+                   help="describe the workloads of a YAML file (- for stdin); no cluster")
+    add_namespace_flags(p)
+    add_cluster_flags(p)
+    add_output_flag(p)
+    add_descriptor_flags(p)
+    p.set_defaults(handler=run)
+
+
+def parse_target(target: list[str]) -> tuple[str, str | None]:
+    """``["jobset/a"]``, ``["jobset", "a"]`` or ``["jobset"]`` -> ``(type, name or None)``."""
+    if not target or len(target) > 2:
+        raise CliError("give TYPE/NAME, TYPE NAME or TYPE (or -f FILE)")
+    if len(target) == 2:
+        if "/" in target[0] or "/" in target[1]:
+            raise CliError(f"give TYPE/NAME or TYPE NAME, not {' '.join(target)}")
+        return target[0], target[1]
+    kind, slash, name = target[0].partition("/")
+    if slash and (not kind or not name):
+        raise CliError(f"{target[0]}: expected TYPE/NAME")
+    return kind, (name or None)
+
+
+def run(args: argparse.Namespace) -> int:
+    base = base_descriptors(args)
+    if args.filename:
+        if args.target:
+            raise CliError("give either -f FILE or TYPE/NAME, not both")
+        _, found = workloads_in_file(args.filename, base)
+    else:
+        found = _live(args, base)
+    show(found, args.output)
+    return EXIT_OK
+
+
+def _live(args: argparse.Namespace, base: Descriptors) -> list[Found]:
+    kind, name = parse_target(args.target)
+    if name and args.all_namespaces:
+        raise CliError("-A describes every workload of a type; leave the name out")
+    conn = connection(args)
+    try:
+        descriptors, problems = with_cluster_descriptors(base, conn)
+        for problem in problems:
+            print(f"warning: {problem}", file=sys.stderr)
+        try:
+            kinds = descriptors.catalog.find_type(kind)
+        except UnknownKind as err:
+            raise CliError(str(err), exit_code=EXIT_INPUT) from None
+        namespace = args.namespace or context_namespace(args.kubeconfig, args.context)
+        if name:
+            return [find_one(conn, descriptors, kinds, name, namespace)]
+        found, trouble = find_all(conn, descriptors, kinds,
+                                  None if args.all_namespaces else namespace)
+    except KubeError as err:
+        raise cluster_error(err) from None
+    for problem in trouble:
+        print(f"warning: {problem}", file=sys.stderr)
+    if not found:
+        where = "any namespace" if args.all_namespaces else f"namespace {namespace}"
+        raise CliError(f"no {kinds[0].target.kind} in {where} on {conn.server}",
+                       exit_code=EXIT_INPUT)
+    return found
+
+
+def show(found: list[Found], fmt: str) -> None:
+    data = [workload_data(f) for f in found]
+    if fmt != "table":
+        # One workload prints as an object; several as a List, as kubectl does.
+        emit_data(data[0] if len(data) == 1 else
+                  {"apiVersion": "v1", "kind": "List", "items": data}, fmt)
+        return
+    out = console()
+    for i, item in enumerate(data):
+        if i:
+            out.print()
+        render_workload(item)
+
+
+def render_workload(w: dict[str, Any]) -> None:
+    out = console()
+    out.print(f"{w['kind']} {w['namespace']}/{w['name']}", style="bold", markup=False)
+    out.print(f"descriptor: {w['descriptor']} ({w['descriptorFormat']}, "
+              f"{w['descriptorSource']})", markup=False)
+    out.print(f"phase: {w['phase']}", markup=False)
+    totals = w["totals"]
+    out.print(f"pods: {totals['readyPods']}/{totals['pods']} ready, "
+              f"{totals['observedPods']} observed", markup=False)
+    for gang in w["gangs"]:
+        out.print(f"gang: {gang['name']} (minimum {gang['minMember']} of {gang['pods']} pods, "
+                  f"{gang['gpus']} GPUs)", markup=False)
+    if not w["gangs"]:
+        out.print("gang: none (pods schedule one by one)", markup=False)
+    if w["order"]:
+        out.print("order: " + ", ".join(f"{e['before']} -> {e['after']}" for e in w["order"]),
+                  markup=False)
+    tree = Tree(Text(f"{w['kind']}/{w['name']}  {w['phase']}"), guide_style="dim")
+    for role in w["roles"]:
+        branch = tree.add(Text(
+            f"{role['name']}  {role['ready']}/{role['pods']} ready  "
+            f"({role['replicas']} x {role['podsPerReplica']} pods, "
+            f"{role['gpusPerPod']} GPU/pod, {role['gpus']} GPUs)"))
+        for pod in role["observed"]:
+            branch.add(Text(_pod_line(pod)))
+    if w["unassigned"]:
+        branch = tree.add(Text("(no role)"))
+        for pod in w["unassigned"]:
+            branch.add(Text(_pod_line(pod)))
+    out.print()
+    out.print(tree, markup=False)
+    rows = [(r["name"], r["pods"], r["gpus"], r["cpu"], r["memory"]) for r in w["roles"]]
+    out.print()
+    out.print(table(("COMPONENT", "REPLICAS", "GPU", "CPU", "MEMORY"), rows,
+                    total=("TOTAL", totals["pods"], totals["gpus"], totals["cpu"],
+                           totals["memory"])))
+
+
+def _pod_line(pod: dict[str, Any]) -> str:
+    ready = "ready" if pod["ready"] else "not ready"
+    return (f"{pod['name']}  {status_text(pod['phase'], pod['reason'])}  {ready}  "
+            f"node: {pod['node'] or '-'}  {pod['gpus']} GPU")

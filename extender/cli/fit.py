@@ -1,0 +1,175 @@
+"""``muster fit``: would this workload start now, and where? Asked of one or more clusters.
+
+    muster fit -f llama.yaml --snapshot a.yaml --snapshot b.yaml
+    kubectl get nodes,pods -A -o yaml > prod.yaml && muster fit -f llama.yaml --snapshot prod.yaml
+    muster fit -f llama.yaml --context prod --context staging -o json
+
+A snapshot is what ``kubectl get nodes,pods -A -o yaml`` prints (a List or a multi-document
+stream): Nodes with ``status.allocatable`` and the pods that hold resources. Gangs are placed in
+the workload's order, each seeing the capacity the ones before it took; capacity is per node,
+never summed. Exit 0 if the workload fits in at least one cluster, 1 if in none, 3 if it fits
+in none and some cluster could not be reached (the answer there is unknown).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+from extender.cli.errors import EXIT_NO, EXIT_OK, EXIT_UNREACHABLE, CliError
+from extender.cli.options import add_descriptor_flags, add_output_flag
+from extender.cli.render import console, emit_data, table
+from extender.cli.workloads import (
+    Descriptors,
+    Found,
+    base_descriptors,
+    connection,
+    workloads_in_file,
+)
+from extender.core.cluster import build_snapshot
+from extender.core.fit import FitResult, fit_workload
+from extender.core.snapshot import ClusterSnapshot
+from extender.files.snapshot import SnapshotFileError, load_snapshot
+from extender.kube.client import KubeError
+from extender.kube.reader import list_workloads, nodes_and_pods, owner_objects
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "fit", help="would a workload's gangs be placed now, and where, in each cluster",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("-f", "--filename", metavar="FILE", required=True,
+                   help="the workload (YAML; - for stdin)")
+    p.add_argument("--snapshot", action="append", default=[], metavar="FILE",
+                   help="a cluster as `kubectl get nodes,pods -A -o yaml` prints it; repeatable")
+    p.add_argument("--context", action="append", default=[], metavar="NAME",
+                   help="a live cluster through this kubeconfig context; repeatable")
+    p.add_argument("--kubeconfig", metavar="PATH",
+                   help="kubeconfig file for --context (default: $KUBECONFIG, ~/.kube/config)")
+    p.add_argument("--request-timeout", type=float, default=10.0, metavar="SECONDS",
+                   help="give up on an API request after this long (default 10)")
+    add_output_flag(p)
+    add_descriptor_flags(p)
+    p.set_defaults(handler=run)
+
+
+def _workload(args: argparse.Namespace, base: Descriptors) -> tuple[Descriptors, Found]:
+    descriptors, found = workloads_in_file(args.filename, base)
+    if len(found) > 1:
+        names = ", ".join(f.tree.ref.key for f in found)
+        raise CliError(f"{args.filename}: holds {len(found)} workloads ({names}); "
+                       "fit asks about one at a time")
+    return descriptors, found[0]
+
+
+def _split(objects: list[dict[str, Any]],
+           ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    nodes = [o for o in objects if o.get("kind") == "Node"]
+    pods = [o for o in objects if o.get("kind") == "Pod"]
+    rest = [o for o in objects if o.get("kind") not in ("Node", "Pod")]
+    return nodes, pods, rest
+
+
+def snapshot_from_file(path: str, descriptors: Descriptors) -> ClusterSnapshot:
+    try:
+        objects = load_snapshot(path)
+    except SnapshotFileError as err:
+        raise CliError(str(err)) from None
+    nodes, pods, rest = _split(objects)
+    if not nodes:
+        raise CliError(f"{path}: no Node objects; a snapshot is what "
+                       "`kubectl get nodes,pods -A -o yaml` prints")
+    return build_snapshot(nodes=nodes, pods=pods, objects=rest, catalog=descriptors.catalog)
+
+
+def snapshot_from_cluster(args: argparse.Namespace, context: str, descriptors: Descriptors,
+                          found: Found) -> ClusterSnapshot:
+    conn = connection(args, context=context)
+    try:
+        nodes, pods = nodes_and_pods(conn)
+        # The workload's own kind and owner objects: if it already exists, its bound pods count
+        # toward its gangs' minimums instead of being seen as strangers' pods.
+        descriptor = descriptors.catalog.for_api(found.tree.ref.api_version, found.tree.ref.kind)
+        namespace = found.tree.ref.namespace
+        objects = owner_objects(conn, descriptors.catalog.descriptors, namespace)
+        if descriptor is not None:
+            objects += list_workloads(conn, descriptor, namespace)
+    except KubeError as err:
+        raise CliError(str(err), exit_code=EXIT_UNREACHABLE) from None
+    return build_snapshot(nodes=nodes, pods=pods, objects=objects, catalog=descriptors.catalog)
+
+
+def cluster_data(name: str, result: FitResult) -> dict[str, Any]:
+    return {
+        "name": name,
+        "fits": result.fits,
+        "reason": "",
+        "gangs": [{
+            "name": g.name,
+            "minMember": g.min_member,
+            "placed": g.placed,
+            "fits": g.fits,
+            "plan": {node: sum(roles.values()) for node, roles in sorted(g.plan.items())},
+            "planByRole": {node: dict(sorted(roles.items()))
+                           for node, roles in sorted(g.plan.items())},
+            "reason": g.reason,
+        } for g in result.gangs],
+    }
+
+
+def unreachable_data(name: str, message: str) -> dict[str, Any]:
+    return {"name": name, "fits": False, "reachable": False, "reason": message, "gangs": []}
+
+
+def run(args: argparse.Namespace) -> int:
+    if not args.snapshot and not args.context:
+        raise CliError("give at least one --snapshot FILE or --context NAME to fit against")
+    descriptors, found = _workload(args, base_descriptors(args))
+    clusters: list[dict[str, Any]] = []
+    unreachable = False
+    for path in args.snapshot:
+        snapshot = snapshot_from_file(path, descriptors)
+        clusters.append(cluster_data(path, fit_workload(found.tree, snapshot)))
+    for context in args.context:
+        try:
+            snapshot = snapshot_from_cluster(args, context, descriptors, found)
+        except CliError as err:
+            if err.exit_code != EXIT_UNREACHABLE:
+                raise
+            unreachable = True
+            print(f"warning: context {context}: {err}", file=sys.stderr)
+            clusters.append(unreachable_data(context, str(err)))
+            continue
+        clusters.append(cluster_data(context, fit_workload(found.tree, snapshot)))
+    data = {"workload": found.tree.ref.key, "descriptor": found.tree.descriptor,
+            "pods": found.tree.pods, "gpus": found.tree.gpus, "clusters": clusters}
+    if args.output != "table":
+        emit_data(data, args.output)
+    else:
+        render(data)
+    if any(c["fits"] for c in clusters):
+        return EXIT_OK
+    return EXIT_UNREACHABLE if unreachable else EXIT_NO
+
+
+def _plan_text(plan: Mapping[str, Mapping[str, int]]) -> str:
+    return "; ".join(f"{node}: " + ", ".join(f"{role} {n}" for role, n in roles.items())
+                     for node, roles in plan.items())
+
+
+def render(data: dict[str, Any]) -> None:
+    out = console()
+    out.print(f"{data['workload']}: {data['pods']} pods, {data['gpus']} GPUs "
+              f"(descriptor {data['descriptor']})", markup=False)
+    rows = []
+    for c in data["clusters"]:
+        verdict = "yes" if c["fits"] else "no"
+        if not c["gangs"]:
+            rows.append((c["name"], verdict, "-", "-", "-", c["reason"]))
+        for g in c["gangs"]:
+            detail = _plan_text(g["planByRole"]) if g["fits"] else g["reason"]
+            rows.append((c["name"], verdict, g["name"], g["minMember"], g["placed"],
+                         detail or "-"))
+    out.print(table(("CLUSTER", "FITS", "GANG", "MIN", "PLACED", "PLAN OR REASON"), rows))

@@ -1,0 +1,101 @@
+"""Live mode for ``describe`` and ``get``: find workloads of the kinds a person named, in a
+namespace or all, resolve them, and attach their pods through owner references (and the
+descriptors' labels when a chain cannot be followed)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from extender.cli.errors import EXIT_INPUT, CliError
+from extender.cli.workloads import (
+    Descriptors,
+    Found,
+    attach_pods,
+    resolve,
+)
+from extender.core.catalog import Catalog
+from extender.core.descriptor import Descriptor
+from extender.core.model import WorkloadTree
+from extender.core.objects import owner_refs
+from extender.kube.client import Connection
+from extender.kube.reader import (
+    get_workload,
+    list_pods_and_owners,
+    list_workloads,
+    served_types,
+)
+
+
+def distinct_kinds(descriptors: Sequence[Descriptor]) -> list[Descriptor]:
+    """One descriptor per group/kind: two versions of one kind are listed once, and each
+    object is then resolved by the descriptor of its own version."""
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for d in descriptors:
+        key = (d.target.group, d.target.kind)
+        if key not in seen:
+            seen.add(key)
+            out.append(d)
+    return out
+
+
+def _is_part(obj: Mapping[str, Any], catalog: Catalog) -> bool:
+    """Owned by an object of a described kind (a JobSet's Job), or a pod with any owner: part
+    of another workload, never one of its own."""
+    meta = obj.get("metadata")
+    if not isinstance(meta, Mapping):
+        return False
+    refs = owner_refs(meta)
+    if obj.get("kind") == "Pod" and refs:
+        return True
+    return any(r.controller and catalog.for_api(r.api_version, r.kind) is not None
+               for r in refs)
+
+
+def find_one(conn: Connection, descriptors: Descriptors, kinds: Sequence[Descriptor], name: str,
+             namespace: str) -> Found:
+    """The workload ``name`` of one of ``kinds`` in ``namespace``, with its pods."""
+    served = [d for d in distinct_kinds(kinds) if served_types(conn, d)]
+    if not served:
+        names = ", ".join(d.target.group_kind for d in distinct_kinds(kinds))
+        raise CliError(f"{names} is not served by the API server at {conn.server} "
+                       "(is its CRD installed?)", exit_code=EXIT_INPUT)
+    for descriptor in served:
+        obj = get_workload(conn, descriptor, name, namespace)
+        if obj is not None:
+            tree = resolve(obj, descriptors, where=f"{obj['kind']} {namespace}/{name}")
+            return _with_pods(conn, descriptors, [(tree, obj)], namespace)[0]
+    kind = served[0].target.kind
+    raise CliError(f"{kind} {name} not found in namespace {namespace} on {conn.server}",
+                   exit_code=EXIT_INPUT)
+
+
+def find_all(conn: Connection, descriptors: Descriptors, kinds: Sequence[Descriptor],
+             namespace: str | None) -> tuple[list[Found], list[str]]:
+    """Every workload of ``kinds`` (``namespace=None``: all namespaces), with its pods, and one
+    problem per object that does not resolve (reported, not fatal)."""
+    trees: list[tuple[WorkloadTree, Mapping[str, Any]]] = []
+    problems: list[str] = []
+    catalog = descriptors.catalog
+    for descriptor in distinct_kinds(kinds):
+        for obj in list_workloads(conn, descriptor, namespace):
+            if _is_part(obj, catalog):
+                continue
+            meta = obj.get("metadata") or {}
+            where = f"{obj.get('kind')} {meta.get('namespace', '')}/{meta.get('name', '?')}"
+            try:
+                trees.append((resolve(obj, descriptors, where=where), obj))
+            except CliError as err:
+                problems.append(str(err))
+    if not trees:
+        return [], problems
+    return _with_pods(conn, descriptors, trees, namespace), problems
+
+
+def _with_pods(conn: Connection, descriptors: Descriptors,
+               trees: list[tuple[WorkloadTree, Mapping[str, Any]]],
+               namespace: str | None) -> list[Found]:
+    pods, owners = list_pods_and_owners(conn, descriptors.catalog.descriptors, namespace)
+    found = attach_pods(trees, pods, owners, descriptors)
+    return sorted(found, key=lambda f: (f.tree.ref.namespace, f.tree.ref.kind, f.tree.ref.name))
