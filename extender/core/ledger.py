@@ -182,15 +182,20 @@ class Ledger:
 
         A plan whose every slot is filled by the gang's bound (or in-flight) pods has done its
         job: the snapshot charges those pods now, so keeping it would reserve their capacity
-        a second time once they finish or are deleted. A gang admitted earlier with no pod left
+        a second time once they finish or are deleted. A plan whose gang has no pod left ends
+        too: nothing can use it. A gang admitted earlier with no pod left
         holding anything starts over at the barrier, so a recreated gang (a JobSet restart) is
         again bound all or nothing.
         """
         done: list[GangKey] = []
+        members = index_of(snapshot, gpu=gpu).gang_pods
         for gang, res in self.reservations():
             placed = placed_counts(gang, snapshot, self, gpu=gpu)
-            if all(placed.get((node, role), 0) >= n for node, role, n in res.plan.slots):
+            filled = all(placed.get((node, role), 0) >= n for node, role, n in res.plan.slots)
+            # With every pod of the gang deleted, nothing can use the plan any more.
+            if filled or not members.get(gang):
                 del self._plans[gang]
+                self._barrier.pop(gang, None)
                 done.append(gang)
         for gang in sorted(self._admitted):
             if gang in self._plans or self._waiting.get(gang):

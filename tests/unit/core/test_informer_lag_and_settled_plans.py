@@ -124,3 +124,13 @@ def test_a_gang_whose_pods_are_all_gone_is_barred_again() -> None:
     emptied = make_snapshot(NODES, gangs=[gang])  # recreated pods, none bound
     ledger.settle(emptied)
     assert not ledger.is_admitted(gang.key)
+
+
+def test_a_plan_whose_pods_were_all_deleted_ends() -> None:
+    gang = make_gang("gone", roles=[("workers", 2, make_shape(gpus=8))])
+    ledger = Ledger()
+    pending = make_snapshot(NODES, gangs=[gang])
+    decide_filter(pending.pods[uid(gang, "workers", 0)], [NodeName("n0"), NodeName("n1")],
+                  snapshot=pending, ledger=ledger, now=0.0, settings=SETTINGS)
+    no_pods = ClusterSnapshot.of(NODES, (), pending.workloads.values(), {})
+    assert ledger.settle(no_pods) == [gang.key]
