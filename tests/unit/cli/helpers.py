@@ -30,3 +30,26 @@ def muster(capsys: pytest.CaptureFixture[str], *argv: str | Path) -> Ran:
     code = main([str(a) for a in argv])
     captured = capsys.readouterr()
     return Ran(code, captured.out, captured.err)
+
+
+#: A kubeconfig whose server port nothing listens on (connection refused at once).
+DEAD_KUBECONFIG = """
+apiVersion: v1
+kind: Config
+clusters:
+- name: dead
+  cluster: {server: "https://127.0.0.1:9"}
+contexts:
+- name: dead
+  context: {cluster: dead, user: u, namespace: ml}
+current-context: dead
+users:
+- name: u
+  user: {token: abc}
+"""
+
+
+def dead_kubeconfig(directory: Path) -> Path:
+    path = directory / "dead.kubeconfig"
+    path.write_text(DEAD_KUBECONFIG)
+    return path

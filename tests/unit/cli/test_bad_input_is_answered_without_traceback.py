@@ -7,22 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.cli.helpers import DATA, REPO, muster
-
-DEAD = """
-apiVersion: v1
-kind: Config
-clusters:
-- name: dead
-  cluster: {server: "https://127.0.0.1:9"}
-contexts:
-- name: dead
-  context: {cluster: dead, user: u, namespace: ml}
-current-context: dead
-users:
-- name: u
-  user: {token: abc}
-"""
+from tests.unit.cli.helpers import DATA, REPO, dead_kubeconfig, muster
 
 
 def _no_traceback(err: str) -> None:
@@ -122,8 +107,7 @@ def test_a_workload_without_a_name_is_named_as_such(capsys, tmp_path: Path):
     ("descriptors", "list", "--cluster"),
 ])
 def test_an_unreachable_api_server_is_named_and_exits_3(capsys, tmp_path: Path, argv):
-    kubeconfig = tmp_path / "dead.kubeconfig"
-    kubeconfig.write_text(DEAD)
+    kubeconfig = dead_kubeconfig(tmp_path)
     ran = muster(capsys, *argv, "--kubeconfig", kubeconfig, "--request-timeout", "2")
     assert ran.code == 3
     _no_traceback(ran.err)

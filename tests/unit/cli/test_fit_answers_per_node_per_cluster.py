@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.unit.cli.helpers import DATA, EXAMPLES, muster
+from tests.unit.cli.helpers import DATA, EXAMPLES, dead_kubeconfig, muster
 from tests.unit.cli.snapshots import node, pod, write
 
 STORY = DATA / "story-jobset.yaml"
@@ -111,8 +111,7 @@ def test_finished_pods_hold_nothing(capsys, tmp_path: Path):
 
 
 def test_unreachable_context_is_reported_and_exits_3_when_nothing_fits(capsys, tmp_path: Path):
-    kubeconfig = tmp_path / "dead.kubeconfig"
-    kubeconfig.write_text(DEAD_KUBECONFIG)
+    kubeconfig = dead_kubeconfig(tmp_path)
     ran = muster(capsys, "fit", "-f", STORY, "--kubeconfig", kubeconfig, "--context", "dead",
                  "--request-timeout", "2", "-o", "json")
     assert ran.code == 3
@@ -136,18 +135,3 @@ def test_fit_needs_a_cluster_and_one_workload(capsys, tmp_path: Path):
     ran = muster(capsys, "fit", "-f", STORY, "--snapshot", empty)
     assert ran.code == 2 and "no Node objects" in ran.err
 
-
-DEAD_KUBECONFIG = """
-apiVersion: v1
-kind: Config
-clusters:
-- name: dead
-  cluster: {server: "https://127.0.0.1:9"}
-contexts:
-- name: dead
-  context: {cluster: dead, user: u}
-current-context: dead
-users:
-- name: u
-  user: {token: abc}
-"""
