@@ -8,8 +8,6 @@ or the cluster, so no input produces a traceback.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -23,6 +21,8 @@ from extender.core.catalog import Catalog, UnknownKind
 from extender.core.descriptor import API_VERSION, KIND, Descriptor, DescriptorError
 from extender.core.descriptor import compile_descriptor as compile_native
 from extender.core.expressions import WorkloadError
+from extender.core.karta import compile_karta
+from extender.core.karta_model import is_karta_document
 from extender.core.membership import ObjectIndex, find_membership
 from extender.core.model import Membership, PodInfo, WorkloadTree
 from extender.core.objects import ObjectError, owner_refs, pod_from_api
@@ -31,12 +31,7 @@ from extender.files.catalog import CatalogError, Problem, packaged_catalog
 from extender.kube.client import Connection, KubeError, NotFound, connect
 from extender.kube.reader import cluster_descriptor_objects
 
-KARTA_API_VERSION = "run.ai/v1alpha1"
-KARTA_KIND = "Karta"
-_KARTA_MODULE = "extender.core.karta"
-
 FORMAT_MUSTER = "muster"
-FORMAT_KARTA = "karta"
 SOURCE_CATALOG = "catalog"
 SOURCE_FILE = "file"
 SOURCE_CLUSTER = "cluster"
@@ -47,7 +42,7 @@ SOURCE_CLUSTER = "cluster"
 @dataclass(frozen=True)
 class Origin:
     format: str
-    """``muster`` or ``karta`` (converted from NVIDIA Workload Map)."""
+    """``muster`` or ``karta`` (read from an NVIDIA Workload Map ``Karta``)."""
     source: str
     """``catalog`` (packaged), ``file`` (``--descriptors`` or the input file) or ``cluster``."""
     where: str = ""
@@ -74,39 +69,18 @@ class Descriptors:
         return Descriptors(self.catalog.merged(d for d, _ in pairs), origins)
 
 
-def karta_available() -> bool:
-    try:
-        return importlib.util.find_spec(_KARTA_MODULE) is not None
-    except (ImportError, ValueError):
-        return False
-
-
-def karta_to_native(raw: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    """Convert a Karta document through the core's converter (``extender.core.karta``)."""
-    if not karta_available():
-        raise DescriptorError("kind", "Karta (run.ai/v1alpha1) descriptors need the Karta "
-                                      "converter, which this version of Muster lacks")
-    module = importlib.import_module(_KARTA_MODULE)
-    native, notes = module.karta_to_native(dict(raw))
-    return dict(native), [str(n) for n in notes]
-
-
-def is_karta(doc: object) -> bool:
-    return (isinstance(doc, Mapping) and doc.get("kind") == KARTA_KIND
-            and doc.get("apiVersion") == KARTA_API_VERSION)
-
-
 def is_descriptor(doc: object) -> bool:
+    """A Muster ``WorkloadDescriptor`` or a Workload Map ``Karta`` document."""
     return isinstance(doc, Mapping) and (
-        (doc.get("kind") == KIND and doc.get("apiVersion") == API_VERSION) or is_karta(doc))
+        (doc.get("kind") == KIND and doc.get("apiVersion") == API_VERSION)
+        or is_karta_document(doc))
 
 
-def compile_any(doc: Mapping[str, Any]) -> tuple[Descriptor, str]:
-    """A Muster or Karta descriptor document -> (descriptor, format)."""
-    if is_karta(doc):
-        native, _ = karta_to_native(doc)
-        return compile_native(native), FORMAT_KARTA
-    return compile_native(dict(doc)), FORMAT_MUSTER
+def compile_any(doc: object, *, source: str = "") -> Descriptor:
+    """A Muster or Karta descriptor document -> a descriptor (its ``format`` says which)."""
+    if isinstance(doc, Mapping) and is_karta_document(doc):
+        return compile_karta(dict(doc), source=source)
+    return compile_native(doc)
 
 
 def compile_documents(docs: Iterable[tuple[int, Any]], file: str, *, source: str,
@@ -115,11 +89,11 @@ def compile_documents(docs: Iterable[tuple[int, Any]], file: str, *, source: str
     problems: list[Problem] = []
     for doc, data in docs:
         try:
-            descriptor, fmt = compile_any(data)
+            descriptor = compile_any(data, source=file)
         except DescriptorError as err:
             problems.append(Problem(file, doc, err.path, err.message))
             continue
-        out.append((descriptor, Origin(fmt, source, f"{file}:{doc}")))
+        out.append((descriptor, Origin(descriptor.format, source, f"{file}:{doc}")))
     return out, problems
 
 
@@ -177,11 +151,11 @@ def with_cluster_descriptors(base: Descriptors, conn: Connection,
     for obj in cluster_descriptor_objects(conn):
         name = str((obj.get("metadata") or {}).get("name") or "?")
         try:
-            descriptor, fmt = compile_any(obj)
+            descriptor = compile_any(obj, source=SOURCE_CLUSTER)
         except DescriptorError as err:
             problems.append(f"cluster descriptor {name}: {err}")
             continue
-        found.append((descriptor, Origin(fmt, SOURCE_CLUSTER, name)))
+        found.append((descriptor, Origin(descriptor.format, SOURCE_CLUSTER, name)))
     return base.plus(found), problems
 
 

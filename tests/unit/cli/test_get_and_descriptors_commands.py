@@ -103,3 +103,14 @@ def test_validate_rejects_a_document_that_is_not_a_descriptor(capsys, tmp_path):
     ran = muster(capsys, "descriptors", "validate", DATA / "story-jobset.yaml")
     assert ran.code == 1
     assert ran.out.startswith(f"{DATA / 'story-jobset.yaml'}:1: ")
+
+
+def test_workload_map_karta_descriptors_are_read_and_labelled_karta(capsys):
+    karta = REPO.parent / "shared/karta-catalog/jobset-x-k8s-io-jobset-v1alpha2.yaml"
+    ran = muster(capsys, "descriptors", "validate", karta)
+    assert ran.code == 0 and "format: karta" in ran.out
+    data = muster(capsys, "describe", "-f", DATA / "story-jobset.yaml", "--no-builtin",
+                  "--descriptors", karta, "-o", "json").json()
+    assert (data["descriptor"], data["descriptorFormat"], data["descriptorSource"]) == (
+        "jobset-x-k8s-io-jobset-v1alpha2", "karta", "file")
+    assert data["totals"]["pods"] == 3 and data["totals"]["gpus"] == 12
