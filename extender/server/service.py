@@ -134,16 +134,10 @@ class GangService:
         """Forget what the cluster no longer has: a deleted workload's plan would otherwise
         hold its GPUs until the plan's TTL, and a deleted pod in flight until its own."""
         self._swept_revision = snapshot.revision
-        for gang, res in self._ledger.reservations():
+        for gang, _ in self._ledger.reservations():
             if gang not in snapshot.gangs:
                 self._ledger.forget_gang(gang)
                 self._last_reason.pop(gang, None)
-            elif self._ledger.is_admitted(gang) and sum(
-                    1 for p in snapshot.pods_of_gang(gang) if p.holds_resources
-            ) >= res.plan.pods:
-                # Every planned slot is bound: the plan has done its job. Kept, it would
-                # reserve the GPUs again as soon as the pods finish or are deleted.
-                self._ledger.release(gang)
         for uid in [u for u in self._ledger.in_flight() if u not in snapshot.pods]:
             self._ledger.forget_pod(uid)
         # Plans filled by bound pods end here; otherwise they would reserve those pods'
