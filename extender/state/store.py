@@ -82,6 +82,9 @@ class StateStore:
         self._upserted: dict[str, RawObject] = {}
         self._assumed: dict[str, str] = {}
         """Pod key -> node Muster bound it to, until the pod source shows it bound."""
+        self._deleted: dict[str, None] = {}
+        """UIDs of pods the informer saw deleted (newest last, bounded): kube-scheduler may
+        still send such a pod from its queue, and upserting it would bring it back for good."""
         self._revision = 0
         self._descriptors_revision = 0
         self._cached: ClusterSnapshot | None = None
@@ -117,6 +120,8 @@ class StateStore:
             key = object_key(obj)
             if event_type == "DELETED":
                 entry.objects.pop(key, None)
+                if source == PODS:
+                    self._tombstone(key, _uid(obj))
             else:
                 entry.objects[key] = obj
             self._changed(source, key)
@@ -148,6 +153,8 @@ class StateStore:
         """Make a pod from a scheduler request visible until its informer reports it."""
         key = object_key(pod)
         with self._lock:
+            if _uid(pod) in self._deleted:
+                return
             known = self._sources.get(PODS)
             if known is not None and key in known.objects:
                 return
@@ -230,6 +237,16 @@ class StateStore:
                 # The pod was deleted after Muster bound it: nothing to assume any more.
                 self._assumed.pop(k, None)
 
+    def _tombstone(self, key: str, uid: str) -> None:
+        if not uid:
+            return
+        self._deleted[uid] = None
+        while len(self._deleted) > _TOMBSTONES:
+            del self._deleted[next(iter(self._deleted))]
+        upserted = self._upserted.get(key)
+        if upserted is not None and _uid(upserted) == uid:
+            del self._upserted[key]
+
     def _with_assumption(self, key: str, pod: RawObject) -> RawObject:
         node = self._assumed.get(key)
         if node is None or (pod.get("spec") or {}).get("nodeName"):
@@ -256,6 +273,10 @@ class StateStore:
             revision=self._revision,
             descriptors_revision=self._descriptors_revision,
         )
+
+
+_TOMBSTONES = 50_000
+"""Deleted pod UIDs remembered; far more than kube-scheduler can hold queued at once."""
 
 
 def _uid(obj: RawObject) -> str:

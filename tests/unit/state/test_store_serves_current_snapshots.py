@@ -147,3 +147,25 @@ def test_bad_snapshot_files_say_where(text: str, message: str) -> None:
 def test_a_missing_snapshot_file_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(SnapshotFileError, match="cannot read"):
         load_snapshot(tmp_path / "absent.yaml")
+
+
+def test_a_deleted_pod_sent_again_by_the_scheduler_stays_deleted() -> None:
+    """kube-scheduler can filter a pod from its queue after the informer saw it deleted;
+    upserting it would resurrect it in Muster's state for good (and its gang's claims)."""
+    store = StateStore(counting_builder([]))
+    store.replace(PODS, [pod("w0")])
+    store.apply(PODS, "DELETED", pod("w0"))
+    store.upsert_pod(pod("w0"))
+    assert store.pod("ml", "w0") is None
+    assert store.raw().pods == ()
+
+
+def test_a_pod_known_only_from_a_request_goes_when_its_deletion_is_seen() -> None:
+    store = StateStore(counting_builder([]))
+    store.replace(PODS, [])
+    store.upsert_pod(pod("w1"))
+    assert store.pod("ml", "w1") is not None
+    store.apply(PODS, "DELETED", pod("w1"))
+    assert store.pod("ml", "w1") is None
+    store.upsert_pod(pod("w1", uid="uid-w1-recreated"))  # same name, a new pod: welcome
+    assert store.pod("ml", "w1") is not None
