@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import socket
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -27,14 +28,16 @@ from extender.sandbox.submit import Submitted, submit
 
 REPO = Path(__file__).resolve().parents[2]
 SHARED = REPO.parent / "shared"
-_PORT_BLOCKS = itertools.count()
 
 
 def free_ports() -> Ports:
-    """Five ports in a block of our own (offset by PID so parallel sessions differ)."""
-    base = 40000 + (os.getpid() % 200) * 100 + next(_PORT_BLOCKS) * 10
-    return Ports(etcd=base, etcd_peer=base + 1, apiserver=base + 2, scheduler=base + 3,
-                 muster=base + 4)
+    """Five ports the kernel says are free now (bound together, so they are distinct)."""
+    with contextlib.ExitStack() as stack:
+        socks = [stack.enter_context(socket.socket()) for _ in range(5)]
+        for sock in socks:
+            sock.bind(("127.0.0.1", 0))
+        etcd, peer, api, sched, muster = (sock.getsockname()[1] for sock in socks)
+    return Ports(etcd=etcd, etcd_peer=peer, apiserver=api, scheduler=sched, muster=muster)
 
 
 def start_sandbox(tmp: Path, *, mode: SchedulerMode = SchedulerMode.MUSTER, nodes: int = 4,
