@@ -1,0 +1,139 @@
+"""``muster describe`` and ``muster get`` against a real kube-apiserver (the session sandbox:
+4 nodes x 8 GPUs, kube-scheduler with Muster as its extender), and against a dead one."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+import yaml
+
+from extender.cli.main import main
+from extender.core.catalog import Catalog
+from extender.sandbox.sandbox import Sandbox
+from tests.e2e.conftest import bound, pods_in, scheduled_message, submit, wait_until
+
+pytestmark = pytest.mark.e2e
+
+STORY = Path(__file__).resolve().parents[1] / "unit/cli/data/story-jobset.yaml"
+
+
+def _story(namespace: str, *, name: str = "story", worker_gpus: int = 4) -> dict[str, Any]:
+    obj: dict[str, Any] = yaml.safe_load(STORY.read_text())
+    obj["metadata"] = {"name": name, "namespace": namespace}
+    workers = obj["spec"]["replicatedJobs"][1]["template"]["spec"]["template"]["spec"]
+    workers["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = worker_gpus
+    return obj
+
+
+def _muster(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def _kubeconfig(sandbox: Sandbox) -> str:
+    info = sandbox.info()
+    assert info is not None
+    return info.kubeconfig
+
+
+def test_describe_shows_the_live_tree_with_pods_nodes_and_gpus(
+        sandbox: Sandbox, namespace: str, catalog: Catalog,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    conn = sandbox.connection()
+    submit(conn, _story(namespace), catalog, namespace=namespace)
+    assert wait_until(lambda: len(bound(pods_in(conn, namespace))) == 3, timeout=120), [
+        (p["metadata"]["name"], scheduled_message(p)) for p in pods_in(conn, namespace)]
+    code, out, err = _muster(capsys, "describe", "jobset/story", "-n", namespace,
+                             "--kubeconfig", _kubeconfig(sandbox), "-o", "json")
+    assert code == 0, err
+    data = orjson.loads(out)
+    assert (data["kind"], data["name"], data["namespace"]) == ("JobSet", "story", namespace)
+    # The sandbox applies the catalog as WorkloadDescriptor objects; the cluster's copy wins.
+    assert data["descriptorSource"] == "cluster"
+    assert [(r["name"], r["pods"], r["gpusPerPod"], r["gpus"]) for r in data["roles"]] == [
+        ("leader", 1, 4, 4), ("workers", 2, 4, 8)]
+    assert data["gangs"] == [{"name": f"{namespace}/story", "minMember": 3, "pods": 3,
+                              "gpus": 12, "roles": {"leader": 1, "workers": 2}}]
+    assert data["totals"]["observedPods"] == 3 and data["totals"]["gpus"] == 12
+    observed = [p for r in data["roles"] for p in r["observed"]]
+    live = {p["metadata"]["name"]: p["spec"]["nodeName"] for p in pods_in(conn, namespace)}
+    assert {p["name"]: p["node"] for p in observed} == live
+    assert all(p["gpus"] == 4 and p["gang"] == f"{namespace}/story" for p in observed)
+    # TYPE NAME spelling, a short name, and the table.
+    code, table, _ = _muster(capsys, "describe", "JS", "story", "-n", namespace,
+                             "--kubeconfig", _kubeconfig(sandbox))
+    assert code == 0
+    assert "descriptor: jobset (muster, cluster)" in table
+    assert "TOTAL" in table and f"gang: {namespace}/story (minimum 3 of 3 pods" in table
+
+
+def test_a_gang_that_cannot_fit_shows_pending_unschedulable_pods(
+        sandbox: Sandbox, namespace: str, catalog: Catalog,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    conn = sandbox.connection()
+    # Workers want 16 GPUs each; no 8-GPU node holds one, so no member of the gang binds.
+    submit(conn, _story(namespace, name="toobig", worker_gpus=16), catalog, namespace=namespace)
+
+    def unschedulable() -> bool:
+        return all(any(c.get("type") == "PodScheduled" and c.get("status") == "False"
+                       for c in p.get("status", {}).get("conditions", []) or [])
+                   for p in pods_in(conn, namespace)) and len(pods_in(conn, namespace)) == 3
+    assert wait_until(unschedulable, timeout=60)
+    code, out, err = _muster(capsys, "describe", "jobsets/toobig", "-n", namespace,
+                             "--kubeconfig", _kubeconfig(sandbox))
+    assert code == 0, err
+    assert out.count("Pending (Unschedulable)") == 3
+    assert not bound(pods_in(conn, namespace))
+
+
+def test_get_lists_workloads_across_namespaces_with_ready_and_gpus(
+        sandbox: Sandbox, namespace: str, catalog: Catalog,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    conn = sandbox.connection()
+    submit(conn, _story(namespace, name="listed"), catalog, namespace=namespace)
+    code, out, err = _muster(capsys, "get", "jobsets", "-A", "--kubeconfig",
+                             _kubeconfig(sandbox), "-o", "json")
+    assert code == 0, err
+    rows = {(i["namespace"], i["name"]): i for i in orjson.loads(out)["items"]}
+    row = rows[(namespace, "listed")]
+    assert (row["kind"], row["pods"], row["gangs"], row["gpus"]) == ("JobSet", 3, 1, 12)
+    code, out, _ = _muster(capsys, "get", "--all-types", "-n", namespace, "--kubeconfig",
+                           _kubeconfig(sandbox), "-o", "json")
+    # Jobs and pods the JobSet owns are parts of it, not workloads of their own.
+    items = orjson.loads(out)["items"]
+    assert code == 0 and [(i["kind"], i["name"]) for i in items] == [("JobSet", "listed")]
+    code, table, _ = _muster(capsys, "get", "--all-types", "-n", namespace, "--kubeconfig",
+                             _kubeconfig(sandbox))
+    assert table.splitlines()[0].split() == ["NAME", "PHASE", "READY", "GANGS", "GPUS"]
+    assert table.splitlines()[1].split()[0] == "listed"
+
+
+def test_a_missing_workload_and_an_unknown_type_exit_2(
+        sandbox: Sandbox, namespace: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = _muster(capsys, "describe", "jobset/nope", "-n", namespace,
+                           "--kubeconfig", _kubeconfig(sandbox))
+    assert code == 2 and f"JobSet nope not found in namespace {namespace}" in err
+    code, _, err = _muster(capsys, "get", "gizmo", "--kubeconfig", _kubeconfig(sandbox))
+    assert code == 2 and "known kinds:" in err
+
+
+def test_a_dead_api_server_exits_3_naming_it(
+        sandbox: Sandbox, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with socket.socket() as s:  # a port that was free a moment ago: nothing listens there
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    config = yaml.safe_load(Path(_kubeconfig(sandbox)).read_text())
+    for cluster in config["clusters"]:
+        cluster["cluster"]["server"] = f"https://127.0.0.1:{port}"
+    dead = tmp_path / "dead.kubeconfig"
+    dead.write_text(yaml.safe_dump(config))
+    for argv in (("describe", "jobset/story"), ("get", "jobsets", "-A")):
+        code, _, err = _muster(capsys, *argv, "--kubeconfig", str(dead))
+        assert code == 3
+        assert f"cannot reach the API server at https://127.0.0.1:{port}" in err
+        assert "Traceback" not in err
