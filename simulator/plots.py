@@ -68,3 +68,40 @@ def plot_series(
     fig.savefig(path)
     plt.close(fig)
     return path
+
+
+def plot_replay(
+    runs: Mapping[str, tuple[Sequence[tuple[float, float]], Sequence[float]]],
+    path: Path,
+    *,
+    title: str = "Gang replay",
+) -> Path:
+    """Two panels per replay: GPU utilisation over time, and the CDF of gang waits.
+
+    ``runs`` maps a scheduler name to ``(utilisation steps (seconds, percent), waits)``.
+    """
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2), dpi=110)
+    for name, (steps, waits) in runs.items():
+        if steps:
+            hours = [t / 3600.0 for t, _ in steps]
+            left.step(hours, [u for _, u in steps], where="post", label=name, linewidth=1.2)
+        if waits:
+            ordered = sorted(waits)
+            fraction = [(i + 1) / len(ordered) for i in range(len(ordered))]
+            right.step([w / 60.0 for w in ordered], fraction, where="post", label=name)
+    left.set_xlabel("time (hours)")
+    left.set_ylabel("GPUs bound (%)")
+    left.set_ylim(0, 105)
+    left.set_title("GPU utilisation over time")
+    right.set_xlabel("gang wait, arrival to start (minutes)")
+    right.set_ylabel("fraction of admitted gangs")
+    right.set_ylim(0, 1.02)
+    right.set_title("gang wait CDF")
+    for ax in (left, right):
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path

@@ -2,10 +2,13 @@
 
     muster simulate --trace openb --pods PODS.csv --nodes NODES.csv --policy fgd --seed 42
     muster simulate --trace openb --pods ... --nodes ... --sweep --policy all --seeds 42..51
+    muster simulate SNAPSHOT.yaml --compare default,muster --plot replay.png
+    muster simulate --synthetic nodes=100,workloads=300 --seed 7 --compare default,muster
 
 Output is a table for people or JSON for scripts (``gpu_allocation_ratio_at``: arrived-demand
 percent "0".."130" -> allocation percent); ``--plot FILE.png`` draws allocation against
-arrived demand.
+arrived demand. Snapshot and synthetic modes replay gang workloads under kube-scheduler alone
+(``default``) or with Muster (``muster``); see docs/simulator.md.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from extender.cli.errors import EXIT_OK, CliError
 from extender.cli.render import console, emit_data, table
+from extender.cli.simulate_gangs import SYNTHETIC_KEYS, run_gangs
 from simulator.plots import plot_allocation
 from simulator.policies import PAPER_ORDER
 from simulator.trace.openb import TraceError, load_nodes, load_pods
@@ -36,6 +40,15 @@ def register(subparsers: Any) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    p.add_argument("snapshot", nargs="?", type=Path, metavar="SNAPSHOT",
+                   help="snapshot file to replay (nodes, pods, workloads, optional Timeline)")
+    p.add_argument("--compare", metavar="A,B",
+                   help="schedulers to replay side by side: default, muster (default: muster)")
+    p.add_argument("--synthetic", metavar="K=V,...",
+                   help="replay a seeded synthetic day instead of a file; keys: "
+                        + ", ".join(SYNTHETIC_KEYS))
+    p.add_argument("--horizon", type=float, metavar="SECONDS",
+                   help="stop the replay at this virtual time")
     p.add_argument("--trace", choices=("openb",), help="trace format (the Alibaba openb CSVs)")
     p.add_argument("--pods", type=Path, help="pod list CSV of the trace")
     p.add_argument("--nodes", type=Path, help="node list CSV of the trace")
@@ -96,9 +109,11 @@ def result_json(r: TraceResult) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.snapshot is not None or args.synthetic is not None:
+        return run_gangs(args)
     if args.trace is None:
-        raise CliError("give --trace openb with --pods and --nodes "
-                       "(snapshot replay is not available in this version)")
+        raise CliError("give a SNAPSHOT file, --synthetic K=V,..., or --trace openb with "
+                       "--pods and --nodes")
     if args.pods is None or args.nodes is None:
         raise CliError("--trace openb needs --pods FILE and --nodes FILE")
     policies = _policies(args.policy)

@@ -1,0 +1,262 @@
+"""The simulated cluster: nodes, pods, and free capacity per node and per GPU device.
+
+Two pictures of capacity are kept, as in a real cluster:
+
+- the *scheduler cache* (:attr:`ClusterModel.cache`): bound pods plus pods kube-scheduler has
+  assumed onto a node while their bind is pending (held at Muster's barrier);
+- the *cluster* the extender observes (:meth:`ClusterModel.snapshot`): bound pods only. Pods at
+  the barrier are charged by Muster's ledger as in flight, exactly as in the extender.
+
+All arithmetic is :mod:`extender.core.capacity` (whole devices, shares of one device); nodes
+with the same free capacity and the same kind form a *class*, so kube-scheduler's filter and
+score look at a few hundred classes rather than ten thousand nodes.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable, Iterator
+from dataclasses import replace
+from types import MappingProxyType
+
+from extender.core.capacity import (
+    DEVICE,
+    Demand,
+    NodeCapacity,
+    count_fitting,
+    demand_of,
+    empty_capacity,
+    node_capacity,
+    take,
+)
+from extender.core.constraints import ineligibility
+from extender.core.model import (
+    Gang,
+    GangKey,
+    Membership,
+    NodeInfo,
+    NodeName,
+    PodInfo,
+    PodPhase,
+    PodShape,
+    WorkloadTree,
+)
+from extender.core.resources import GPU
+from extender.core.snapshot import ClusterSnapshot
+
+#: Node kind: what eligibility and default scores depend on besides free capacity.
+Kind = tuple[object, ...]
+
+
+def _kind_of(node: NodeInfo) -> Kind:
+    return (node.allocatable, node.labels, node.taints, node.unschedulable)
+
+
+def _by_name(shape: PodShape) -> bool:
+    """Affinity on ``metadata.name`` makes eligibility differ between nodes of one kind."""
+    return any(term.match_fields for term in shape.affinity)
+
+
+def devices_taken(before: NodeCapacity, after: NodeCapacity, demand: Demand) -> tuple[int, ...]:
+    """Device indexes a pod took (where free milli dropped), so it frees the same ones."""
+    if not (demand.whole or demand.share):
+        return ()
+    return tuple(i for i, (b, a) in enumerate(zip(before.devices, after.devices, strict=True))
+                 if a < b)
+
+
+class ClusterModel:
+    """Mutable state of one replay; never shared between replays."""
+
+    def __init__(self, nodes: Iterable[NodeInfo], *, gpu: str = GPU) -> None:
+        self.gpu = gpu
+        self.nodes: dict[NodeName, NodeInfo] = {n.name: n for n in sorted(nodes,
+                                                                         key=lambda n: n.name)}
+        self._nodes_view = MappingProxyType(self.nodes)
+        self.empty = {name: empty_capacity(n, gpu=gpu) for name, n in self.nodes.items()}
+        self.cache: dict[NodeName, NodeCapacity] = dict(self.empty)
+        """Free capacity as kube-scheduler's cache sees it (bound + assumed pods)."""
+        self.pods: dict[str, PodInfo] = {}
+        self.memberships: dict[str, Membership] = {}
+        self.workloads: dict[str, WorkloadTree] = {}
+        self.gangs: dict[GangKey, Gang] = {}
+        self.assumed: dict[str, NodeName] = {}
+        """Pods kube-scheduler assumed onto a node, bind pending."""
+        self.on_node: dict[NodeName, set[str]] = {n: set() for n in self.nodes}
+        """Pods bound or assumed on each node."""
+        self.total_gpu_milli = sum(len(c.devices) for c in self.empty.values()) * DEVICE
+        self.used_gpu_milli = 0
+        """GPU milli held by bound pods."""
+        self.revision = 0
+        """Bumped whenever what the extender observes changes."""
+        self.cache_revision = 0
+        """Bumped whenever the scheduler cache's free capacity changes."""
+        self._snapshot: ClusterSnapshot | None = None
+        self._kinds: dict[Kind, int] = {}
+        self._kind: dict[NodeName, int] = {}
+        self._kind_node: list[NodeInfo] = []
+        for name, node in self.nodes.items():
+            k = self._kinds.setdefault(_kind_of(node), len(self._kinds))
+            self._kind[name] = k
+            if k == len(self._kind_node):
+                self._kind_node.append(node)
+        self._classes: dict[tuple[int, NodeCapacity], list[NodeName]] = {}
+        for name in self.nodes:
+            self._classes.setdefault((self._kind[name], self.cache[name]), []).append(name)
+        self._eligible_kinds: dict[PodShape, tuple[int, ...]] = {}
+
+    # reading ---------------------------------------------------------------------------------
+    def snapshot(self) -> ClusterSnapshot:
+        """What the extender observes now: nodes, pods (bound ones carry their node), the
+        resolved workloads, memberships and gangs. Rebuilt only after a change."""
+        if self._snapshot is None:
+            self._snapshot = ClusterSnapshot(
+                nodes=self._nodes_view,
+                pods=MappingProxyType(dict(self.pods)),
+                workloads=MappingProxyType(dict(self.workloads)),
+                memberships=MappingProxyType(dict(self.memberships)),
+                gangs=MappingProxyType(dict(self.gangs)),
+                revision=self.revision,
+            )
+        return self._snapshot
+
+    def _changed(self) -> None:
+        self.revision += 1
+        self._snapshot = None
+
+    def kind_node(self, name: NodeName) -> NodeInfo:
+        """A node of the same kind (same allocatable, labels, taints)."""
+        return self._kind_node[self._kind[name]]
+
+    def feasible(self, shape: PodShape, demand: Demand) -> Iterator[tuple[NodeCapacity,
+                                                                         list[NodeName]]]:
+        """Classes of nodes where one pod of ``shape`` fits in the scheduler cache and its
+        nodeSelector, affinity and tolerations allow: kube-scheduler's filter plugins.
+
+        Yields ``(free capacity, sorted node names)``; the lists must not be modified.
+        """
+        by_name = _by_name(shape)
+        kinds = None if by_name else self._eligible_kind_set(shape)
+        for (kind, cap), names in self._classes.items():
+            if not names or count_fitting(cap, demand) <= 0:
+                continue
+            if kinds is not None:
+                if kind in kinds:
+                    yield cap, names
+                continue
+            allowed = [n for n in names if ineligibility(shape, self.nodes[n]) is None]
+            if allowed:
+                yield cap, allowed
+
+    def _eligible_kind_set(self, shape: PodShape) -> tuple[int, ...]:
+        found = self._eligible_kinds.get(shape)
+        if found is None:
+            found = tuple(k for k, node in enumerate(self._kind_node)
+                          if ineligibility(shape, node) is None)
+            self._eligible_kinds[shape] = found
+        return found
+
+    # workloads and pods ----------------------------------------------------------------------
+    def add_workload(self, tree: WorkloadTree) -> None:
+        self.workloads[tree.ref.key] = tree
+        for gang in tree.gangs:
+            self.gangs[gang.key] = gang
+        self._changed()
+
+    def remove_workload(self, key: str) -> None:
+        tree = self.workloads.pop(key, None)
+        if tree is not None:
+            for gang in tree.gangs:
+                self.gangs.pop(gang.key, None)
+            self._changed()
+
+    def add_pod(self, pod: PodInfo, membership: Membership | None) -> None:
+        """A pod appears (created pending, or recorded already bound)."""
+        self.pods[pod.uid] = pod
+        if membership is not None:
+            self.memberships[pod.uid] = membership
+        node = pod.node_name
+        if node is not None and pod.holds_resources and node in self.nodes:
+            self.on_node[node].add(pod.uid)
+            self.used_gpu_milli += self._gpu_milli(pod)
+            self._recharge(node)
+        self._changed()
+
+    def _set_cap(self, node: NodeName, cap: NodeCapacity) -> None:
+        old = self.cache[node]
+        if old == cap:
+            return
+        kind = self._kind[node]
+        names = self._classes[(kind, old)]
+        del names[bisect.bisect_left(names, node)]
+        if not names:
+            del self._classes[(kind, old)]
+        bisect.insort(self._classes.setdefault((kind, cap), []), node)
+        self.cache[node] = cap
+        self.cache_revision += 1
+
+    def _recharge(self, node: NodeName) -> None:
+        """Recompute a node's free capacity from its pods (recorded pods may oversubscribe,
+        and a freed pod must give back the very devices it took)."""
+        pods = [self._placed(u, node) for u in sorted(self.on_node[node])]
+        self._set_cap(node, node_capacity(self.nodes[node], pods, gpu=self.gpu))
+
+    def _placed(self, uid: str, node: NodeName) -> PodInfo:
+        pod = self.pods[uid]
+        return pod if pod.node_name is not None else replace(pod, node_name=node)
+
+    def _gpu_milli(self, pod: PodInfo) -> int:
+        return demand_of(pod.shape, gpu=self.gpu).gpu_milli
+
+    def assume(self, uid: str, node: NodeName) -> None:
+        """kube-scheduler reserves ``node`` for the pod while its bind is pending."""
+        pod = self.pods[uid]
+        demand = demand_of(pod.shape, gpu=self.gpu)
+        before = self.cache[node]
+        after = take(before, demand)
+        self._set_cap(node, after)
+        self.on_node[node].add(uid)
+        self.assumed[uid] = node
+        self.pods[uid] = replace(pod, gpu_devices=devices_taken(before, after, demand))
+
+    def forget(self, uid: str) -> None:
+        """The bind failed: give the assumed capacity back."""
+        node = self.assumed.pop(uid, None)
+        if node is None:
+            return
+        self.on_node[node].discard(uid)
+        self.pods[uid] = replace(self.pods[uid], gpu_devices=())
+        self._recharge(node)
+
+    def bind(self, uid: str, node: NodeName) -> PodInfo:
+        """The Binding is posted: the pod runs on ``node`` (it must have been assumed there)."""
+        assumed = self.assumed.pop(uid)
+        if assumed != node:
+            raise ValueError(f"pod {uid} was assumed on {assumed}, not {node}")
+        pod = replace(self.pods[uid], node_name=node, phase=PodPhase.RUNNING)
+        self.pods[uid] = pod
+        self.used_gpu_milli += self._gpu_milli(pod)
+        self._changed()
+        return pod
+
+    def remove_pod(self, uid: str) -> PodInfo | None:
+        """The pod finished or was deleted: it holds nothing any more."""
+        if uid in self.assumed:
+            self.forget(uid)
+        pod = self.pods.pop(uid, None)
+        self.memberships.pop(uid, None)
+        if pod is None:
+            return None
+        node = pod.node_name
+        if node is not None and uid in self.on_node.get(node, ()):
+            self.on_node[node].discard(uid)
+            self.used_gpu_milli -= self._gpu_milli(pod)
+            self._recharge(node)
+        self._changed()
+        return pod
+
+    # checks ----------------------------------------------------------------------------------
+    def oversubscribed(self, node: NodeName) -> dict[str, int]:
+        """Resources of ``node`` its bound pods drive below zero, recomputed from scratch."""
+        bound = [self.pods[u] for u in self.on_node[node] if u not in self.assumed]
+        return node_capacity(self.nodes[node], bound, gpu=self.gpu).oversubscribed()

@@ -1,0 +1,87 @@
+"""Workload controllers, modelled from descriptors: an arriving workload creates its pods.
+
+A JobSet controller makes Jobs and the Jobs make pods; an LWS controller makes StatefulSets.
+The simulator skips the intermediate objects and creates what they end in: for every role of
+the workload's resolved tree, ``replicas x podsPerReplica`` pods from ``Role.template``, each
+with the membership (role, replica index, gang) that :mod:`extender.core.membership` would give
+it in a cluster, computed by the same :func:`~extender.core.workload.gang_key`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from extender.core.catalog import Catalog
+from extender.core.descriptor import GangPolicy
+from extender.core.model import (
+    GangKey,
+    Membership,
+    OwnerRef,
+    PodInfo,
+    Role,
+    WorkloadTree,
+    freeze_labels,
+)
+from extender.core.workload import gang_key
+
+#: Label every simulated pod carries: the workload it was made for.
+WORKLOAD_LABEL = "muster.dev/simulated-workload"
+
+
+def dns_name(*parts: object) -> str:
+    text = "-".join(str(p) for p in parts).lower()
+    return re.sub(r"[^a-z0-9-]+", "-", text).strip("-")[:253] or "x"
+
+
+def membership_for(tree: WorkloadTree, role: Role, replica: int, *,
+                   policy: GangPolicy) -> Membership:
+    """Where a pod of ``role``/``replica`` belongs: its gang if the tree has one for it."""
+    key = gang_key(tree.ref, policy, role=role.name, replica=replica)
+    gang: GangKey | None = None
+    if key is not None and policy is not GangPolicy.NONE:
+        for candidate in tree.gangs:
+            if candidate.key == key and candidate.member(role.name) is not None:
+                gang = candidate.key
+                break
+    return Membership(workload=tree.ref, role=role.name, replica=replica, gang=gang)
+
+
+def gang_policy(tree: WorkloadTree, catalog: Catalog) -> GangPolicy:
+    descriptor = catalog.for_api(tree.ref.api_version, tree.ref.kind)
+    return GangPolicy.NONE if descriptor is None else descriptor.gangs.policy
+
+
+def create_pods(
+    tree: WorkloadTree, *, policy: GangPolicy, now: float,
+    existing: Mapping[str, int] | None = None,
+) -> list[tuple[PodInfo, Membership]]:
+    """The pods the workload's controller creates at ``now``, in role order.
+
+    ``existing`` counts pods per role that already exist (a recorded cluster): only the rest
+    are created, highest indexes first left out, so a half-created workload is completed.
+    """
+    have = dict(existing or {})
+    owner = OwnerRef(api_version=tree.ref.api_version, kind=tree.ref.kind, name=tree.ref.name,
+                     uid=tree.ref.uid, controller=True)
+    out: list[tuple[PodInfo, Membership]] = []
+    for role in tree.roles:
+        skip = have.get(role.name, 0)
+        for replica in range(role.replicas):
+            for index in range(role.pods_per_replica):
+                if skip > 0:
+                    skip -= 1
+                    continue
+                name = dns_name(tree.ref.name, role.name, replica, index)
+                pod = PodInfo(
+                    uid=f"sim/{tree.ref.namespace}/{name}",
+                    namespace=tree.ref.namespace,
+                    name=name,
+                    shape=role.shape,
+                    labels=freeze_labels({WORKLOAD_LABEL: tree.ref.name}),
+                    owners=(owner,),
+                    scheduler_name="muster",
+                    created=now,
+                )
+                out.append((pod, membership_for(tree, role, replica, policy=policy)))
+    return out

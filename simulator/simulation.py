@@ -1,0 +1,246 @@
+"""One replay: workloads arrive, controllers create pods, the scheduler model places them,
+pods run for their run time and free their capacity; metrics are taken throughout.
+
+A gang's members start working when its minimum is bound (a distributed job waits for its
+peers): from then its run time counts, and then all its pods finish together. Members bound
+while the gang is below its minimum hold their GPUs idle; that is the waste partial gangs
+cause. Pods outside gangs run from their own bind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from extender.core.capacity import demand_of
+from extender.core.descriptor import GangPolicy
+from extender.core.model import GangKey, Membership, NodeInfo, PodInfo, WorkloadTree
+from simulator.cluster import ClusterModel
+from simulator.controllers import create_pods
+from simulator.engine import EventQueue, Priority
+from simulator.metrics import Metrics, Report
+from simulator.scheduler import (
+    BackoffEnd,
+    BarrierCheck,
+    Flush,
+    Mode,
+    SchedulerModel,
+    SchedulerSettings,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadSpec:
+    """A workload of the input: its resolved tree, when it arrives and how long it runs."""
+
+    tree: WorkloadTree
+    policy: GangPolicy
+    arrival: float = 0.0
+    runtime: float | None = None
+    """Seconds from start to completion; ``None`` runs forever."""
+    pods: tuple[tuple[PodInfo, Membership | None], ...] = ()
+    """Pods it already has (a recorded cluster); the controller creates the rest."""
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    """Everything a replay needs: the cluster and the workloads, all resolved."""
+
+    nodes: tuple[NodeInfo, ...]
+    workloads: tuple[WorkloadSpec, ...]
+    loose_pods: tuple[PodInfo, ...] = ()
+    """Pods of no described workload (scheduled one by one, never finish)."""
+    name: str = "scenario"
+
+
+@dataclass(frozen=True, slots=True)
+class Arrive:
+    workload: int
+
+
+@dataclass(frozen=True, slots=True)
+class FinishGang:
+    gang: GangKey
+
+
+@dataclass(frozen=True, slots=True)
+class FinishPod:
+    uid: str
+
+
+@dataclass
+class Result:
+    report: Report
+    utilization: list[tuple[float, float]]
+    waits: list[float]
+    stats: dict[str, int] = field(default_factory=dict)
+
+
+class Simulation:
+    def __init__(self, scenario: Scenario, settings: SchedulerSettings) -> None:
+        self.scenario = scenario
+        self.settings = settings
+        self.events: EventQueue[object] = EventQueue()
+        self.cluster = ClusterModel(scenario.nodes, gpu=settings.core.gpu_resource)
+        self.metrics = Metrics(total_gpu_milli=self.cluster.total_gpu_milli)
+        self.scheduler = SchedulerModel(self.cluster, settings, events=self.events,
+                                        on_bound=self._bound)
+        self._runtime: dict[str, float | None] = {}
+        """Workload key -> run time."""
+        self._started: set[GangKey] = set()
+        self._gang_pods: dict[GangKey, set[str]] = {}
+        self._workload_of_pod: dict[str, str] = {}
+        self._live_pods: dict[str, int] = {}
+        """Workload key -> pods not yet finished."""
+        self._progress = 0
+        """Arrivals and finishes still to come; once none are left the replay winds down."""
+        self.last_progress = 0.0
+        self._arrivals_pending = 0
+
+    # driving ---------------------------------------------------------------------------------
+    def run(self, *, horizon: float | None = None,
+            progress: Callable[[int, int], None] | None = None) -> Result:
+        for i, spec in enumerate(self.scenario.workloads):
+            self._schedule(spec.arrival, Arrive(i), Priority.ARRIVE)
+        for pod in self.scenario.loose_pods:
+            self.cluster.add_pod(pod, None)
+            self.metrics.pods_created += 1
+            if pod.node_name is None:
+                self.scheduler.enqueue(pod.uid)
+        settle = 2 * (self.settings.core.plan_ttl + self.settings.core.bind_timeout
+                      + self.settings.max_backoff)
+        total = len(self.scenario.workloads)
+        while self.events:
+            when = self.events.peek_time()
+            assert when is not None
+            if horizon is not None and when > horizon:
+                break
+            if self._progress == 0 and when > self.last_progress + settle:
+                break  # only retries are left and they have had their chance
+            for item in list(self.events.pop_due()):
+                self._handle(item.event, item.time)
+            now = self.events.now
+            self.scheduler.run(now)
+            self.metrics.end_round(now, used_gpu_milli=self.cluster.used_gpu_milli)
+            if progress is not None:
+                progress(total - self._arrivals_pending, total)
+        if self.events.now == 0.0:
+            self.scheduler.run(0.0)
+            self.metrics.end_round(0.0, used_gpu_milli=self.cluster.used_gpu_milli)
+        end = self.last_progress if horizon is None else min(horizon, self.events.now)
+        report = self.metrics.report(self.settings.mode.value, end=end)
+        return Result(report=report, utilization=self.metrics.utilization,
+                      waits=self.metrics.waits(),
+                      stats={"attempts": self.scheduler.attempts,
+                             "core_calls": self.scheduler.core_calls})
+
+    def _schedule(self, time: float, event: object, priority: Priority) -> None:
+        self._progress += 1
+        if isinstance(event, Arrive):
+            self._arrivals_pending += 1
+        self.events.schedule(time, event, priority=priority)
+
+    def _handle(self, event: object, now: float) -> None:
+        if isinstance(event, BackoffEnd | Flush | BarrierCheck):
+            self.scheduler.handle(event, now)
+            return
+        self._progress -= 1
+        self.last_progress = now
+        if isinstance(event, Arrive):
+            self._arrivals_pending -= 1
+            self._arrive(self.scenario.workloads[event.workload], now)
+        elif isinstance(event, FinishGang):
+            self._finish_gang(event.gang, now)
+        elif isinstance(event, FinishPod):
+            self._finish_pods([event.uid], now)
+
+    # workloads -------------------------------------------------------------------------------
+    def _arrive(self, spec: WorkloadSpec, now: float) -> None:
+        tree = spec.tree
+        key = tree.ref.key
+        self.cluster.add_workload(tree)
+        self._runtime[key] = spec.runtime
+        for gang in tree.gangs:
+            self.metrics.gang_arrived(gang.key, minimum=gang.min_member, now=now)
+            self._gang_pods.setdefault(gang.key, set())
+        existing: dict[str, int] = {}
+        for _pod, member in spec.pods:
+            if member is not None:
+                existing[member.role] = existing.get(member.role, 0) + 1
+        made = create_pods(tree, policy=spec.policy, now=now, existing=existing)
+        for pod, member in [*spec.pods, *made]:
+            self.cluster.add_pod(pod, member)
+            self.metrics.pods_created += 1
+            self._workload_of_pod[pod.uid] = key
+            self._live_pods[key] = self._live_pods.get(key, 0) + 1
+            if member is not None and member.gang is not None:
+                self._gang_pods.setdefault(member.gang, set()).add(pod.uid)
+            if pod.node_name is not None and pod.holds_resources:
+                self._bound(pod, now)
+            elif pod.node_name is None:
+                self.scheduler.enqueue(pod.uid)
+        if not self._live_pods.get(key):
+            self._complete(key)
+
+    def _bound(self, pod: PodInfo, now: float) -> None:
+        member = self.cluster.memberships.get(pod.uid)
+        gang = None if member is None else member.gang
+        self.metrics.pod_bound(gang, demand_of(pod.shape, gpu=self.cluster.gpu).gpu_milli,
+                               now=now)
+        node = pod.node_name
+        if node is not None and self.cluster.oversubscribed(node):
+            self.metrics.oversubscribed.add(node)
+        self.last_progress = max(self.last_progress, now)
+        runtime = self._runtime.get(self._workload_of_pod.get(pod.uid, ""))
+        if gang is None:
+            if runtime is not None:
+                self._schedule(now + runtime, FinishPod(pod.uid), Priority.FREE)
+            return
+        if gang in self._started:
+            return
+        state = self.metrics.gangs[gang]
+        if state.bound >= state.minimum:
+            self._started.add(gang)
+            if runtime is not None:
+                self._schedule(now + runtime, FinishGang(gang), Priority.FREE)
+
+    def _finish_gang(self, gang: GangKey, now: float) -> None:
+        uids = sorted(self._gang_pods.pop(gang, set()))
+        self.scheduler.ledger.forget_gang(gang)
+        self._finish_pods(uids, now)
+
+    def _finish_pods(self, uids: Sequence[str], now: float) -> None:
+        for uid in uids:
+            pod = self.cluster.pods.get(uid)
+            if pod is None:
+                continue
+            member = self.cluster.memberships.get(uid)
+            was_bound = pod.node_name is not None
+            self.scheduler.forget_pod(uid)
+            self.cluster.remove_pod(uid)
+            if was_bound:
+                self.metrics.pod_freed(None if member is None else member.gang,
+                                       demand_of(pod.shape, gpu=self.cluster.gpu).gpu_milli)
+            key = self._workload_of_pod.pop(uid, "")
+            if key in self._live_pods:
+                self._live_pods[key] -= 1
+                if self._live_pods[key] == 0:
+                    self._complete(key)
+        self.scheduler.cluster_changed(now)
+
+    def _complete(self, key: str) -> None:
+        self._live_pods.pop(key, None)
+        self.cluster.remove_workload(key)
+
+
+def simulate(scenario: Scenario, mode: Mode | str, *,
+             settings: SchedulerSettings | None = None, horizon: float | None = None,
+             progress: Callable[[int, int], None] | None = None) -> Result:
+    """Replay ``scenario`` under one scheduler (``default`` or ``muster``)."""
+    base = settings or SchedulerSettings()
+    chosen = SchedulerSettings(mode=Mode(mode), core=base.core,
+                               extender_weight=base.extender_weight,
+                               initial_backoff=base.initial_backoff,
+                               max_backoff=base.max_backoff,
+                               unschedulable_timeout=base.unschedulable_timeout)
+    return Simulation(scenario, chosen).run(horizon=horizon, progress=progress)

@@ -1,0 +1,131 @@
+"""A seeded generator of gang workloads for what-if studies and scale tests.
+
+Workloads are real manifests (JobSet, PyTorchJob, LeaderWorkerSet, RayCluster) resolved through
+the real descriptors, so a synthetic day exercises the same roles, minimums and gangs a
+cluster would. Everything is drawn from one ``random.Random(seed)``: the same spec and seed
+give the same day.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from extender.core.catalog import Catalog
+from extender.core.model import NodeInfo, NodeName, freeze_labels
+from extender.core.resources import Resources
+from extender.core.workload import resolve_workload
+from simulator.controllers import dns_name
+from simulator.simulation import Scenario, WorkloadSpec
+
+KINDS = ("JobSet", "PyTorchJob", "LeaderWorkerSet", "RayCluster")
+
+
+@dataclass(frozen=True, slots=True)
+class SyntheticSpec:
+    nodes: int = 100
+    gpus_per_node: int = 8
+    cpu_per_node: int = 96
+    memory_gib_per_node: int = 1024
+    workloads: int = 200
+    kinds: tuple[str, ...] = KINDS
+    gang_sizes: tuple[int, ...] = (1, 2, 4, 8, 16)
+    """Pods per gang, drawn uniformly."""
+    gpus_per_pod: tuple[int, ...] = (1, 2, 4, 8)
+    arrival_rate: float = 0.1
+    """Workloads per second (exponential gaps)."""
+    runtime: tuple[float, float] = (600.0, 7200.0)
+    """Run time, uniform between the two, in seconds."""
+    namespace: str = "sim"
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        unknown = [k for k in self.kinds if k not in KINDS]
+        if unknown:
+            raise ValueError(f"unknown synthetic kind {', '.join(unknown)}; "
+                             f"choose from {', '.join(KINDS)}")
+        if self.nodes <= 0 or self.workloads < 0 or self.arrival_rate <= 0:
+            raise ValueError("synthetic: nodes and arrival rate must be positive")
+        if not self.gang_sizes or min(self.gang_sizes) < 1:
+            raise ValueError("synthetic: gang sizes must be at least 1")
+        if not self.gpus_per_pod or min(self.gpus_per_pod) < 0:
+            raise ValueError("synthetic: GPUs per pod must be at least 0")
+        if not 0 < self.runtime[0] <= self.runtime[1]:
+            raise ValueError("synthetic: runtime needs 0 < low <= high")
+
+
+def make_nodes(spec: SyntheticSpec) -> tuple[NodeInfo, ...]:
+    alloc = Resources.parse({"cpu": spec.cpu_per_node, "memory": f"{spec.memory_gib_per_node}Gi",
+                             "nvidia.com/gpu": spec.gpus_per_node, "pods": 110})
+    width = len(str(spec.nodes - 1))
+    return tuple(NodeInfo(name=NodeName(f"node-{i:0{width}d}"), allocatable=alloc,
+                          labels=freeze_labels({"kubernetes.io/hostname": f"node-{i:0{width}d}"}))
+                 for i in range(spec.nodes))
+
+
+def _pod_template(gpus: int, cpu: int, memory_gib: int) -> dict[str, Any]:
+    limits = {"nvidia.com/gpu": gpus} if gpus else {}
+    return {"spec": {"schedulerName": "muster", "containers": [{
+        "name": "main", "image": "trainer:latest",
+        "resources": {"requests": {"cpu": cpu, "memory": f"{memory_gib}Gi", **limits},
+                      "limits": limits}}]}}
+
+
+def manifest(kind: str, name: str, *, namespace: str, pods: int, gpus: int, cpu: int,
+             memory_gib: int) -> dict[str, Any]:
+    """A workload of ``kind`` whose one gang has ``pods`` pods of ``gpus`` GPUs each."""
+    template = _pod_template(gpus, cpu, memory_gib)
+    meta = {"name": name, "namespace": namespace, "uid": f"uid-{namespace}-{name}"}
+    if kind == "JobSet":
+        return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": meta,
+                "spec": {"replicatedJobs": [{"name": "trainer", "replicas": 1, "template": {
+                    "spec": {"parallelism": pods, "completions": pods,
+                             "template": template}}}]}}
+    if kind == "PyTorchJob":
+        specs: dict[str, Any] = {"Master": {"replicas": 1, "template": template}}
+        if pods > 1:
+            specs["Worker"] = {"replicas": pods - 1, "template": template}
+        return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": meta,
+                "spec": {"pytorchReplicaSpecs": specs}}
+    if kind == "LeaderWorkerSet":
+        return {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+                "metadata": meta, "spec": {"replicas": 1, "leaderWorkerTemplate": {
+                    "size": pods, "workerTemplate": template}}}
+    if kind == "RayCluster":
+        head = _pod_template(0, 2, 8)
+        spec: dict[str, Any] = {"headGroupSpec": {"template": head}, "workerGroupSpecs": []}
+        if pods > 1:
+            spec["workerGroupSpecs"] = [{"groupName": "gpu", "replicas": pods - 1,
+                                         "template": template}]
+        return {"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": meta,
+                "spec": spec}
+    raise ValueError(f"unknown synthetic kind {kind!r}")
+
+
+def generate(spec: SyntheticSpec, *, seed: int, catalog: Catalog) -> Scenario:
+    """A cluster of identical GPU nodes and ``spec.workloads`` gang workloads."""
+    rng = random.Random(seed)
+    cpu_per_gpu = max(1, spec.cpu_per_node // max(spec.gpus_per_node, 1))
+    mem_per_gpu = max(1, spec.memory_gib_per_node // max(spec.gpus_per_node, 1))
+    clock = 0.0
+    workloads = []
+    fits = [g for g in spec.gpus_per_pod if g <= spec.gpus_per_node] or [spec.gpus_per_node]
+    for i in range(spec.workloads):
+        clock += rng.expovariate(spec.arrival_rate)
+        kind = rng.choice(spec.kinds)
+        pods = rng.choice(spec.gang_sizes)
+        gpus = rng.choice(fits)
+        runtime = round(rng.uniform(*spec.runtime), 1)
+        obj = manifest(kind, dns_name(kind, i), namespace=spec.namespace, pods=pods, gpus=gpus,
+                       cpu=max(1, gpus) * cpu_per_gpu // 2,
+                       memory_gib=max(1, gpus) * mem_per_gpu // 2)
+        descriptor = catalog.for_object(obj)
+        if descriptor is None:
+            raise ValueError(f"the catalog has no descriptor for {kind}")
+        tree = resolve_workload(obj, descriptor)
+        workloads.append(WorkloadSpec(tree=tree, policy=descriptor.gangs.policy,
+                                      arrival=round(clock, 3), runtime=runtime))
+    return Scenario(nodes=make_nodes(spec), workloads=tuple(workloads),
+                    name=f"synthetic seed {seed}")
