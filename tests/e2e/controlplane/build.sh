@@ -64,8 +64,10 @@ mkdir -p "$out" "$cache/go/mod" "$cache/go/build"
 # Serialise concurrent builds (e.g. several test workers) on one lock.
 if command -v flock >/dev/null 2>&1; then
   exec 9>"$out/.lock"
-  log "waiting for build lock $out/.lock"
-  flock 9
+  if ! flock -n 9; then
+    log "another build is running; waiting for lock $out/.lock"
+    flock 9
+  fi
   if up_to_date; then  # another process finished the build meanwhile
     log "control plane $version is up to date in $bin"
     echo "$bin"
@@ -81,9 +83,15 @@ export GOTOOLCHAIN=local
 # go.sum is committed: refuse to rewrite go.mod/go.sum during a build.
 export GOFLAGS="-mod=readonly -buildvcs=false"
 
+# Version stamping as upstream's hack/lib/version.sh does, so /version and
+# `kubectl version` report the release. The module proxy does not tell the git
+# commit; buildDate is the release's publication time (reproducible builds).
+build_date="$(cd "$here" && go list -m -f '{{with .Time}}{{.UTC.Format "2006-01-02T15:04:05Z"}}{{end}}' k8s.io/kubernetes 2>/dev/null || true)"
 ldflags="-s -w"
 for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-  ldflags+=" -X $pkg.gitVersion=$version -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
+  ldflags+=" -X $pkg.gitVersion=$version -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
+  ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.gitCommit="
+  [[ -z "$build_date" ]] || ldflags+=" -X $pkg.buildDate=$build_date"
 done
 
 log "Kubernetes $version; Go $(go env GOVERSION); output $bin"

@@ -15,7 +15,7 @@ import (
 func main() {
 	// Set klog verbosity before the command is built (plugin and .kuberc
 	// handling log during construction), as upstream kubectl does.
-	_ = logs.GlogSetter(cmd.GetLogVerbosity(os.Args))
+	_, _ = logs.GlogSetter(cmd.GetLogVerbosity(os.Args))
 	if err := cli.RunNoErrOutput(cmd.NewDefaultKubectlCommand()); err != nil {
 		util.CheckErr(err)
 	}
