@@ -21,6 +21,7 @@ COMMANDS: tuple[str, ...] = (
     "serve",
     "sandbox",
     "simulate",
+    "demo",
     "describe",
     "get",
     "descriptors_cmd",

@@ -34,6 +34,21 @@ def owner_ref(obj: Mapping[str, Any]) -> dict[str, Any]:
             "uid": meta["uid"], "controller": True, "blockOwnerDeletion": True}
 
 
+PLACEHOLDER_IMAGE = "registry.invalid/muster-sandbox/placeholder:latest"
+
+
+def runnable(spec: dict[str, Any]) -> dict[str, Any]:
+    """A pod spec the API server accepts: operators fill in what their CRDs leave out (an
+    image, a container name), so scattered-field kinds (Dynamo, NIM) get placeholders."""
+    containers = [dict(c) for c in spec.get("containers") or [] if isinstance(c, dict)]
+    if not containers:
+        containers = [{}]
+    for i, container in enumerate(containers):
+        container.setdefault("name", "main" if i == 0 else f"c{i}")
+        container.setdefault("image", PLACEHOLDER_IMAGE)
+    return {**spec, "containers": containers}
+
+
 def _role_label_value(role: Role, descriptor: Descriptor, index: int) -> str:
     """The role label value that :mod:`extender.core.membership` reads back as ``role``."""
     for value, name in descriptor.pods.role_map:
@@ -110,7 +125,7 @@ def children(obj: Mapping[str, Any], tree: WorkloadTree,
                 meta: dict[str, Any] = dict(template.get("metadata") or {})
                 labels = {**(meta.get("labels") or {}),
                           **_pod_labels(tree, descriptor, role, replica, index)}
-                spec: dict[str, Any] = dict(template.get("spec") or {})
+                spec = runnable(dict(template.get("spec") or {}))
                 spec.setdefault("restartPolicy", "Never" if via == "Job" else "Always")
                 pods.append({
                     "apiVersion": "v1", "kind": "Pod",
