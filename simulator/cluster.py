@@ -7,6 +7,13 @@ Two pictures of capacity are kept, as in a real cluster:
 - the *cluster* the extender observes (:meth:`ClusterModel.snapshot`): bound pods only. Pods at
   the barrier are charged by Muster's ledger as in flight, exactly as in the extender.
 
+The snapshot's derived index (base capacity per node, capacity classes, a gang's pods) is kept
+up to date as pods bind and finish and handed to the core with
+:func:`~extender.core.capacity.remember_index`, instead of the core deriving it from every node
+and pod for each of the tens of thousands of snapshots a day's replay makes. For the same
+reason a snapshot's mappings are read-only *views* of the model: the model makes a new
+snapshot object after every change, and the engine never keeps an old one.
+
 All arithmetic is :mod:`extender.core.capacity` (whole devices, shares of one device); nodes
 with the same free capacity and the same kind form a *class*, so kube-scheduler's filter and
 score look at a few hundred classes rather than ten thousand nodes.
@@ -23,10 +30,13 @@ from extender.core.capacity import (
     DEVICE,
     Demand,
     NodeCapacity,
+    SnapshotIndex,
     count_fitting,
     demand_of,
     empty_capacity,
     node_capacity,
+    remember_classes,
+    remember_index,
     take,
 )
 from extender.core.constraints import ineligibility
@@ -48,13 +58,36 @@ from extender.core.snapshot import ClusterSnapshot
 Kind = tuple[object, ...]
 
 
-def _kind_of(node: NodeInfo) -> Kind:
-    return (node.allocatable, node.labels, node.taints, node.unschedulable)
+def _kind_of(node: NodeInfo, personal: frozenset[str]) -> Kind:
+    labels = tuple((k, v) for k, v in node.labels if k not in personal)
+    return (node.allocatable, labels, node.taints, node.unschedulable)
 
 
-def _by_name(shape: PodShape) -> bool:
-    """Affinity on ``metadata.name`` makes eligibility differ between nodes of one kind."""
-    return any(term.match_fields for term in shape.affinity)
+def _personal_keys(nodes: Iterable[NodeInfo]) -> frozenset[str]:
+    """Label keys whose value differs on every node (``kubernetes.io/hostname``): left out of
+    a node's kind, or every node would be a kind of its own."""
+    values: dict[str, list[str]] = {}
+    for node in nodes:
+        for k, v in node.labels:
+            values.setdefault(k, []).append(v)
+    return frozenset(k for k, vs in values.items() if len(vs) > 1 and len(set(vs)) == len(vs))
+
+
+def _by_name(shape: PodShape, personal: frozenset[str]) -> bool:
+    """Whether eligibility may differ between nodes of one kind: affinity on
+    ``metadata.name``, or a selector on a per-node label."""
+    if any(term.match_fields for term in shape.affinity):
+        return True
+    keys = {k for k, _ in shape.node_selector}
+    keys.update(r.key for term in shape.affinity for r in term.match_expressions)
+    return bool(keys & personal)
+
+
+def canonical(cap: NodeCapacity) -> NodeCapacity:
+    """The capacity with its devices sorted: which index a free device has does not change
+    what fits or how a node scores, and ignoring it keeps the number of classes small."""
+    ordered = tuple(sorted(cap.devices))
+    return cap if ordered == cap.devices else NodeCapacity(free=cap.free, devices=ordered)
 
 
 def devices_taken(before: NodeCapacity, after: NodeCapacity, demand: Demand) -> tuple[int, ...]:
@@ -95,30 +128,84 @@ class ClusterModel:
         self._kinds: dict[Kind, int] = {}
         self._kind: dict[NodeName, int] = {}
         self._kind_node: list[NodeInfo] = []
+        self._personal = _personal_keys(self.nodes.values())
         for name, node in self.nodes.items():
-            k = self._kinds.setdefault(_kind_of(node), len(self._kinds))
+            k = self._kinds.setdefault(_kind_of(node, self._personal), len(self._kinds))
             self._kind[name] = k
             if k == len(self._kind_node):
                 self._kind_node.append(node)
         self._classes: dict[tuple[int, NodeCapacity], list[NodeName]] = {}
         for name in self.nodes:
-            self._classes.setdefault((self._kind[name], self.cache[name]), []).append(name)
+            self._classes.setdefault((self._kind[name], canonical(self.cache[name])),
+                                     []).append(name)
         self._eligible_kinds: dict[PodShape, tuple[int, ...]] = {}
+        # The extender's view, maintained incrementally (see the module docstring).
+        self.base: dict[NodeName, NodeCapacity] = dict(self.empty)
+        self._base_classes: dict[NodeCapacity, list[NodeName]] = {}
+        for name in self.nodes:
+            self._base_classes.setdefault(self.base[name], []).append(name)
+        self._bound_on: dict[NodeName, set[str]] = {}
+        self._pods_on: dict[NodeName, tuple[str, ...]] = {}
+        self._gang_members: dict[str, set[str]] = {}
+        self._gang_pods: dict[str, tuple[str, ...]] = {}
+        self._eligible: dict[PodShape, tuple[NodeName, ...]] = {}
+        """Shape -> eligible nodes; nodes never change, so one memo serves every snapshot."""
 
     # reading ---------------------------------------------------------------------------------
     def snapshot(self) -> ClusterSnapshot:
         """What the extender observes now: nodes, pods (bound ones carry their node), the
         resolved workloads, memberships and gangs. Rebuilt only after a change."""
         if self._snapshot is None:
-            self._snapshot = ClusterSnapshot(
+            snapshot = ClusterSnapshot(
                 nodes=self._nodes_view,
-                pods=MappingProxyType(dict(self.pods)),
-                workloads=MappingProxyType(dict(self.workloads)),
-                memberships=MappingProxyType(dict(self.memberships)),
-                gangs=MappingProxyType(dict(self.gangs)),
+                pods=MappingProxyType(self.pods),
+                workloads=MappingProxyType(self.workloads),
+                memberships=MappingProxyType(self.memberships),
+                gangs=MappingProxyType(self.gangs),
                 revision=self.revision,
             )
+            base = MappingProxyType(self.base)
+            remember_classes(base, {cap: tuple(names)
+                                    for cap, names in self._base_classes.items()})
+            remember_index(snapshot, SnapshotIndex(
+                base=base, pods_on=MappingProxyType(self._pods_on),
+                gang_pods=MappingProxyType(self._gang_pods), eligible=self._eligible,
+            ), gpu=self.gpu)
+            self._snapshot = snapshot
         return self._snapshot
+
+    def _rebase(self, node: NodeName) -> None:
+        """Recompute what the extender sees free on ``node`` from its bound pods."""
+        bound = self._bound_on.get(node, set())
+        cap = node_capacity(self.nodes[node], [self.pods[u] for u in sorted(bound)],
+                            gpu=self.gpu)
+        if bound:
+            self._pods_on[node] = tuple(sorted(bound))
+        else:
+            self._pods_on.pop(node, None)
+        old = self.base[node]
+        if old == cap:
+            return
+        names = self._base_classes[old]
+        del names[bisect.bisect_left(names, node)]
+        if not names:
+            del self._base_classes[old]
+        bisect.insort(self._base_classes.setdefault(cap, []), node)
+        self.base[node] = cap
+
+    def _gang_member(self, uid: str, gang: str | None, *, present: bool) -> None:
+        if gang is None:
+            return
+        members = self._gang_members.setdefault(gang, set())
+        if present:
+            members.add(uid)
+        else:
+            members.discard(uid)
+        if members:
+            self._gang_pods[gang] = tuple(sorted(members))
+        else:
+            self._gang_members.pop(gang, None)
+            self._gang_pods.pop(gang, None)
 
     def _changed(self) -> None:
         self.revision += 1
@@ -133,9 +220,10 @@ class ClusterModel:
         """Classes of nodes where one pod of ``shape`` fits in the scheduler cache and its
         nodeSelector, affinity and tolerations allow: kube-scheduler's filter plugins.
 
-        Yields ``(free capacity, sorted node names)``; the lists must not be modified.
+        Yields ``(free capacity with devices sorted, sorted node names)``; the lists must not
+        be modified.
         """
-        by_name = _by_name(shape)
+        by_name = _by_name(shape, self._personal)
         kinds = None if by_name else self._eligible_kind_set(shape)
         for (kind, cap), names in self._classes.items():
             if not names or count_fitting(cap, demand) <= 0:
@@ -175,25 +263,30 @@ class ClusterModel:
         self.pods[pod.uid] = pod
         if membership is not None:
             self.memberships[pod.uid] = membership
+            self._gang_member(pod.uid, membership.gang, present=True)
         node = pod.node_name
         if node is not None and pod.holds_resources and node in self.nodes:
             self.on_node[node].add(pod.uid)
+            self._bound_on.setdefault(node, set()).add(pod.uid)
             self.used_gpu_milli += self._gpu_milli(pod)
             self._recharge(node)
+            self._rebase(node)
         self._changed()
 
     def _set_cap(self, node: NodeName, cap: NodeCapacity) -> None:
-        old = self.cache[node]
-        if old == cap:
+        current = self.cache[node]
+        if current == cap:
             return
-        kind = self._kind[node]
+        kind, old, new = self._kind[node], canonical(current), canonical(cap)
+        self.cache[node] = cap
+        self.cache_revision += 1
+        if old == new:
+            return
         names = self._classes[(kind, old)]
         del names[bisect.bisect_left(names, node)]
         if not names:
             del self._classes[(kind, old)]
-        bisect.insort(self._classes.setdefault((kind, cap), []), node)
-        self.cache[node] = cap
-        self.cache_revision += 1
+        bisect.insort(self._classes.setdefault((kind, new), []), node)
 
     def _recharge(self, node: NodeName) -> None:
         """Recompute a node's free capacity from its pods (recorded pods may oversubscribe,
@@ -236,6 +329,8 @@ class ClusterModel:
         pod = replace(self.pods[uid], node_name=node, phase=PodPhase.RUNNING)
         self.pods[uid] = pod
         self.used_gpu_milli += self._gpu_milli(pod)
+        self._bound_on.setdefault(node, set()).add(uid)
+        self._rebase(node)
         self._changed()
         return pod
 
@@ -244,14 +339,18 @@ class ClusterModel:
         if uid in self.assumed:
             self.forget(uid)
         pod = self.pods.pop(uid, None)
-        self.memberships.pop(uid, None)
+        member = self.memberships.pop(uid, None)
+        if member is not None:
+            self._gang_member(uid, member.gang, present=False)
         if pod is None:
             return None
         node = pod.node_name
         if node is not None and uid in self.on_node.get(node, ()):
             self.on_node[node].discard(uid)
+            self._bound_on[node].discard(uid)
             self.used_gpu_milli -= self._gpu_milli(pod)
             self._recharge(node)
+            self._rebase(node)
         self._changed()
         return pod
 

@@ -240,6 +240,24 @@ def index_of(snapshot: ClusterSnapshot, *, gpu: str = GPU) -> SnapshotIndex:
     return index
 
 
+def remember_index(snapshot: ClusterSnapshot, index: SnapshotIndex, *, gpu: str = GPU) -> None:
+    """Use ``index`` as ``snapshot``'s index instead of deriving it.
+
+    For a source that keeps base capacity up to date as pods come and go (the simulator):
+    deriving it again for every snapshot is a pass over every node and pod. ``index`` must be
+    what :func:`index_of` would compute.
+    """
+    _CACHE.insert(0, (snapshot, gpu, index))
+    del _CACHE[_CACHE_SIZE:]
+
+
+def remember_classes(base: Mapping[NodeName, NodeCapacity], classes: Classes) -> None:
+    """Use ``classes`` for ``base`` (a source that maintains them as capacity changes);
+    they must be what :func:`classes_of` would compute."""
+    _CLASSES.insert(0, (base, classes))
+    del _CLASSES[_CACHE_SIZE:]
+
+
 class CapacityView(Mapping[NodeName, NodeCapacity]):
     """Base capacity with a few nodes changed, without copying the base (5,000 nodes)."""
 

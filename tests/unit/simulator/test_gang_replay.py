@@ -174,3 +174,27 @@ def test_muster_never_leaves_a_partial_gang_on_random_days(
     assert report["oversubscribed_nodes"] == 0
     # At most 12 GPUs per gang on at least 16: each fits alone, so each is admitted in time.
     assert report["gangs"]["admitted"] == report["gangs"]["total"]
+
+
+@pytest.mark.parametrize("horizon", [5_000.0, 20_000.0])
+def test_incremental_index_equals_the_one_the_core_derives(catalog: Catalog,
+                                                           horizon: float) -> None:
+    from extender.core.capacity import classes_of, index_of
+    from extender.core.snapshot import ClusterSnapshot
+    from simulator.scheduler import Mode, SchedulerSettings
+    from simulator.simulation import Simulation
+
+    spec = SyntheticSpec(nodes=8, workloads=40, arrival_rate=0.01, gpus_per_pod=(1, 2, 8))
+    sim = Simulation(generate(spec, seed=11, catalog=catalog),
+                     SchedulerSettings(mode=Mode.MUSTER))
+    sim.run(horizon=horizon)
+    model = sim.cluster
+    kept = index_of(model.snapshot())
+    fresh_snapshot = ClusterSnapshot.of(model.nodes.values(), dict(model.pods).values(),
+                                        dict(model.workloads).values(), dict(model.memberships))
+    fresh = index_of(fresh_snapshot)
+    assert any(model.base[n] != model.empty[n] for n in model.nodes)  # something is bound
+    assert dict(kept.base) == dict(fresh.base)
+    assert dict(kept.gang_pods) == dict(fresh.gang_pods)
+    assert dict(kept.pods_on) == dict(fresh.pods_on)
+    assert classes_of(kept.base) == {c: tuple(n) for c, n in classes_of(fresh.base).items()}
