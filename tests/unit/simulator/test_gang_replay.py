@@ -11,11 +11,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from extender.cli.main import main
+from extender.core.capacity import classes_of, index_of
 from extender.core.catalog import Catalog
+from extender.core.snapshot import ClusterSnapshot
 from extender.files.catalog import packaged_catalog
 from extender.files.snapshot import load_snapshot, parse_snapshot
 from simulator.engine import ClockError, EventQueue, Priority
-from simulator.simulation import simulate
+from simulator.scheduler import Mode, SchedulerSettings
+from simulator.simulation import Simulation, simulate
 from simulator.snapshot_replay import ReplayInputError, scenario_from_objects
 from simulator.synthetic import SyntheticSpec, generate
 
@@ -179,11 +182,6 @@ def test_muster_never_leaves_a_partial_gang_on_random_days(
 @pytest.mark.parametrize("horizon", [5_000.0, 20_000.0])
 def test_incremental_index_equals_the_one_the_core_derives(catalog: Catalog,
                                                            horizon: float) -> None:
-    from extender.core.capacity import classes_of, index_of
-    from extender.core.snapshot import ClusterSnapshot
-    from simulator.scheduler import Mode, SchedulerSettings
-    from simulator.simulation import Simulation
-
     spec = SyntheticSpec(nodes=8, workloads=40, arrival_rate=0.01, gpus_per_pod=(1, 2, 8))
     sim = Simulation(generate(spec, seed=11, catalog=catalog),
                      SchedulerSettings(mode=Mode.MUSTER))
