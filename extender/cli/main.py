@@ -26,6 +26,7 @@ COMMANDS: tuple[str, ...] = (
     "get",
     "descriptors_cmd",
     "fit",
+    "record",
 )
 
 
