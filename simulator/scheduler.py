@@ -208,7 +208,9 @@ class SchedulerModel:
             self.cluster.assume(uid, node)
             self._bind(uid, node, now)
             return
-        candidates = sorted(n for _, names in classes for n in names)
+        # Class by class, as the cache yields them: the extender keeps this order, and the
+        # winner is chosen by score then name, so sorting 10,000 names per pod buys nothing.
+        candidates = [n for _, names in classes for n in names]
         decision = self._filter(pod, candidates, now)
         if not decision.passed:
             self._fail(uid, now)
