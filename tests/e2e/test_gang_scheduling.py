@@ -64,6 +64,19 @@ def stays(conn: Connection, namespace: str, check: Any, seconds: float) -> bool:
     return True
 
 
+def staged(conn: Connection, workload: dict[str, Any],
+           catalog: Catalog) -> tuple[list[dict[str, Any]], dict[tuple[str, str], str]]:
+    """Create the workload and its Jobs, but not its pods: the test creates those itself,
+    in the order it needs. Returns the pods and the Job UIDs to :func:`adopt` them with."""
+    sub = submit(conn, workload, catalog, with_children=False)
+    intermediates, pods = children(sub.workload, sub.tree, catalog.require(sub.workload))
+    uids = {}
+    for item in intermediates:
+        done = create(conn, item, "jobs")
+        uids[(done["kind"], done["metadata"]["name"])] = done["metadata"]["uid"]
+    return pods, uids
+
+
 def test_a_gang_that_fits_is_bound_completely(sandbox: Sandbox, namespace: str,
                                               catalog: Catalog) -> None:
     conn = sandbox.connection()
@@ -112,13 +125,7 @@ def test_two_gangs_competing_for_room_for_one_end_one_bound_whole_one_waiting_wh
 def test_non_gang_pods_do_not_steal_capacity_reserved_for_an_admitted_gang(
         sandbox: Sandbox, namespace: str, catalog: Catalog) -> None:
     conn = sandbox.connection()
-    sub = submit(conn, jobset("held", namespace, ("workers", 2, 8)), catalog,
-                 with_children=False)
-    intermediates, pods = children(sub.workload, sub.tree, catalog.require(sub.workload))
-    uids = {}
-    for item in intermediates:
-        done = create(conn, item, "jobs")
-        uids[(done["kind"], done["metadata"]["name"])] = done["metadata"]["uid"]
+    pods, uids = staged(conn, jobset("held", namespace, ("workers", 2, 8)), catalog)
     # The first member arrives alone: Muster plans the whole gang (2 nodes) and holds it.
     create(conn, adopt(pods[0], uids), "pods")
     time.sleep(2)
@@ -157,13 +164,7 @@ def test_a_leaderworkerset_with_two_groups_is_two_gangs(sandbox: Sandbox, namesp
 def test_muster_killed_and_restarted_in_the_middle_of_a_gang_ends_all_or_none(
         sandbox: Sandbox, namespace: str, catalog: Catalog) -> None:
     conn = sandbox.connection()
-    sub = submit(conn, jobset("crash", namespace, ("workers", 3, 8)), catalog,
-                 with_children=False)
-    intermediates, pods = children(sub.workload, sub.tree, catalog.require(sub.workload))
-    uids = {}
-    for item in intermediates:
-        done = create(conn, item, "jobs")
-        uids[(done["kind"], done["metadata"]["name"])] = done["metadata"]["uid"]
+    pods, uids = staged(conn, jobset("crash", namespace, ("workers", 3, 8)), catalog)
     for pod in pods[:2]:
         create(conn, adopt(pod, uids), "pods")
     time.sleep(2)  # two members planned and held at the bind barrier
@@ -180,13 +181,7 @@ def test_a_bind_barrier_timeout_releases_everything(tmp_path: Any, catalog: Cata
     try:
         conn = box.connection()
         conn.request("POST", "/api/v1/namespaces", body={"metadata": {"name": "t"}})
-        sub = submit(conn, jobset("short", "t", ("workers", 2, 8)), catalog,
-                     with_children=False)
-        intermediates, pods = children(sub.workload, sub.tree, catalog.require(sub.workload))
-        uids = {}
-        for item in intermediates:
-            done = create(conn, item, "jobs")
-            uids[(done["kind"], done["metadata"]["name"])] = done["metadata"]["uid"]
+        pods, uids = staged(conn, jobset("short", "t", ("workers", 2, 8)), catalog)
         create(conn, adopt(pods[0], uids), "pods")  # its partner never comes
         time.sleep(4.0 + 6.0 + 2.0)
         assert not bound(pods_in(conn, "t"))
