@@ -21,7 +21,7 @@ controlplane:
 demo: venv controlplane
 	$(BIN)/muster demo
 
-test: venv
+test: venv controlplane
 	$(BIN)/python -m pytest
 
 bench: venv

@@ -107,6 +107,18 @@ def live_app(settings: Settings, catalog: Catalog) -> Flask:
     return create_app(settings, store, time.time, binder=live.binder, events=live.events)
 
 
+def check_kubeconfig(settings: Settings) -> None:
+    """Load the kubeconfig (no network) so that a wrong path or context fails here, with a
+    message and exit code, instead of inside gunicorn's worker. An API server that is down
+    is not an error at start: the extender reports not-ready until its informers sync."""
+    from extender.kube.client import KubeError, connect  # noqa: PLC0415 - live mode only
+
+    try:
+        connect(settings.kubeconfig, settings.context)
+    except KubeError as err:
+        raise CliError(str(err), exit_code=EXIT_INPUT) from err
+
+
 def run(args: argparse.Namespace) -> int:
     settings = settings_from(args, dict(os.environ))
     configure_logging(settings.log_level)
@@ -117,6 +129,8 @@ def run(args: argparse.Namespace) -> int:
         def factory() -> Flask:
             return app
     else:
+        check_kubeconfig(settings)  # a bad kubeconfig is an input error, not a dead worker
+
         def factory() -> Flask:
             return live_app(settings, catalog)
     log.info("event=start mode=%s host=%s port=%d bind_timeout=%g plan_ttl=%g descriptors=%d",

@@ -53,7 +53,7 @@ def source_name(rtype: ResourceType) -> str:
 
 class Informer:
     def __init__(self, conn: Connection, rtype: ResourceType, store: StateStore, *,
-                 backoff: Backoff | None = None, watch_seconds: int = 300,
+                 backoff: Backoff | None = None, watch_seconds: int = 60,
                  page_size: int = 500, absent_ok: bool = False) -> None:
         self.conn = conn
         self.rtype = rtype
@@ -61,6 +61,8 @@ class Informer:
         self.source = source_name(rtype)
         self.backoff = backoff or Backoff()
         self.watch_seconds = watch_seconds
+        """Each watch asks the server to end after this long, and the read times out 30 s
+        later: a connection that died silently (no FIN, no RST) is found within that."""
         self.page_size = page_size
         self.absent_ok = absent_ok
         """A type not served (CRD not installed) or not granted counts as an empty list."""

@@ -4,7 +4,9 @@ Fixed informers watch Nodes, Pods and WorkloadDescriptors. Dynamic ones watch ev
 descriptor targets plus the owner kinds between pods and workloads (Jobs, StatefulSets...), as
 discovery names them. A reconciler thread recomputes that set whenever a descriptor changes
 (no restart needed) and every ``rediscover`` seconds (a CRD installed later is picked up).
-Every watched source is *expected* by the store: the extender is not ready until all listed.
+Every watched source is *expected* by the store: the extender is not ready until all listed,
+and not before one reconcile has run on the listed descriptors (otherwise it could report
+ready while the informers of the catalog's kinds are not even started).
 """
 
 from __future__ import annotations
@@ -23,6 +25,9 @@ from extender.state.store import DESCRIPTORS, NODES, PODS, StateStore
 
 log = logging.getLogger("muster.live")
 
+RECONCILED = "muster/reconciled"
+"""A pseudo source: synced once the informers for the listed descriptors' kinds exist."""
+
 NODE_TYPE = ResourceType(group="", version="v1", kind="Node", plural="nodes", namespaced=False)
 POD_TYPE = ResourceType(group="", version="v1", kind="Pod", plural="pods", namespaced=True)
 DESCRIPTOR_TYPE = ResourceType(group="muster.dev", version="v1alpha1", kind="WorkloadDescriptor",
@@ -33,7 +38,7 @@ class Watches:
     """The set of running informers, reconciled against the catalog."""
 
     def __init__(self, conn: Connection, store: StateStore, snapshots: CatalogSnapshots, *,
-                 backoff: Backoff | None = None, watch_seconds: int = 300,
+                 backoff: Backoff | None = None, watch_seconds: int = 60,
                  rediscover: float = 60.0) -> None:
         self.conn = conn
         self.store = store
@@ -51,6 +56,7 @@ class Watches:
         for rtype, absent_ok in ((NODE_TYPE, False), (POD_TYPE, False),
                                  (DESCRIPTOR_TYPE, True)):
             self._start(rtype, absent_ok=absent_ok)
+        self.store.expect(RECONCILED)
         self.store.on_descriptors_changed(self._wake.set)
         self._thread.start()
         self._wake.set()
@@ -71,15 +77,19 @@ class Watches:
             watch_seconds=self.watch_seconds, absent_ok=absent_ok).start()
 
     def _loop(self) -> None:
+        delay = self.rediscover
         while not self._stop.is_set():
-            self._wake.wait(self.rediscover)
+            self._wake.wait(delay)
             self._wake.clear()
             if self._stop.is_set():
                 return
             try:
                 self.reconcile()
+                delay = self.rediscover
             except KubeError as err:  # discovery failed: the informers report health
                 log.warning("event=reconcile-failed problem=%r", str(err))
+                # Until a reconcile succeeds the extender is not ready: retry soon.
+                delay = min(self.rediscover, self.backoff.maximum)
 
     def wanted(self) -> dict[str, ResourceType]:
         """Source name -> type, for every workload and owner kind the catalog needs."""
@@ -102,6 +112,7 @@ class Watches:
         return out
 
     def reconcile(self) -> None:
+        descriptors_listed = self.store.synced(DESCRIPTORS)
         wanted = self.wanted()
         with self._lock:
             current = {s for s in self.informers if s not in (NODES, PODS, DESCRIPTORS)}
@@ -113,6 +124,8 @@ class Watches:
                 group, _ = split_api_version(source.rsplit("/", 1)[0])
                 self._start(wanted[source], absent_ok=True)
                 log.info("source=%s event=watched group=%s", source, group or "core")
+        if descriptors_listed:
+            self.store.mark_synced(RECONCILED)
 
 
 @dataclass

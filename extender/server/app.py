@@ -21,6 +21,7 @@ def create_app(settings: Settings, state: StateStore, clock: Clock, *,
     creates Bindings (the Kubernetes binder live, the in-memory one for snapshot files) and
     ``events`` records pod events. ``decider`` replaces the service (the do-nothing baseline).
     """
+    metrics = Metrics()
     if decider is None:
         # Imported here: the service pulls in the whole decision core, the baseline does not.
         from extender.server.service import GangService  # noqa: PLC0415
@@ -28,10 +29,9 @@ def create_app(settings: Settings, state: StateStore, clock: Clock, *,
 
         decider = GangService(state, settings=settings, clock=clock,
                               binder=binder or MemoryBinder(state),
-                              events=events or MemoryEvents())
+                              events=events or MemoryEvents(), count=metrics.count)
     app = Flask("muster")
     app.config["MAX_CONTENT_LENGTH"] = settings.max_request_bytes
-    metrics = Metrics()
     chosen = decider
     metrics.watch(gangs=chosen.gang_counts, reserved_gpus=chosen.reserved_gpus,
                   binds_waiting=chosen.binds_waiting, ready=lambda: chosen.readiness()[0])

@@ -42,6 +42,10 @@ class Metrics:
             "muster_ready", "1 when the cluster state is synced and trusted",
             registry=self.registry)
 
+    def count(self, verb: str, outcome: str) -> None:
+        """One answered request: ``muster_decisions_total{verb,outcome}``."""
+        self.decisions.labels(verb=verb, outcome=outcome).inc()
+
     def watch(self, *, gangs: Callable[[], Mapping[str, int]], reserved_gpus: Callable[[], float],
               binds_waiting: Callable[[], int], ready: Callable[[], bool]) -> None:
         """Compute gauges at scrape time from the service's own state."""

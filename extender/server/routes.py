@@ -68,7 +68,7 @@ def _answer(verb: str, handle: Callable[[bytes], object],
         result = on_error(f"bad {verb} request: {err}")
     except Exception as err:  # a bug must not become a 5xx for kube-scheduler
         log.exception("verb=%s error=internal", verb)
-        metrics.decisions.labels(verb=verb, outcome="error").inc()
+        metrics.count(verb, "internal_error")
         result = on_error(f"muster internal error in {verb}: {type(err).__name__}: {err}")
     metrics.latency.labels(verb=verb).observe(time.perf_counter() - started)
     return _json(result)

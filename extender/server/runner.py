@@ -7,6 +7,7 @@ holding one thread, while filter calls keep being answered on the others.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -48,6 +49,9 @@ def gunicorn_options(*, host: str, port: int, threads: int, log_level: str) -> d
         "loglevel": log_level,
         "accesslog": None,
         "preload_app": False,
+        # The worker's heartbeat file: in memory where possible, so a read-only root
+        # filesystem (or a slow disk) never stalls or kills the worker.
+        "worker_tmp_dir": "/dev/shm" if os.path.isdir("/dev/shm") else None,
     }
 
 

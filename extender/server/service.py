@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -61,10 +61,19 @@ class _Barrier:
     """Pod UID -> reason: the gang timed out; this member's bind fails."""
 
 
+Count = Callable[[str, str], None]
+"""Called with (verb, outcome) once per answered request: the decision counter."""
+
+
+def _no_count(_verb: str, _outcome: str) -> None:
+    return None
+
+
 class GangService:
     def __init__(self, state: StateStore, *, settings: Settings, clock: Clock, binder: Binder,
-                 events: EventSink) -> None:
+                 events: EventSink, count: Count = _no_count) -> None:
         self._state = state
+        self._count = count
         self._settings = settings
         self._clock = clock
         self._binder = binder
@@ -149,10 +158,12 @@ class GangService:
     def filter(self, args: ExtenderArgs) -> ExtenderFilterResultJSON:
         ready = self._state.readiness()
         if not ready.ready:
+            self._count("filter", "not_ready")
             return filter_result(args, error=f"muster: cluster state not trusted ({ready.reason});"
                                              " refusing to place pods until it is resynced")
         pod, problem = self._request_pod(args.pod)
         if pod is None:
+            self._count("filter", "bad_pod")
             return filter_result(args, error=problem)
         with self._cond:
             now = self._clock()
@@ -162,7 +173,8 @@ class GangService:
                                      now=now, settings=self._core)
             if decision.gang is not None:
                 self._note(decision.gang, decision.reason)
-        self._filter_event(pod, decision.gang, bool(decision.passed), decision.reason)
+            self._filter_event(pod, decision.gang, bool(decision.passed), decision.reason)
+        self._count("filter", str(decision.outcome))
         log.debug("verb=filter pod=%s gang=%s outcome=%s passed=%d reason=%r", pod.key,
                   decision.gang, decision.outcome, len(decision.passed), decision.reason)
         if decision.passed:
@@ -180,9 +192,11 @@ class GangService:
 
     def prioritize(self, args: ExtenderArgs) -> list[HostPriorityJSON]:
         if not self._state.readiness().ready:
+            self._count("prioritize", "not_ready")
             return []
         pod, _ = self._request_pod(args.pod)
         if pod is None:
+            self._count("prioritize", "bad_pod")
             return []
         with self._cond:
             now = self._clock()
@@ -190,19 +204,23 @@ class GangService:
             _, candidates = _known(args.node_names, snapshot)
             scores = decide_prioritize(pod, candidates, snapshot=snapshot, ledger=self._ledger,
                                        now=now, settings=self._core)
+        self._count("prioritize", "scored")
         return priority_list([(str(n), max(0, min(10, int(s)))) for n, s in scores])
 
     def preempt(self, args: PreemptionArgs) -> ExtenderPreemptionResultJSON:
         if not self._state.readiness().ready:
+            self._count("preempt", "not_ready")
             return preemption_result({})
         pod, _ = self._request_pod(args.pod)
         if pod is None:
+            self._count("preempt", "bad_pod")
             return preemption_result({})
         with self._cond:
             snapshot = self._prepare(self._clock())
             victims = {NodeName(n): v for n, v in args.victims.items()}
             chosen = decide_preempt(pod, victims, snapshot=snapshot, ledger=self._ledger,
                                     settings=self._core)
+        self._count("preempt", "victims" if chosen else "none")
         return preemption_result({str(n): list(v) for n, v in chosen.items()},
                                  args.pdb_violations)
 
@@ -211,26 +229,33 @@ class GangService:
     def bind(self, args: BindingArgs) -> ExtenderBindingResultJSON:
         ref = PodRef(args.pod_namespace, args.pod_name, args.pod_uid)
         if not self._state.readiness().ready:
+            self._count("bind", "not_ready")
             return binding_result(f"muster: cluster state not trusted; not binding {ref.key}")
         raw = self._state.pod(ref.namespace, ref.name)
         if raw is None:
+            self._count("bind", "unknown_pod")
             return binding_result(f"pod {ref.key} not found in Muster's cache")
         meta, spec = raw.get("metadata") or {}, raw.get("spec") or {}
         if meta.get("uid") and meta.get("uid") != ref.uid:
+            self._count("bind", "stale_uid")
             return binding_result(f"pod {ref.key} has UID {meta.get('uid')}, bind asked for "
                                   f"{ref.uid}: the pod was recreated; not binding")
         if spec.get("nodeName"):
             if spec["nodeName"] == args.node:
+                self._count("bind", "already_bound")
                 return binding_result()  # a retry of a bind that already happened
+            self._count("bind", "bound_elsewhere")
             return binding_result(f"pod {ref.key} is already bound to {spec['nodeName']}")
-        error = self._pass_barrier(ref, NodeName(args.node))
+        outcome, error = self._pass_barrier(ref, NodeName(args.node))
         if error:
+            self._count("bind", outcome)
             return binding_result(error)
         try:
             self._binder.bind(ref, args.node)
         except BindError as err:
             with self._cond:
                 self._ledger.forget_pod(ref.uid)
+            self._count("bind", "error")
             log.warning("verb=bind pod=%s node=%s outcome=error reason=%r", ref.key, args.node,
                         str(err))
             return binding_result(f"binding {ref.key} to {args.node} failed: {err}")
@@ -241,17 +266,20 @@ class GangService:
             # The last member bound fills the plan: end it now, not at the next request,
             # which may come only after these pods are gone.
             self._ledger.settle(snapshot)
-        log.info("verb=bind pod=%s node=%s outcome=bound", ref.key, args.node)
+        self._count("bind", outcome)
+        log.info("verb=bind pod=%s node=%s outcome=%s", ref.key, args.node, outcome)
         return binding_result()
 
-    def _pass_barrier(self, ref: PodRef, node: NodeName) -> str:
-        """Wait until this pod's gang may bind; ``""`` when it may, else the reason it may not."""
+    def _pass_barrier(self, ref: PodRef, node: NodeName) -> tuple[str, str]:
+        """Wait until this pod's gang may bind: (outcome, ``""``) when it may, else (outcome,
+        the reason it may not). Outcomes: bound, released (held, then the gang's minimum
+        came), rejected, timed_out."""
         barrier = self._barrier
         with self._cond:
             now = self._clock()
             snapshot = self._prepare(now)
             if barrier.released.pop(ref.uid, None) is not None:
-                return ""
+                return "released", ""
             decision = decide_bind(ref.uid, node, snapshot=snapshot, ledger=self._ledger, now=now,
                                    settings=self._core)
             gang = decision.gang
@@ -259,7 +287,7 @@ class GangService:
                 self._note(gang, decision.reason)
             if decision.outcome is BindOutcome.REJECT:
                 self._fail_held(decision.rejected, decision.reason, snapshot, gang)
-                return decision.reason
+                return "rejected", decision.reason
             if decision.outcome is BindOutcome.BIND:
                 for uid, member_node in decision.release:
                     if uid != ref.uid and uid in barrier.waiting:
@@ -267,23 +295,23 @@ class GangService:
                 self._cond.notify_all()
                 if len(decision.release) > 1 or gang is not None:
                     self._admitted(snapshot, gang)
-                return ""
+                return "bound", ""
             # Wait at the barrier in real time, bounded by --bind-timeout.
             barrier.waiting[ref.uid] = (gang, str(node))
             deadline = now + self._settings.bind_timeout
             try:
                 while True:
                     if barrier.released.pop(ref.uid, None) is not None:
-                        return ""
+                        return "released", ""
                     failed = barrier.failed.pop(ref.uid, None)
                     if failed is not None:
-                        return failed
+                        return "timed_out", failed
                     remaining = deadline - self._clock()
                     if remaining <= 0 and gang is not None:
                         timed_out = withdraw(gang, ledger=self._ledger, also=(ref.uid, node))
                         self._fail_held(timed_out.rejected, timed_out.reason, snapshot, gang)
                         barrier.failed.pop(ref.uid, None)
-                        return timed_out.reason
+                        return "timed_out", timed_out.reason
                     self._cond.wait(timeout=max(remaining, 0.001))
             finally:
                 barrier.waiting.pop(ref.uid, None)

@@ -137,6 +137,16 @@ class StateStore:
             for source, items in sorted(grouped.items()):
                 self.replace(source, items)
 
+    def mark_synced(self, source: str) -> None:
+        """Count ``source`` as synced without objects (a step that must finish before ready)."""
+        with self._lock:
+            self._sources.setdefault(source, _Source(objects={})).synced = True
+
+    def synced(self, source: str) -> bool:
+        with self._lock:
+            entry = self._sources.get(source)
+            return entry is not None and entry.synced
+
     def set_health(self, source: str, *, healthy: bool, problem: str = "") -> None:
         with self._lock:
             entry = self._sources.setdefault(source, _Source(objects={}))

@@ -211,3 +211,37 @@ def test_metrics_count_requests_and_gangs(world: World) -> None:
     assert 'muster_gangs{state="planned"} 1.0' in text
     assert "muster_reserved_gpus 32.0" in text
     assert "muster_ready 1.0" in text
+
+
+def _decisions(world: World) -> dict[tuple[str, str], float]:
+    """``muster_decisions_total`` by (verb, outcome), read from ``/metrics``."""
+    found: dict[tuple[str, str], float] = {}
+    for line in world.client.get("/metrics").data.decode().splitlines():
+        if line.startswith("muster_decisions_total{"):
+            labels, value = line[len("muster_decisions_total{"):].split("} ")
+            fields = dict(part.split("=") for part in labels.split(","))
+            found[(fields["verb"].strip('"'), fields["outcome"].strip('"'))] = float(value)
+    return found
+
+
+def test_metrics_count_decisions_by_verb_and_outcome(world: World) -> None:
+    bind_all(world, [0, 1, 2, 3])
+    # A pod of the bound gang binds again (a retry), and a stranger asks to bind.
+    node = world.binder.bindings["ml/train-worker-0-0"]
+    world.post("bind", bind_body(jobset_pod("train", 0, gpus=8), node))
+    world.post("bind", bind_body(plain_pod("ghost", gpus=1), "n0"))
+    counts = _decisions(world)
+    # The first member's filter planned the gang; the other three were pinned to the plan.
+    assert counts[("filter", "planned")] == 1
+    assert counts[("filter", "pinned")] == 3
+    # Three binds waited at the barrier and were released by the one that completed it.
+    assert counts[("bind", "released")] + counts[("bind", "bound")] == 4
+    assert counts[("bind", "bound")] >= 1
+    assert counts[("bind", "already_bound")] == 1
+    assert counts[("bind", "unknown_pod")] == 1
+
+
+def test_metrics_count_a_barrier_timeout_for_every_held_member() -> None:
+    world = World(four_gpu_nodes() + train(), bind_timeout=0.3)
+    bind_all(world, [0, 1, 2])
+    assert _decisions(world)[("bind", "timed_out")] == 3

@@ -68,3 +68,15 @@ def test_the_kustomization_lists_every_manifest() -> None:
     [kustomization] = docs("kustomization.yaml")
     files = {p.name for p in MANIFESTS.glob("*.yaml")} - {"kustomization.yaml"}
     assert set(kustomization["resources"]) == files
+
+
+def test_every_read_only_container_of_muster_has_a_writable_tmp() -> None:
+    # gunicorn writes its worker heartbeat to a temporary file; with a read-only root and
+    # nowhere to write, the worker would fail to boot.
+    [deploy] = docs("deployment.yaml")
+    spec = deploy["spec"]["template"]["spec"]
+    [muster] = [c for c in spec["containers"] if c["name"] == "muster"]
+    assert muster["securityContext"]["readOnlyRootFilesystem"] is True
+    mounts = {m["mountPath"]: m["name"] for m in muster.get("volumeMounts", [])}
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    assert "emptyDir" in volumes[mounts["/tmp"]]

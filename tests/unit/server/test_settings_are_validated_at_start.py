@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-import pytest
+from pathlib import Path
 
+import pytest
+import yaml
+
+from extender.cli.main import main
 from extender.server.settings import Settings, SettingsError, build_settings
 
 
@@ -35,3 +39,28 @@ def test_snapshot_mode_rejects_cluster_flags() -> None:
         build_settings({"snapshot": "c.yaml", "kubeconfig": "k"}, {})
     assert build_settings({"snapshot": "c.yaml"}, {}).live is False
     assert Settings().live is True
+
+
+def test_serve_with_a_missing_kubeconfig_exits_2_naming_it(tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str],
+                                                           ) -> None:
+    missing = tmp_path / "nope.yaml"
+    code = main(["serve", "--kubeconfig", str(missing), "--port", "1"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert str(missing) in err and "Traceback" not in err
+
+
+def test_serve_with_an_unknown_context_exits_2_naming_it(tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str],
+                                                         ) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "a",
+        "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "a", "context": {"cluster": "c", "user": "u"}}]}))
+    code = main(["serve", "--kubeconfig", str(kubeconfig), "--context", "elsewhere"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "elsewhere" in err and "Traceback" not in err
