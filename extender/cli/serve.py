@@ -44,7 +44,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--snapshot", metavar="FILE", help="serve from a snapshot file (kubectl get "
                    "nodes,pods -A -o yaml); no API server, binds kept in memory")
     p.add_argument("--descriptors", action="append", metavar="DIR",
-                   help="extra descriptor file or directory; repeatable")
+                   help="extra descriptor file or directory (Muster or Karta format); "
+                        "repeatable")
+    p.add_argument("--no-builtin", action="store_true", default=None,
+                   help="leave the packaged descriptor catalog out (MUSTER_NO_BUILTIN)")
     p.add_argument("--bind-timeout", type=float, metavar="S",
                    help="seconds a bind waits at the gang barrier (default 3)")
     p.add_argument("--plan-ttl", type=float, metavar="S",
@@ -63,6 +66,7 @@ def settings_from(args: argparse.Namespace, env: dict[str, str]) -> Settings:
         "host", "port", "kubeconfig", "context", "snapshot", "bind_timeout", "plan_ttl",
         "scoring", "log_level", "max_request_bytes", "threads")}
     given["descriptors"] = tuple(args.descriptors or ())
+    given["no_builtin"] = getattr(args, "no_builtin", None) or None  # unset: the environment
     try:
         return build_settings(given, env)
     except SettingsError as err:
@@ -73,7 +77,8 @@ def base_catalog(settings: Settings) -> Catalog:
     try:
         extra: list[Descriptor] = (load_descriptors(settings.descriptors)
                                    if settings.descriptors else [])
-        return packaged_catalog().merged(extra)
+        base = Catalog.of(()) if settings.no_builtin else packaged_catalog()
+        return base.merged(extra)
     except CatalogError as err:
         raise CliError(f"cannot load descriptors:\n{err}", exit_code=EXIT_INPUT) from err
 
@@ -133,9 +138,10 @@ def run(args: argparse.Namespace) -> int:
 
         def factory() -> Flask:
             return live_app(settings, catalog)
-    log.info("event=start mode=%s host=%s port=%d bind_timeout=%g plan_ttl=%g descriptors=%d",
-             "live" if settings.live else "snapshot", settings.host, settings.port,
-             settings.bind_timeout, settings.plan_ttl, len(catalog))
+    log.info("event=start mode=%s host=%s port=%d bind_timeout=%g plan_ttl=%g descriptors=%d "
+             "builtin=%s", "live" if settings.live else "snapshot", settings.host, settings.port,
+             settings.bind_timeout, settings.plan_ttl, len(catalog),
+             str(not settings.no_builtin).lower())
     serve(factory, host=settings.host, port=settings.port, threads=settings.threads,
           log_level=settings.log_level)
     return 0

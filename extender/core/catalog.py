@@ -77,6 +77,14 @@ class Catalog:
         """Every described kind as ``Kind.group`` (``Pod`` for core), sorted."""
         return sorted({d.target.group_kind for d in self.descriptors}, key=str.lower)
 
+    def known_kinds_text(self) -> str:
+        """``known kinds: A, B`` for messages, or that no descriptor is loaded at all (the
+        packaged catalog left out with ``--no-builtin`` and nothing given instead)."""
+        kinds = self.known_kinds()
+        if not kinds:
+            return "no descriptors are loaded, so no kind is known"
+        return f"known kinds: {', '.join(kinds)}"
+
     def require(self, obj: Mapping[str, Any]) -> Descriptor:
         """The descriptor of ``obj``, or :class:`UnknownKind` naming the kinds known."""
         found = self.for_object(obj)
@@ -91,7 +99,7 @@ class Catalog:
                 raise UnknownKind(f"{kind} {api_version}: version {version} is not described; "
                                   f"described versions: {', '.join(served)}")
         raise UnknownKind(f"unknown kind {kind or '<none>'} ({api_version or 'no apiVersion'}); "
-                          f"known kinds: {', '.join(self.known_kinds())}")
+                          f"{self.known_kinds_text()}")
 
     def find_type(self, name: str) -> tuple[Descriptor, ...]:
         """Descriptors a person means by ``name``: kind, plural, short name or ``kind.group``.
@@ -108,6 +116,5 @@ class Catalog:
                                    and group_part == t.group.lower()):
                 out.append(d)
         if not out:
-            raise UnknownKind(f"unknown kind {name}; known kinds: "
-                              f"{', '.join(self.known_kinds())}")
+            raise UnknownKind(f"unknown kind {name}; {self.known_kinds_text()}")
         return tuple(out)

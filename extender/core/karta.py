@@ -32,6 +32,7 @@ from extender.core.descriptor import (
     StatusSpec,
     Target,
     TemplateSpec,
+    compile_descriptor,
 )
 from extender.core.expressions import (
     ITEM,
@@ -44,12 +45,19 @@ from extender.core.expressions import (
     WorkloadError,
 )
 from extender.core.karta_jq import JqPath, compile_jq
-from extender.core.karta_model import Component, Karta, Matcher, StatusDef, read_karta
+from extender.core.karta_model import (
+    Component,
+    Karta,
+    Matcher,
+    StatusDef,
+    is_karta_document,
+    read_karta,
+)
 from extender.core.model import Phase
 from extender.core.paths import compile_path
 
-__all__ = ["KartaInstances", "as_count", "compile_karta", "descriptor_of", "gang_plan",
-           "instances", "label_names"]
+__all__ = ["KartaInstances", "as_count", "compile_any", "compile_karta", "descriptor_of",
+           "gang_plan", "instances", "label_names"]
 
 #: Status mapping keys -> Muster phases. Muster has no Suspending/Resuming/Pending/Progressing
 #: phase; each maps to the phase a scheduler treats alike.
@@ -420,3 +428,13 @@ def descriptor_of(karta: Karta, *, source: str = "") -> Descriptor:
         source=source,
         notes=tuple(notes),
     )
+
+
+def compile_any(doc: object, *, source: str = "") -> Descriptor:
+    """A WorkloadDescriptor or a Karta document -> a descriptor (its ``format`` says which).
+
+    Raises :class:`DescriptorError` naming the field.
+    """
+    if isinstance(doc, Mapping) and is_karta_document(doc):
+        return compile_karta(dict(doc), source=source)
+    return compile_descriptor(doc)

@@ -1,6 +1,7 @@
 """Live mode: connect, start informers for everything the catalog needs, keep them in step.
 
-Fixed informers watch Nodes, Pods and WorkloadDescriptors. Dynamic ones watch every kind a
+Fixed informers watch Nodes, Pods, WorkloadDescriptors and Workload Map ``Karta``s (both
+optional: a cluster without either CRD lists them as empty). Dynamic ones watch every kind a
 descriptor targets plus the owner kinds between pods and workloads (Jobs, StatefulSets...), as
 discovery names them. A reconciler thread recomputes that set whenever a descriptor changes
 (no restart needed) and every ``rediscover`` seconds (a CRD installed later is picked up).
@@ -21,7 +22,7 @@ from extender.kube.client import Connection, KubeError, ResourceType, connect
 from extender.kube.events import KubeEvents
 from extender.kube.informer import Backoff, Informer, source_name
 from extender.state.build import CatalogSnapshots
-from extender.state.store import DESCRIPTORS, NODES, PODS, StateStore
+from extender.state.store import DESCRIPTORS, KARTAS, NODES, PODS, StateStore
 
 log = logging.getLogger("muster.live")
 
@@ -32,6 +33,9 @@ NODE_TYPE = ResourceType(group="", version="v1", kind="Node", plural="nodes", na
 POD_TYPE = ResourceType(group="", version="v1", kind="Pod", plural="pods", namespaced=True)
 DESCRIPTOR_TYPE = ResourceType(group="muster.dev", version="v1alpha1", kind="WorkloadDescriptor",
                                plural="workloaddescriptors", namespaced=False)
+KARTA_TYPE = ResourceType(group="run.ai", version="v1alpha1", kind="Karta", plural="kartas",
+                          namespaced=False)
+"""NVIDIA Workload Map descriptors (``kartas.run.ai``, cluster-scoped), read like ours."""
 
 
 class Watches:
@@ -54,7 +58,7 @@ class Watches:
 
     def start(self) -> Watches:
         for rtype, absent_ok in ((NODE_TYPE, False), (POD_TYPE, False),
-                                 (DESCRIPTOR_TYPE, True)):
+                                 (DESCRIPTOR_TYPE, True), (KARTA_TYPE, True)):
             self._start(rtype, absent_ok=absent_ok)
         self.store.expect(RECONCILED)
         self.store.on_descriptors_changed(self._wake.set)
@@ -107,15 +111,16 @@ class Watches:
             for owner in d.pods.owners:
                 for rtype in by_kind.get(owner, ()):
                     out[source_name(rtype)] = rtype
-        for fixed in (NODES, PODS, DESCRIPTORS):
+        for fixed in (NODES, PODS, DESCRIPTORS, KARTAS):
             out.pop(fixed, None)
         return out
 
     def reconcile(self) -> None:
-        descriptors_listed = self.store.synced(DESCRIPTORS)
+        descriptors_listed = self.store.synced(DESCRIPTORS) and self.store.synced(KARTAS)
         wanted = self.wanted()
         with self._lock:
-            current = {s for s in self.informers if s not in (NODES, PODS, DESCRIPTORS)}
+            current = {s for s in self.informers
+                       if s not in (NODES, PODS, DESCRIPTORS, KARTAS)}
             for source in sorted(current - set(wanted)):
                 self.informers.pop(source).stop()
                 self.store.forget(source)

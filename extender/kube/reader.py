@@ -20,6 +20,8 @@ from extender.kube.client import Connection, NotFound, ResourceType
 POD_TYPE = ResourceType(group="", version="v1", kind="Pod", plural="pods", namespaced=True)
 NODE_TYPE = ResourceType(group="", version="v1", kind="Node", plural="nodes", namespaced=False)
 DESCRIPTOR_GROUP_KIND = ("muster.dev", "WorkloadDescriptor")
+KARTA_GROUP_KIND = ("run.ai", "Karta")
+"""NVIDIA Workload Map descriptors (``kartas.run.ai``), read as descriptors of format karta."""
 
 #: Where owner kinds usually live; a pod's owner chain is followed through these first.
 _PREFERRED_GROUPS = ("apps", "batch", "")
@@ -120,14 +122,18 @@ def owner_objects(conn: Connection, descriptors: Iterable[Descriptor],
 
 
 def cluster_descriptor_objects(conn: Connection) -> list[dict[str, Any]]:
-    """The cluster's ``WorkloadDescriptor`` objects; none when the CRD is not installed."""
-    rtype = conn.resource_types().get(DESCRIPTOR_GROUP_KIND)
-    if rtype is None:
-        return []
-    try:
-        return conn.list(rtype)
-    except NotFound:
-        return []
+    """The cluster's ``WorkloadDescriptor`` objects, then its Workload Map ``Karta`` objects;
+    a kind whose CRD is not installed (or went away while listing) contributes none."""
+    out: list[dict[str, Any]] = []
+    for group_kind in (DESCRIPTOR_GROUP_KIND, KARTA_GROUP_KIND):
+        rtype = conn.resource_types().get(group_kind)
+        if rtype is None:
+            continue
+        try:
+            out.extend(conn.list(rtype))
+        except NotFound:
+            continue
+    return out
 
 
 def nodes_and_pods(conn: Connection) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:

@@ -36,7 +36,12 @@ class Settings:
     snapshot: str | None = None
     """Serve from this snapshot file instead of an API server (binds are kept in memory)."""
     descriptors: tuple[str, ...] = ()
-    """Extra descriptor files or directories, on top of the packaged catalog and the cluster's."""
+    """Extra descriptor files or directories, on top of the packaged catalog and the cluster's.
+    Muster WorkloadDescriptors or NVIDIA Workload Map ``Karta`` documents; repeatable (the
+    variable takes a comma-separated list)."""
+    no_builtin: bool = False
+    """Leave the packaged catalog out: only ``descriptors`` (and, live, the cluster's) describe
+    workloads, so a kind the catalog covers can be served from a Karta alone."""
     bind_timeout: float = 3.0
     """Seconds a bind waits at the gang barrier; keep well under kube-scheduler's httpTimeout."""
     plan_ttl: float = 60.0
@@ -98,7 +103,11 @@ def _convert(name: str, raw: str) -> Any:
     if name == "descriptors":
         return tuple(p for p in raw.split(",") if p)
     if isinstance(default, bool):
-        return raw.lower() in ("1", "true", "yes")
+        if raw.strip().lower() in ("1", "true", "yes", "on"):
+            return True
+        if raw.strip().lower() in ("0", "false", "no", "off"):
+            return False
+        raise ValueError("expected true or false")
     if isinstance(default, int):
         try:
             return int(raw)

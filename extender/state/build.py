@@ -1,9 +1,11 @@
 """Turn the store's raw objects into a ``ClusterSnapshot`` through the descriptor catalog.
 
 The catalog is the packaged one plus ``--descriptors`` files (fixed at start) merged with the
-cluster's ``WorkloadDescriptor`` objects (which change at run time); it is recompiled only when
-a descriptor changes. A cluster descriptor that does not compile is left out and reported in
-:attr:`SnapshotBuilder.problems` rather than breaking every other workload.
+cluster's ``WorkloadDescriptor`` and Workload Map ``Karta`` objects (which change at run time);
+it is recompiled only when a descriptor changes. For the same kind a native descriptor wins
+over a Karta, wherever each comes from (:meth:`Catalog.of`). A cluster descriptor that does not
+compile is left out and reported in :attr:`CatalogSnapshots.problems` rather than breaking
+every other workload.
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ from typing import Any, TypeVar
 
 from extender.core.catalog import Catalog
 from extender.core.cluster import build_snapshot
-from extender.core.descriptor import Descriptor, DescriptorError, compile_descriptor
+from extender.core.descriptor import Descriptor, DescriptorError
+from extender.core.karta import compile_any
+from extender.core.karta_model import is_karta_document
 from extender.core.model import NodeInfo, PodInfo
 from extender.core.objects import ObjectError, node_from_api, pod_from_api
 from extender.core.snapshot import ClusterSnapshot
@@ -30,7 +34,8 @@ class CatalogSnapshots:
         self._catalog = base
         self._compiled_revision = -1
         self.problems: dict[str, str] = {}
-        """Cluster descriptor name -> why it was left out."""
+        """Cluster descriptor -> why it was left out; keyed by name for a WorkloadDescriptor,
+        ``Karta/<name>`` for a Karta (the two kinds may share names)."""
         # Parsed nodes and pods by raw object identity: the store replaces an object when it
         # changes, so an unchanged object is parsed once, not on every rebuild (a rebuild
         # follows every pod event or bind; re-parsing 5,000 nodes each time would dominate).
@@ -43,10 +48,12 @@ class CatalogSnapshots:
                 found: list[Descriptor] = []
                 problems: dict[str, str] = {}
                 for obj in raw.descriptors:
+                    karta = is_karta_document(obj)
                     try:
-                        found.append(compile_descriptor(dict(obj)))
+                        found.append(compile_any(dict(obj), source="cluster"))
                     except DescriptorError as err:
-                        problems[object_key(obj)] = str(err)
+                        key = f"Karta/{object_key(obj)}" if karta else object_key(obj)
+                        problems[key] = str(err)
                 self._catalog = self._base.merged(found)
                 self.problems = problems
                 self._compiled_revision = raw.descriptors_revision

@@ -29,6 +29,9 @@ RawObject = Mapping[str, Any]
 NODES = "v1/Node"
 PODS = "v1/Pod"
 DESCRIPTORS = "muster.dev/v1alpha1/WorkloadDescriptor"
+KARTAS = "run.ai/v1alpha1/Karta"
+"""NVIDIA Workload Map descriptors: held, compiled and listened to like WorkloadDescriptors."""
+DESCRIPTOR_SOURCES = (DESCRIPTORS, KARTAS)
 
 
 def source_of(obj: RawObject) -> str:
@@ -223,7 +226,7 @@ class StateStore:
         self._revision += 1
         if source == PODS:
             self._settle_overlays(key)
-        if source == DESCRIPTORS:
+        if source in DESCRIPTOR_SOURCES:
             self._descriptors_revision += 1
             listeners = list(self._listeners)
             # Listeners start or stop informers; call them without our lock held so they
@@ -273,13 +276,14 @@ class StateStore:
         pods = {**self._upserted, **items(PODS)}
         objects: dict[str, RawObject] = {}
         for source in sorted(self._sources):
-            if source not in (NODES, PODS, DESCRIPTORS):
+            if source not in (NODES, PODS, *DESCRIPTOR_SOURCES):
                 objects.update({f"{source}/{k}": v for k, v in items(source).items()})
         return RawState(
             nodes=tuple(v for _, v in sorted(items(NODES).items())),
             pods=tuple(self._with_assumption(k, v) for k, v in sorted(pods.items())),
             objects=tuple(v for _, v in sorted(objects.items())),
-            descriptors=tuple(v for _, v in sorted(items(DESCRIPTORS).items())),
+            descriptors=tuple(v for source in DESCRIPTOR_SOURCES
+                              for _, v in sorted(items(source).items())),
             revision=self._revision,
             descriptors_revision=self._descriptors_revision,
         )
