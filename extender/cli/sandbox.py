@@ -24,8 +24,10 @@ def register(subparsers: Any) -> None:
     up = sub.add_parser("up", help="start the sandbox")
     up.add_argument("--nodes", type=int, default=4, help="fake nodes (default 4)")
     up.add_argument("--gpus-per-node", type=int, default=8, help="GPUs per node (default 8)")
-    up.add_argument("--cpu-per-node", type=int, default=64)
-    up.add_argument("--memory-gi-per-node", type=int, default=512)
+    up.add_argument("--cpu-per-node", type=int, default=224,
+                    help="allocatable CPUs per node (default 224, a DGX H100)")
+    up.add_argument("--memory-gi-per-node", type=int, default=2048,
+                    help="allocatable memory per node in GiB (default 2048)")
     up.add_argument("--nodes-per-rack", type=int, default=4,
                     help="nodes sharing one muster.dev/rack label (default 4)")
     up.add_argument("--scheduler", choices=[m.value for m in SchedulerMode], default="muster",

@@ -30,6 +30,9 @@ from extender.state.store import DESCRIPTORS, NODES, PODS, StateStore
 
 log = logging.getLogger("muster.serve")
 
+HOUSEKEEPING_SECONDS = 1.0
+"""How often plans are expired and turned-away pods requeued when no request comes."""
+
 
 def register(subparsers: Any) -> None:
     p: argparse.ArgumentParser = subparsers.add_parser(
@@ -109,7 +112,8 @@ def live_app(settings: Settings, catalog: Catalog) -> Flask:
     snapshots = CatalogSnapshots(catalog)
     store = StateStore(snapshots, expected=[NODES, PODS, DESCRIPTORS])
     live = start_live(store, snapshots, kubeconfig=settings.kubeconfig, context=settings.context)
-    return create_app(settings, store, time.time, binder=live.binder, events=live.events)
+    return create_app(settings, store, time.time, binder=live.binder, events=live.events,
+                      requeuer=live.requeuer, housekeeping=HOUSEKEEPING_SECONDS)
 
 
 def check_kubeconfig(settings: Settings) -> None:

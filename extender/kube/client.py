@@ -67,11 +67,13 @@ class Connection:
     _types: dict[tuple[str, str], ResourceType] | None = field(default=None, repr=False)
 
     def request(self, method: str, path: str, *, body: object = None,
-                query: dict[str, str] | None = None) -> Any:
-        """One REST call; returns the decoded JSON body."""
+                query: dict[str, str] | None = None,
+                content_type: str = "application/json") -> Any:
+        """One REST call; returns the decoded JSON body. A PATCH names its patch type in
+        ``content_type`` (``application/strategic-merge-patch+json``, ...)."""
         method_, url, headers, payload, post = self.api.param_serialize(
             method, path, query_params=list((query or {}).items()),
-            header_params={"Accept": "application/json", "Content-Type": "application/json"},
+            header_params={"Accept": "application/json", "Content-Type": content_type},
             body=body, auth_settings=["BearerToken"],
         )
         try:

@@ -9,10 +9,9 @@ from __future__ import annotations
 import datetime
 import itertools
 import logging
-import queue
-import threading
 
-from extender.kube.client import Connection, KubeError
+from extender.kube.client import Connection
+from extender.kube.writer import QueueWriter
 from extender.state.ports import PodEvent
 
 log = logging.getLogger("muster.events")
@@ -39,43 +38,26 @@ def event_body(event: PodEvent, *, now: datetime.datetime, seq: int) -> dict[str
 class KubeEvents:
     def __init__(self, conn: Connection, *, capacity: int = 1000) -> None:
         self.conn = conn
-        self._queue: queue.Queue[PodEvent] = queue.Queue(maxsize=capacity)
         self._seq = itertools.count()
-        self.written = 0
-        self.dropped = 0
-        self._thread = threading.Thread(target=self._run, name="events", daemon=True)
-        self._thread.start()
+        self._writer: QueueWriter[PodEvent] = QueueWriter(
+            self._write, name="events", capacity=capacity, log=log,
+            describe=lambda e: f"pod={e.pod.key} reason={e.reason}")
+
+    @property
+    def written(self) -> int:
+        return self._writer.written
+
+    @property
+    def dropped(self) -> int:
+        return self._writer.dropped
 
     def emit(self, event: PodEvent) -> None:
-        try:
-            self._queue.put_nowait(event)
-        except queue.Full:
-            self.dropped += 1
+        self._writer.put(event)
 
     def flush(self, timeout: float = 5.0) -> None:
-        """Wait until every queued event was attempted (for tests and shutdown)."""
-        done = threading.Event()
+        self._writer.flush(timeout)
 
-        def wait() -> None:
-            self._queue.join()
-            done.set()
-
-        threading.Thread(target=wait, daemon=True).start()
-        done.wait(timeout)
-
-    def _run(self) -> None:
-        while True:
-            event = self._queue.get()
-            try:
-                body = event_body(event, now=datetime.datetime.now(datetime.UTC),
-                                  seq=next(self._seq) % 65536)
-                self.conn.request("POST", f"/api/v1/namespaces/{event.pod.namespace}/events",
-                                  body=body)
-                self.written += 1
-            except KubeError as err:
-                log.warning("pod=%s reason=%s event=not-written problem=%r", event.pod.key,
-                            event.reason, str(err))
-            except Exception:
-                log.exception("pod=%s event=not-written", event.pod.key)
-            finally:
-                self._queue.task_done()
+    def _write(self, event: PodEvent) -> None:
+        body = event_body(event, now=datetime.datetime.now(datetime.UTC),
+                          seq=next(self._seq) % 65536)
+        self.conn.request("POST", f"/api/v1/namespaces/{event.pod.namespace}/events", body=body)

@@ -21,6 +21,7 @@ from extender.kube.binder import KubeBinder
 from extender.kube.client import Connection, KubeError, ResourceType, connect
 from extender.kube.events import KubeEvents
 from extender.kube.informer import Backoff, Informer, source_name
+from extender.kube.requeue import KubeRequeuer
 from extender.state.build import CatalogSnapshots
 from extender.state.store import DESCRIPTORS, KARTAS, NODES, PODS, StateStore
 
@@ -139,6 +140,7 @@ class LiveState:
     watches: Watches
     binder: KubeBinder
     events: KubeEvents
+    requeuer: KubeRequeuer
 
 
 def start_live(store: StateStore, snapshots: CatalogSnapshots, *, kubeconfig: str | None,
@@ -146,4 +148,4 @@ def start_live(store: StateStore, snapshots: CatalogSnapshots, *, kubeconfig: st
     conn = connect(kubeconfig, context)
     watches = Watches(conn, store, snapshots).start()
     return LiveState(conn=conn, watches=watches, binder=KubeBinder(conn),
-                     events=KubeEvents(conn))
+                     events=KubeEvents(conn), requeuer=KubeRequeuer(conn))

@@ -16,6 +16,7 @@ from typing import Any
 
 from extender.core.descriptor import Descriptor
 from extender.core.model import Role, WorkloadTree
+from extender.core.workload import gang_key
 
 #: Intermediate owners we can create as real built-in objects, by kind.
 _INTERMEDIATE = {"Job": "batch/v1", "StatefulSet": "apps/v1"}
@@ -84,14 +85,15 @@ def _group_labels(tree: WorkloadTree, descriptor: Descriptor, role: Role,
 
 def _intermediate(kind: str, name: str, *, owner: Mapping[str, Any], labels: dict[str, str],
                   template: Mapping[str, Any], pods: int) -> dict[str, Any]:
-    pod_template = {"metadata": {"labels": labels}, "spec": template["spec"]}
+    pod_spec = runnable(dict(template.get("spec") or {}))
+    pod_template = {"metadata": {"labels": labels}, "spec": pod_spec}
     meta = {"name": name, "namespace": owner["metadata"]["namespace"], "labels": labels,
             "ownerReferences": [owner_ref(owner)]}
     if kind == "Job":
         spec: dict[str, Any] = {"parallelism": pods, "completions": pods,
                                 "manualSelector": True,
                                 "selector": {"matchLabels": labels}, "template": pod_template}
-        spec["template"]["spec"] = {**template["spec"], "restartPolicy": "Never"}
+        spec["template"]["spec"] = {**pod_spec, "restartPolicy": "Never"}
     else:
         spec = {"replicas": pods, "serviceName": name, "selector": {"matchLabels": labels},
                 "template": pod_template}
@@ -147,3 +149,77 @@ def adopt(pod: dict[str, Any], uids: Mapping[tuple[str, str], str]) -> dict[str,
         if not ref.get("uid"):
             ref["uid"] = uids[(ref["kind"], ref["name"])]
     return pod
+
+
+# -- the upstream Workload API (gang mode) ------------------------------------------------------
+#: scheduling.k8s.io/v1beta1 as kube-scheduler v1.37.2's GangScheduling plugin reads it: a
+#: ``PodGroup`` with ``spec.schedulingPolicy.gang.minCount``, and each pod naming its group in
+#: ``spec.schedulingGroup.podGroupName``. The ``Workload`` holds the groups' templates.
+WORKLOAD_API = "scheduling.k8s.io/v1beta1"
+_MAX_TEMPLATES = 8  # WorkloadMaxPodGroupTemplates in k8s.io/api/scheduling/v1beta1
+
+
+def _template_name(descriptor: Descriptor, roles: list[str]) -> str:
+    """One template per kind of gang: every LWS group shares one, a JobSet has one."""
+    policy = descriptor.gangs.policy.value
+    if policy in ("workload", "replica"):
+        return "all" if policy == "workload" else "group"
+    return dns_name(*roles)
+
+
+def pod_groups(obj: Mapping[str, Any], tree: WorkloadTree, descriptor: Descriptor,
+               pods: list[dict[str, Any]]) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """The ``Workload`` and ``PodGroup`` objects a Workload-aware controller would create for
+    ``obj``'s gangs, and ``pods`` (from :func:`children`, same order) joined to their groups.
+
+    Returns ``(workload, podgroups)``; ``(None, [])`` when the workload has no gangs. The
+    PodGroups' owner is the Workload; fill its ``uid`` with :func:`adopt` once it is created.
+    """
+    if not tree.gangs:
+        return None, []
+    meta = obj["metadata"]
+    namespace = meta.get("namespace", "default")
+    prefix = f"{tree.ref.namespace}/{tree.ref.name}"
+    group_of: dict[str, str] = {}
+    templates: dict[str, int] = {}
+    groups: list[dict[str, Any]] = []
+    for gang in tree.gangs:
+        name = dns_name(tree.ref.name, gang.key[len(prefix):].lstrip("/"))
+        template = _template_name(descriptor, [m.role for m in gang.members])
+        templates.setdefault(template, gang.min_member)
+        group_of[gang.key] = name
+        groups.append({
+            "apiVersion": WORKLOAD_API, "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": namespace,
+                         "labels": {"muster.dev/sandbox-workload": dns_name(tree.ref.name)},
+                         "ownerReferences": [{"apiVersion": WORKLOAD_API, "kind": "Workload",
+                                              "name": dns_name(tree.ref.name), "uid": "",
+                                              "controller": True}]},
+            "spec": {"workloadRef": {"workloadName": dns_name(tree.ref.name),
+                                     "templateName": template},
+                     "schedulingPolicy": {"gang": {"minCount": gang.min_member}}},
+        })
+    if len(templates) > _MAX_TEMPLATES:
+        raise ValueError(f"{tree.ref.key}: {len(templates)} kinds of gang, more than a "
+                         f"Workload's {_MAX_TEMPLATES} podGroupTemplates")
+    members = {(g.key, m.role) for g in tree.gangs for m in g.members}
+    at = 0
+    for role in tree.roles:  # the order children() made the pods in
+        for replica in range(role.replicas):
+            key = gang_key(tree.ref, descriptor.gangs.policy, role=role.name, replica=replica)
+            for _ in range(role.pods_per_replica):
+                if key is not None and (key, role.name) in members:
+                    pods[at]["spec"]["schedulingGroup"] = {"podGroupName": group_of[key]}
+                at += 1
+    target_group = str(obj["apiVersion"]).rpartition("/")[0]
+    workload = {
+        "apiVersion": WORKLOAD_API, "kind": "Workload",
+        "metadata": {"name": dns_name(tree.ref.name), "namespace": namespace,
+                     "ownerReferences": [owner_ref(obj)]},
+        "spec": {"controllerRef": {"apiGroup": target_group, "kind": obj["kind"],
+                                   "name": meta["name"]},
+                 "podGroupTemplates": [{"name": name,
+                                        "schedulingPolicy": {"gang": {"minCount": count}}}
+                                       for name, count in templates.items()]},
+    }
+    return workload, groups

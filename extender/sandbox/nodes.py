@@ -8,12 +8,16 @@ RACK_LABEL = "muster.dev/rack"
 NVLINK_LABEL = "muster.dev/nvlink-domain"
 
 
-def fake_node(index: int, *, gpus: int, cpu: int = 64, memory_gi: int = 512,
-              nodes_per_rack: int = 4, prefix: str = "gpu-node") -> dict[str, Any]:
-    """A Node whose status says it has ``gpus`` GPUs; racks group ``nodes_per_rack`` nodes."""
+def fake_node(index: int, *, gpus: int, cpu: int = 224, memory_gi: int = 2048,
+              storage_gi: int = 30 * 1024, nodes_per_rack: int = 4,
+              prefix: str = "gpu-node") -> dict[str, Any]:
+    """A Node whose status says it has ``gpus`` GPUs; racks group ``nodes_per_rack`` nodes.
+
+    ``storage_gi`` is its ephemeral storage (local NVMe): without it, any pod that asks for
+    ephemeral storage fails kube-scheduler's own resource fit."""
     name = f"{prefix}-{index}"
     resources = {"cpu": str(cpu), "memory": f"{memory_gi}Gi", "nvidia.com/gpu": str(gpus),
-                 "pods": "110"}
+                 "ephemeral-storage": f"{storage_gi}Gi", "pods": "110"}
     return {
         "apiVersion": "v1",
         "kind": "Node",

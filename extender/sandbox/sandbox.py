@@ -57,8 +57,9 @@ class SandboxSpec:
     directory: Path = field(default_factory=default_dir)
     nodes: int = 4
     gpus_per_node: int = 8
-    cpu_per_node: int = 64
-    memory_gi_per_node: int = 512
+    # A DGX H100's shape: real manifests ask for hundreds of CPUs and GiB per 8-GPU pod.
+    cpu_per_node: int = 224
+    memory_gi_per_node: int = 2048
     nodes_per_rack: int = 4
     mode: SchedulerMode = SchedulerMode.MUSTER
     ports: Ports = field(default_factory=Ports)

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from extender.core.catalog import Catalog
 from extender.core.model import WorkloadTree
 from extender.core.workload import resolve_workload
 from extender.kube.client import Connection
-from extender.sandbox.controllers import adopt, children
+from extender.sandbox.controllers import adopt, children, pod_groups
 
 
 @dataclass(frozen=True)
@@ -21,6 +21,8 @@ class Submitted:
     tree: WorkloadTree
     intermediates: list[dict[str, Any]]
     pods: list[dict[str, Any]]
+    groups: list[dict[str, Any]] = field(default_factory=list)
+    """The Workload and PodGroups made for the upstream GangScheduling plugin, if asked."""
 
 
 def collection_path(api_version: str, plural: str, namespace: str) -> str:
@@ -38,8 +40,14 @@ def create(conn: Connection, obj: Mapping[str, Any], plural: str) -> dict[str, A
 
 
 def submit(conn: Connection, obj: Mapping[str, Any], catalog: Catalog, *,
-           namespace: str = "default", with_children: bool = True) -> Submitted:
-    """Create ``obj`` and, unless it is a bare Pod, what its controller would create."""
+           namespace: str = "default", with_children: bool = True,
+           workload_api: bool = False, scheduler_name: str | None = None) -> Submitted:
+    """Create ``obj`` and, unless it is a bare Pod, what its controller would create.
+
+    With ``workload_api`` (a gang-mode sandbox), also the ``Workload`` and one ``PodGroup`` per
+    gang, created before the pods, and each gang pod names its PodGroup, as the upstream
+    GangScheduling plugin needs. ``scheduler_name`` replaces the pods' ``schedulerName``: an
+    upstream manifest may name a scheduler (``kai-scheduler``) the sandbox does not run."""
     descriptor = catalog.require(obj)
     body = copy.deepcopy(dict(obj))
     body.setdefault("metadata", {}).setdefault("namespace", namespace)
@@ -55,5 +63,17 @@ def submit(conn: Connection, obj: Mapping[str, Any], catalog: Catalog, *,
         done = create(conn, item, plural)
         uids[(done["kind"], done["metadata"]["name"])] = done["metadata"]["uid"]
         made.append(done)
+    groups: list[dict[str, Any]] = []
+    if workload_api:
+        workload, pod_group_list = pod_groups(created, tree, descriptor, pods)
+        if workload is not None:
+            done = create(conn, workload, "workloads")
+            uids[("Workload", done["metadata"]["name"])] = done["metadata"]["uid"]
+            groups = [done] + [create(conn, adopt(g, uids), "podgroups")
+                               for g in pod_group_list]
+    if scheduler_name is not None:
+        for pod in pods:
+            pod["spec"]["schedulerName"] = scheduler_name
     created_pods = [create(conn, adopt(pod, uids), "pods") for pod in pods]
-    return Submitted(workload=created, tree=tree, intermediates=made, pods=created_pods)
+    return Submitted(workload=created, tree=tree, intermediates=made, pods=created_pods,
+                     groups=groups)

@@ -5,21 +5,26 @@ from __future__ import annotations
 from flask import Flask
 
 from extender.server.decider import Decider
+from extender.server.housekeeping import Housekeeper
 from extender.server.metrics import Metrics
 from extender.server.routes import bp
 from extender.server.settings import Settings
-from extender.state.ports import Binder, Clock, EventSink, MemoryEvents
+from extender.state.ports import Binder, Clock, EventSink, MemoryEvents, Requeuer
 from extender.state.store import StateStore
 
 
 def create_app(settings: Settings, state: StateStore, clock: Clock, *,
                binder: Binder | None = None, events: EventSink | None = None,
-               decider: Decider | None = None, prefix: str = "") -> Flask:
+               decider: Decider | None = None, prefix: str = "",
+               requeuer: Requeuer | None = None, housekeeping: float | None = None) -> Flask:
     """An app answering the extender verbs under ``prefix`` (empty: at the root).
 
     By default the gang service decides, reading ``state`` and holding ``clock``; ``binder``
     creates Bindings (the Kubernetes binder live, the in-memory one for snapshot files) and
     ``events`` records pod events. ``decider`` replaces the service (the do-nothing baseline).
+    ``requeuer`` makes kube-scheduler retry pods Muster turned away once their obstacle is
+    gone, and ``housekeeping`` (seconds) starts a thread doing that, and expiring plans, on a
+    clock rather than only when a request comes.
     """
     metrics = Metrics()
     if decider is None:
@@ -29,7 +34,10 @@ def create_app(settings: Settings, state: StateStore, clock: Clock, *,
 
         decider = GangService(state, settings=settings, clock=clock,
                               binder=binder or MemoryBinder(state),
-                              events=events or MemoryEvents(), count=metrics.count)
+                              events=events or MemoryEvents(), count=metrics.count,
+                              requeuer=requeuer)
+        if housekeeping:
+            Housekeeper(decider, interval=housekeeping).start()
     app = Flask("muster")
     app.config["MAX_CONTENT_LENGTH"] = settings.max_request_bytes
     chosen = decider

@@ -17,6 +17,7 @@ from typing import Any, cast
 from extender.core.decisions import (
     BindOutcome,
     CoreSettings,
+    FilterOutcome,
     decide_bind,
     decide_filter,
     decide_preempt,
@@ -43,7 +44,17 @@ from extender.server.wire import (
     preemption_result,
     priority_list,
 )
-from extender.state.ports import Binder, BindError, Clock, EventSink, EventType, PodEvent, PodRef
+from extender.state.ports import (
+    Binder,
+    BindError,
+    Clock,
+    EventSink,
+    EventType,
+    MemoryRequeuer,
+    PodEvent,
+    PodRef,
+    Requeuer,
+)
 from extender.state.store import StateStore
 
 log = logging.getLogger("muster.service")
@@ -69,11 +80,30 @@ def _no_count(_verb: str, _outcome: str) -> None:
     return None
 
 
+@dataclass(frozen=True, slots=True)
+class _TurnedAway:
+    """A pod filter failed everywhere, and what could change that without kube-scheduler
+    seeing a cluster event."""
+
+    pod: PodRef
+    untrusted: bool
+    """Turned away because the cluster state was not trusted (not synced, watch broken)."""
+    unresolved: bool
+    """Its workload or an owner between was not observed yet."""
+    plans: frozenset[GangKey]
+    """The plans holding capacity at the time; one of them ending may make room."""
+
+
 class GangService:
     def __init__(self, state: StateStore, *, settings: Settings, clock: Clock, binder: Binder,
-                 events: EventSink, count: Count = _no_count) -> None:
+                 events: EventSink, count: Count = _no_count,
+                 requeuer: Requeuer | None = None) -> None:
         self._state = state
         self._count = count
+        self._requeuer: Requeuer = requeuer or MemoryRequeuer()
+        self._turned_away: dict[str, _TurnedAway] = {}
+        """Pod UID -> why every node failed, until the pod passes, is bound, goes, or is
+        requeued."""
         self._settings = settings
         self._clock = clock
         self._binder = binder
@@ -159,6 +189,7 @@ class GangService:
         ready = self._state.readiness()
         if not ready.ready:
             self._count("filter", "not_ready")
+            self._turn_away(args.pod, untrusted=True)
             return filter_result(args, error=f"muster: cluster state not trusted ({ready.reason});"
                                              " refusing to place pods until it is resynced")
         pod, problem = self._request_pod(args.pod)
@@ -174,6 +205,15 @@ class GangService:
             if decision.gang is not None:
                 self._note(decision.gang, decision.reason)
             self._filter_event(pod, decision.gang, bool(decision.passed), decision.reason)
+            if decision.passed:
+                self._turned_away.pop(pod.uid, None)
+            elif decision.outcome is not FilterOutcome.REJECTED:
+                # REJECTED: not even an empty cluster holds the gang; only new nodes (a
+                # cluster event kube-scheduler sees) can change that.
+                self._turned_away[pod.uid] = _TurnedAway(
+                    PodRef(pod.namespace, pod.name, pod.uid), untrusted=False,
+                    unresolved=pod.uid in snapshot.unresolved,
+                    plans=frozenset(g for g, _ in self._ledger.reservations()))
         self._count("filter", str(decision.outcome))
         log.debug("verb=filter pod=%s gang=%s outcome=%s passed=%d reason=%r", pod.key,
                   decision.gang, decision.outcome, len(decision.passed), decision.reason)
@@ -362,6 +402,46 @@ class GangService:
         self._last_event[pod.uid] = (reason, message)
         self._events.emit(PodEvent(PodRef(pod.namespace, pod.name, pod.uid), type_, reason,
                                    message))
+
+    # --- housekeeping: time passes and state changes without requests ------------------------
+
+    def housekeep(self) -> int:
+        """Expire what is due, and requeue turned-away pods whose obstacle is gone; returns
+        how many were requeued. Run every second or so by the server's housekeeper."""
+        ready = self._state.readiness().ready
+        with self._cond:
+            now = self._clock()
+            snapshot = self._prepare(now) if ready else self._state.snapshot()
+            plans = {g for g, _ in self._ledger.reservations()}
+            due: dict[str, list[PodRef]] = {}
+            for uid, away in list(self._turned_away.items()):
+                pod = snapshot.pods.get(uid)
+                if away.untrusted:
+                    if not ready:
+                        continue
+                    reason = "the cluster state is trusted again"
+                elif pod is None or pod.node_name is not None:
+                    del self._turned_away[uid]  # gone or bound: nothing to retry
+                    continue
+                elif away.unresolved and uid not in snapshot.unresolved:
+                    reason = "its workload is observed now"
+                elif away.plans - plans:
+                    reason = "a gang plan ended and released its capacity"
+                else:
+                    continue
+                del self._turned_away[uid]
+                due.setdefault(reason, []).append(away.pod)
+        for reason, pods in sorted(due.items()):
+            log.info("event=requeue pods=%d reason=%r", len(pods), reason)
+            self._requeuer.requeue(pods, reason)
+        return sum(len(p) for p in due.values())
+
+    def _turn_away(self, raw: Mapping[str, Any], *, untrusted: bool) -> None:
+        meta = _with_identity(raw).get("metadata") or {}
+        ref = PodRef(str(meta.get("namespace")), str(meta.get("name")), str(meta.get("uid")))
+        with self._cond:
+            self._turned_away[ref.uid] = _TurnedAway(ref, untrusted=untrusted, unresolved=False,
+                                                     plans=frozenset())
 
     # --- introspection -----------------------------------------------------------------------
 

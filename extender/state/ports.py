@@ -7,7 +7,7 @@ recorder (live mode) or the in-memory ones below (snapshot-file mode, tests) int
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
@@ -54,6 +54,32 @@ class Binder(Protocol):
 class EventSink(Protocol):
     def emit(self, event: PodEvent) -> None:
         """Record an event on a pod; must not block the caller on the network."""
+
+
+class Requeuer(Protocol):
+    def requeue(self, pods: Sequence[PodRef], reason: str) -> None:
+        """Make kube-scheduler try ``pods`` again; must not block the caller on the network.
+
+        kube-scheduler retries a pod an extender turned away only on a cluster event it
+        watches (a node or pod change) or after minutes in its unschedulable queue; what
+        Muster learns on its own (a plan ended, a workload observed, the state trusted again)
+        is no such event, so Muster makes one: a change of the pod's status."""
+
+
+class MemoryRequeuer:
+    """Requeues recorded in memory (snapshot-file mode and tests), oldest first."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._requeued: list[tuple[PodRef, str]] = []
+
+    def requeue(self, pods: Sequence[PodRef], reason: str) -> None:
+        with self._lock:
+            self._requeued.extend((pod, reason) for pod in pods)
+
+    def requeued(self) -> list[tuple[PodRef, str]]:
+        with self._lock:
+            return list(self._requeued)
 
 
 class MemoryEvents:

@@ -1,0 +1,59 @@
+"""A bounded queue drained by one background thread: API writes that must never make a
+scheduling decision wait (events, requeues). When the API server is slow and the queue is
+full, the newest item is dropped and counted rather than memory growing."""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Callable
+from typing import Generic, TypeVar
+
+from extender.kube.client import KubeError
+
+T = TypeVar("T")
+
+
+class QueueWriter(Generic[T]):
+    def __init__(self, write: Callable[[T], None], *, name: str, capacity: int,
+                 describe: Callable[[T], str], log: logging.Logger) -> None:
+        self._write = write
+        self._describe = describe
+        self._log = log
+        self._queue: queue.Queue[T] = queue.Queue(maxsize=capacity)
+        self.written = 0
+        self.dropped = 0
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def put(self, item: T) -> None:
+        try:
+            self._queue.put_nowait(item)
+        except queue.Full:
+            self.dropped += 1
+
+    def flush(self, timeout: float = 5.0) -> None:
+        """Wait until every queued item was attempted (for tests and shutdown)."""
+        done = threading.Event()
+
+        def wait() -> None:
+            self._queue.join()
+            done.set()
+
+        threading.Thread(target=wait, daemon=True).start()
+        done.wait(timeout)
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            try:
+                self._write(item)
+                self.written += 1
+            except KubeError as err:
+                self._log.warning("%s event=not-written problem=%r", self._describe(item),
+                                  str(err))
+            except Exception:
+                self._log.exception("%s event=not-written", self._describe(item))
+            finally:
+                self._queue.task_done()

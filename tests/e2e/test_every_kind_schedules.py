@@ -1,0 +1,61 @@
+"""Every workload kind of the catalog, from a real upstream manifest, scheduled for real.
+
+Each manifest is applied as its operator would make it run (the workload, then the Jobs,
+StatefulSets and pods its controller creates, built from what the descriptor resolves), and every
+pod must end up bound by the real kube-scheduler with Muster as its extender.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from extender.core.catalog import Catalog
+from extender.sandbox.sandbox import Sandbox
+from extender.sandbox.submit import submit
+from tests.e2e.conftest import bound, load_example, pods_in, scheduled_message, wait_until
+
+pytestmark = pytest.mark.e2e
+
+#: One manifest per kind, each small enough for the session cluster (4 nodes x 8 GPUs).
+EXAMPLES = {
+    "JobSet": "jobset/jobset__site__static__examples__simple__paralleljobs.yaml",
+    "PyTorchJob": "kubeflow-training-operator/"
+                  "training-operator__examples__pytorch__mnist__v1__pytorch_job_mnist_nccl.yaml",
+    "RayCluster": "kuberay/kuberay__ray-operator__config__samples__ray-cluster.verl.yaml",
+    "RayJob": "kuberay/kuberay__ray-operator__config__samples__pytorch-resnet-image-classifier"
+              "__ray-job.pytorch-image-classifier.yaml",
+    "RayService": "kuberay/kuberay__ray-operator__config__samples__ray-service.llm-serve.yaml",
+    "InferenceService": "kserve/kserve__docs__samples__storage__hf__hf_isvc.yaml",
+    "KnativeService": "knative-docs/"
+                      "knative-docs__code-samples__serving__hello-world__helloworld-go__service.yaml",
+    "MPIJob": "kubeflow-mpi-operator/"
+              "mpi-operator__examples__v2beta1__tensorflow-benchmarks__tensorflow-benchmarks.yaml",
+    "NIMService": "nim-operator/nim-operator__config__samples__nim__serving__standalone__basic"
+                  "__llm.yaml",
+    "LeaderWorkerSet": "lws/lws__docs__examples__vllm__GPU__lws.yaml",
+    "Milvus": "milvus-operator/milvus-operator__config__samples__milvus_default.yaml",
+    "PodCliqueSet": "grove/grove__operator__e2e__yaml__auto-mnnvl__mnnvl-comprehensive-mix.yaml",
+    "DynamoGraphDeployment": "dynamo/dynamo__examples__backends__vllm__deploy__disagg.yaml",
+    "Job": "kai-scheduler/kai__docs__batch__batch-job.yaml",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(EXAMPLES))
+def test_the_upstream_example_is_scheduled_whole(kind: str, sandbox: Sandbox, namespace: str,
+                                                 catalog: Catalog) -> None:
+    conn = sandbox.connection()
+    workloads = [d for d in load_example(EXAMPLES[kind])
+                 if catalog.for_object(d) is not None and d.get("kind") != "Pod"]
+    assert workloads, f"no {kind} in {EXAMPLES[kind]}"
+    expected = 0
+    for doc in workloads:
+        doc.setdefault("metadata", {})["namespace"] = namespace
+        # Some examples name their own scheduler (KAI's); the sandbox runs only its own.
+        made = submit(conn, doc, catalog, namespace=namespace,
+                      scheduler_name="default-scheduler")
+        assert len(made.pods) == made.tree.pods
+        expected += made.tree.pods
+    assert expected > 0
+    assert wait_until(lambda: len(bound(pods_in(conn, namespace))) == expected, timeout=90), (
+        [(p["metadata"]["name"], scheduled_message(p))
+         for p in pods_in(conn, namespace) if not p["spec"].get("nodeName")])
