@@ -56,8 +56,8 @@ from extender.core.karta_model import (
 from extender.core.model import Phase
 from extender.core.paths import compile_path
 
-__all__ = ["KartaInstances", "as_count", "compile_any", "compile_karta", "descriptor_of",
-           "gang_plan", "instances", "label_names"]
+__all__ = ["PHASES", "KartaInstances", "as_count", "compile_any", "compile_karta",
+           "descriptor_of", "gang_plan", "instances", "label_names", "pod_match"]
 
 #: Status mapping keys -> Muster phases. Muster has no Suspending/Resuming/Pending/Progressing
 #: phase; each maps to the phase a scheduler treats alike.
@@ -336,7 +336,8 @@ def _status(root: Component) -> StatusSpec:
 # ---------------------------------------------------------------- pods
 
 
-def _pods(karta: Karta, workload_label: str | None, notes: list[str]) -> PodMatch:
+def pod_match(karta: Karta, workload_label: str | None, notes: list[str]) -> PodMatch:
+    """How pods are tied to the workload, role and replica, from the Karta's selectors."""
     root_kind = karta.root.kind
     owners = sorted({c.kind[2] for c in karta.components[1:] if c.kind and c.kind != root_kind
                      and c.kind[2] != "Pod"} | {k[2] for k in karta.additional_kinds})
@@ -413,7 +414,7 @@ def descriptor_of(karta: Karta, *, source: str = "") -> Descriptor:
                                           filters=members.get(c.name, ()),
                                           replica_peers=peers if c.name in members else ()))
                   for c in pod_bearing)
-    pods = _pods(karta, workload_label, notes)
+    pods = pod_match(karta, workload_label, notes)
     assert karta.root.kind is not None
     group, version, kind = karta.root.kind
     return Descriptor(

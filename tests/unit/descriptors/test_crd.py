@@ -64,7 +64,8 @@ def test_the_schema_rejects_bad_enums_and_missing_targets() -> None:
     doc["spec"]["gangs"]["policy"] = "everything"
     del doc["spec"]["target"]
     assert sorted(violations(doc, SCHEMA)) == [
-        ".spec.gangs.policy: not one of ['workload', 'replica', 'roleReplica', 'none']",
+        ".spec.gangs.policy: not one of ['workload', 'replica', 'role', 'roleReplica', "
+        "'none']",
         ".spec.target: required",
     ]
 
