@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from extender.core.catalog import Catalog
+from extender.core.workload import resolve_workload
 from extender.kube.client import Connection
 from extender.sandbox.controllers import adopt, children
 from extender.sandbox.sandbox import Sandbox
@@ -192,3 +193,28 @@ def test_a_bind_barrier_timeout_releases_everything(tmp_path: Any, catalog: Cata
                           timeout=45)
     finally:
         box.down()
+
+
+def test_pods_that_reached_the_scheduler_before_their_workload_bind_once_it_is_observed(
+        sandbox: Sandbox, namespace: str, catalog: Catalog) -> None:
+    """Informers lag: a gang's pods may reach kube-scheduler before Muster has seen their
+    JobSet, and are turned away. A JobSet or Job appearing is no event kube-scheduler
+    watches, so without Muster's requeue they would sit for its five-minute flush."""
+    conn = sandbox.connection()
+    workload = jobset("late", namespace, ("workers", 2, 4))
+    descriptor = catalog.require(workload)
+    unborn = {**workload, "metadata": {**workload["metadata"], "uid": "not-created-yet"}}
+    intermediates, pods = children(unborn, resolve_workload(unborn, descriptor), descriptor)
+    owners = {(i["kind"], i["metadata"]["name"]): "not-created-yet" for i in intermediates}
+    for pod in pods:
+        create(conn, adopt(pod, owners), "pods")
+    assert wait_until(lambda: all("not observed yet" in scheduled_message(p)
+                                  for p in pods_in(conn, namespace)), timeout=30)
+    time.sleep(2)  # both are in kube-scheduler's unschedulable queue now
+    staged(conn, workload, catalog)  # the JobSet and its Job, no pod, no node change
+    assert wait_until(lambda: len(bound(pods_in(conn, namespace))) == 2, timeout=30), [
+        scheduled_message(p) for p in pods_in(conn, namespace)]
+    requeued = [c for p in pods_in(conn, namespace)
+                for c in p.get("status", {}).get("conditions", [])
+                if c["type"] == "muster.dev/Gang"]
+    assert requeued and all(c["reason"] == "Requeued" for c in requeued)
