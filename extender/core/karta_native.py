@@ -20,7 +20,6 @@ count) raises :class:`~extender.core.expressions.DescriptorError` naming its fie
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,22 +34,29 @@ from extender.core.karta_jqast import (
     Call,
     Field,
     If,
-    Index,
-    Iter,
     JqUnsupported,
     Lit,
     Node,
     Path,
     Pipe,
-    Step,
     parse_jq,
+)
+from extender.core.karta_jsonpath import (
+    ITEM,
+    OBJECT,
+    Expr,
+    Filter,
+    Scope,
+    Seg,
+    Unsupported,
+    chain,
+    render,
+    scope_of,
+    zero_default,
 )
 from extender.core.karta_model import Component, Karta, Matcher, StatusDef, read_karta
 
 __all__ = ["Translation", "karta_to_native", "translate"]
-
-ITEM = "item"
-OBJECT = "object"
 
 
 @dataclass(frozen=True)
@@ -60,369 +66,6 @@ class Translation:
     """The native ``WorkloadDescriptor`` document."""
     notes: tuple[str, ...] = ()
     """``field.path: what`` for each part that is not translated exactly."""
-
-
-class _Unsupported(Exception):
-    """This expression has no native form; the message says why."""
-
-
-# ---------------------------------------------------------------- jq trees -> path steps
-
-
-@dataclass(frozen=True, slots=True)
-class _Filter:
-    """``[?(...)]``: an iteration narrowed by a ``select``."""
-
-    text: str
-
-
-@dataclass(frozen=True, slots=True)
-class _Keys:
-    """``to_entries[] | .key``: the keys of a map (a role name from its map key)."""
-
-
-_Seg = Step | _Filter | _Keys
-
-
-def _segments(node: Node) -> list[Node]:
-    if isinstance(node, Pipe):
-        return _segments(node.left) + _segments(node.right)
-    return [node]
-
-
-def _chain(node: Node, *, numeric: bool = False) -> tuple[_Seg, ...]:
-    """The steps of a path-like program: paths piped into paths, ``select`` after ``[]``,
-    ``to_entries[] | .key``, and (for counts) a trailing ``tonumber``."""
-    out: list[_Seg] = []
-    segs = _segments(node)
-    i = 0
-    while i < len(segs):
-        seg = segs[i]
-        if isinstance(seg, Path):
-            out.extend(seg.steps)
-        elif isinstance(seg, Call) and seg.name == "select" and len(seg.args) == 1 \
-                and out and isinstance(out[-1], Iter):
-            out[-1] = _Filter(_filter(seg.args[0]))
-        elif isinstance(seg, Call) and seg.name == "to_entries" and not seg.args:
-            rest = segs[i + 1:i + 3]
-            if (len(rest) == 2 and rest[0] == Path((Iter(),))
-                    and rest[1] in (Path((Field("key"),)), Path((Field("value"),)))):
-                out.append(_Keys() if rest[1] == Path((Field("key"),)) else Iter())
-                i += 3
-                continue
-            if len(rest) >= 1 and isinstance(rest[0], Path) and rest[0].steps[:1] == (
-                    Iter(),) and rest[0].steps[1:2] in ((Field("key"),), (Field("value"),)):
-                key = rest[0].steps[1] == Field("key")
-                out.append(_Keys() if key else Iter())
-                out.extend(rest[0].steps[2:])
-                i += 2
-                continue
-            raise _Unsupported("'to_entries' other than 'to_entries[] | .key' or '.value'")
-        elif isinstance(seg, Call) and seg.name == "tonumber" and numeric and i == len(segs) - 1:
-            pass  # counts accept numeric strings already
-        else:
-            raise _Unsupported(f"{_describe(seg)} has no JSONPath form")
-        i += 1
-    return tuple(out)
-
-
-def _describe(node: Node) -> str:
-    if isinstance(node, Call):
-        return f"'{node.name}'"
-    if isinstance(node, BinOp):
-        return f"'{node.op}'"
-    if isinstance(node, Alt):
-        return "'//'"
-    if isinstance(node, If):
-        return "'if'"
-    if isinstance(node, Lit):
-        return f"the literal {node.value!r}"
-    return "this step"
-
-
-def _filter(cond: Node) -> str:
-    """A ``select`` condition as a jsonpath-ng filter body."""
-    if isinstance(cond, BinOp) and cond.op == "and":
-        parts = [p for p in (cond.left, cond.right) if not _is_type_object(p)]
-        return " & ".join(_filter(p) for p in parts)
-    if isinstance(cond, Path) and all(isinstance(s, Field) for s in cond.steps) and cond.steps:
-        return "@" + _render(cond.steps)  # existence: what jq's truthiness means for objects
-    if isinstance(cond, BinOp) and cond.op == "==" and isinstance(cond.left, Path) \
-            and isinstance(cond.right, Lit) and isinstance(cond.right.value, str | int):
-        value = cond.right.value
-        literal = f"'{value}'" if isinstance(value, str) else str(value)
-        return f"@{_render(cond.left.steps)} == {literal}"
-    raise _Unsupported("this 'select' condition has no JSONPath filter form")
-
-
-def _is_type_object(node: Node) -> bool:
-    return (isinstance(node, BinOp) and node.op == "==" and node.left == Call("type")
-            and node.right == Lit("object"))
-
-
-_PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
-def _render(steps: tuple[_Seg, ...]) -> str:
-    out = ""
-    for s in steps:
-        if isinstance(s, Field):
-            out += f".{s.name}" if _PLAIN.fullmatch(s.name) else f".'{s.name}'"
-        elif isinstance(s, Iter | _Keys):
-            out += "[*]"
-        elif isinstance(s, Index):
-            out += f"[{s.index}]"
-        else:
-            out += f"[?({s.text})]"
-    return out
-
-
-# ---------------------------------------------------------------- a component's scope
-
-
-@dataclass
-class _Scope:
-    """Where a component's paths are read: the object, or the items of ``base``."""
-
-    base: tuple[_Seg, ...] | None = None
-    keys: bool = False
-    """The items are a map's entries named by key (``to_entries[] | .key``)."""
-
-    @property
-    def each(self) -> bool:
-        return self.base is not None
-
-    def ref(self, steps: tuple[_Seg, ...]) -> tuple[str, str]:
-        """``(jsonpath, scope)`` of a path inside this scope."""
-        if self.base is not None and steps[:len(self.base)] == self.base and \
-                len(steps) > len(self.base) and isinstance(steps[len(self.base)],
-                                                          Iter | _Keys):
-            rest = steps[len(self.base) + 1:]
-            if any(isinstance(s, _Keys) for s in rest):
-                raise _Unsupported("a map key read below the role's items")
-            return "$" + _render(rest), ITEM
-        if any(isinstance(s, _Keys) for s in steps):
-            raise _Unsupported("a map key read outside the role's items")
-        if self.base is not None and _first_iteration(steps) is not None:
-            raise _Unsupported("it iterates a different list than the component's other paths "
-                               f"({'$' + _render(self.base)}[*])")
-        return "$" + _render(steps), OBJECT if self.base is not None else ITEM
-
-
-def _first_iteration(steps: tuple[_Seg, ...]) -> int | None:
-    for i, s in enumerate(steps):
-        if isinstance(s, Iter | _Keys):
-            return i
-    return None
-
-
-def _paths_in(node: Node) -> list[tuple[_Seg, ...]]:
-    """The path chains a program reads (best effort; only for finding the iterated list)."""
-    if isinstance(node, Pipe | Path | Call) and not (isinstance(node, Call) and node.args):
-        try:
-            return [_chain(node, numeric=True)]
-        except _Unsupported:
-            pass
-    out: list[tuple[_Seg, ...]] = []
-    if isinstance(node, Pipe):
-        left = _paths_in(node.left)
-        out.extend(left)
-        out.extend(_paths_in(node.right) if not left else [])
-        if left and isinstance(node.right, BinOp | Alt | If):
-            # .spec.x[] | (.a // 1) * .b: the right side reads the items of the left.
-            prefix = left[0]
-            out.extend(prefix + p for p in _paths_in(node.right))
-    elif isinstance(node, Alt | BinOp):
-        out.extend(_paths_in(node.left) + _paths_in(node.right))
-    elif isinstance(node, If):
-        out.extend(_paths_in(node.cond) + _paths_in(node.then) + _paths_in(node.orelse))
-    elif isinstance(node, Call):
-        for arg in node.args:
-            out.extend(_paths_in(arg))
-    return out
-
-
-def _scope_of(c: Component, trees: Mapping[str, Node]) -> _Scope:
-    bases: dict[tuple[_Seg, ...], bool] = {}
-    for tree in trees.values():
-        for steps in _paths_in(tree):
-            at = _first_iteration(steps)
-            if at is not None:
-                bases.setdefault(steps[:at], False)
-                if isinstance(steps[at], _Keys):
-                    bases[steps[:at]] = True
-    if len(bases) > 1:
-        raise DescriptorError(c.at, "its paths iterate over different lists ("
-                              + ", ".join("$" + _render(b) + "[*]" for b in bases)
-                              + "); a native role iterates over one")
-    if not bases:
-        return _Scope()
-    [(base, keys)] = bases.items()
-    return _Scope(base=base, keys=keys)
-
-
-# ---------------------------------------------------------------- counts and conditions
-
-
-@dataclass(frozen=True, slots=True)
-class _Relative:
-    """A program read against the role's item (what follows ``.spec.x[] |``)."""
-
-    node: Node
-
-
-def _strip(node: Node, scope: _Scope) -> Node | _Relative:
-    """``.spec.x[] | EXPR`` -> EXPR read per item (the iteration is the role's forEach)."""
-    if isinstance(node, Pipe) and scope.base is not None and isinstance(node.left, Path):
-        left = node.left.steps
-        if left[:len(scope.base)] == scope.base and len(left) == len(scope.base) + 1:
-            return _Relative(node.right)
-    return node
-
-
-class _Expr:
-    """Counts and conditions of one component, in its scope."""
-
-    def __init__(self, scope: _Scope) -> None:
-        self.scope = scope
-
-    def path(self, node: Node, *, relative: bool, numeric: bool = False) -> dict[str, Any]:
-        steps = _chain(node, numeric=numeric)
-        if relative:
-            if _first_iteration(steps) is not None:
-                raise _Unsupported("it iterates again inside the role's items")
-            return {"path": "$" + _render(steps)}
-        jsonpath, scope = self.scope.ref(steps)
-        out: dict[str, Any] = {"path": jsonpath}
-        if scope == OBJECT:
-            out["scope"] = OBJECT
-        return out
-
-    def count(self, node: Node | _Relative, *, relative: bool = False) -> Any:
-        if isinstance(node, _Relative):
-            return self.count(node.node, relative=True)
-        if isinstance(node, Lit):
-            value = node.value
-            if isinstance(value, bool) or value is None:
-                raise _Unsupported(f"the literal {value!r} is not a count")
-            if isinstance(value, str):
-                try:
-                    return int(value.strip())
-                except ValueError:
-                    raise _Unsupported(f"the literal {value!r} is not a count") from None
-            if isinstance(value, float) and not value.is_integer():
-                raise _Unsupported(f"the literal {value!r} is not a count")
-            return int(value)  # type: ignore[call-overload]
-        if isinstance(node, Pipe) and isinstance(node.left, Path) and self.scope.base and \
-                not relative:
-            stripped = _strip(node, self.scope)
-            if isinstance(stripped, _Relative):
-                return self.count(stripped)
-        if isinstance(node, Pipe) and node.right == Call("tonumber"):
-            return self.count(node.left, relative=relative)
-        if isinstance(node, Path | Pipe):
-            return self.path(node, relative=relative, numeric=True)
-        if isinstance(node, Alt):
-            first = self.count(node.left, relative=relative)
-            if not (isinstance(first, dict) and set(first) <= {"path", "scope"}):
-                raise _Unsupported("'//' after something other than a path")
-            second = self.count(node.right, relative=relative)
-            if isinstance(second, dict) and set(second) <= {"path", "scope"} and \
-                    second.get("scope") == first.get("scope"):
-                paths = first["path"] if isinstance(first["path"], list) else [first["path"]]
-                return {**first, "path": [*paths, second["path"]]}
-            if isinstance(second, dict) and "path" in second and "default" in second and \
-                    second.get("scope") == first.get("scope") and set(second) <= {
-                        "path", "scope", "default"}:
-                paths = second["path"] if isinstance(second["path"], list) else [
-                    second["path"]]
-                return {**second, "path": [first["path"], *paths]}
-            return {**first, "default": second}
-        if isinstance(node, BinOp) and node.op in ("*", "+", "-"):
-            left = self.count(node.left, relative=relative)
-            right = self.count(node.right, relative=relative)
-            if node.op == "*":
-                return {"product": [left, right]}
-            if node.op == "+":  # jq: null + n is n
-                return {"sum": [_zero_default(left), _zero_default(right)]}
-            negated = -right if isinstance(right, int) else {"product": [right, -1]}
-            return {"sum": [left, negated]}
-        if isinstance(node, If):
-            return {"if": self.cond(node.cond, relative=relative),
-                    "then": self.count(node.then, relative=relative),
-                    "else": self.count(node.orelse, relative=relative)}
-        raise _Unsupported(f"{_describe(node)} has no count form")
-
-    def cond(self, node: Node, *, relative: bool = False) -> dict[str, Any]:
-        if isinstance(node, BinOp) and node.op in ("and", "or"):
-            key = "all" if node.op == "and" else "any"
-            return {key: [self.cond(node.left, relative=relative),
-                          self.cond(node.right, relative=relative)]}
-        if isinstance(node, Pipe) and node.right == Call("not"):
-            return {"not": self.cond(node.left, relative=relative)}
-        if isinstance(node, BinOp) and node.op in ("==", "!=", "<", "<=", ">", ">="):
-            left, right, op = node.left, node.right, node.op
-            if isinstance(left, Lit) and not isinstance(right, Lit):
-                left, right = right, left
-                op = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}.get(op, op)
-            if not isinstance(right, Lit):
-                raise _Unsupported("a comparison of two paths has no condition form")
-            return self.compare(left, op, right.value, relative=relative)
-        if isinstance(node, Path | Pipe):  # truthiness: neither null nor false
-            ref = self.path(node, relative=relative)
-            return {"all": [{**ref, "exists": True}, {**ref, "notEquals": False}]}
-        raise _Unsupported(f"{_describe(node)} has no condition form")
-
-    def compare(self, left: Node, op: str, value: object, *, relative: bool) -> dict[str, Any]:
-        default: tuple[object] | None = None
-        if isinstance(left, Alt) and isinstance(left.right, Lit):
-            default = (left.right.value,)
-            left = left.left
-        ref = self.path(left, relative=relative)
-        test = _test(ref, op, value)
-        if default is None:
-            return test
-        if _holds(default[0], op, value):
-            return {"any": [{**ref, "exists": False}, test]}
-        return {"all": [{**ref, "exists": True}, test]}
-
-
-def _zero_default(count: Any) -> Any:
-    if isinstance(count, dict) and "path" in count and "default" not in count:
-        return {**count, "default": 0}
-    return count
-
-
-def _test(ref: dict[str, Any], op: str, value: object) -> dict[str, Any]:
-    """A path test with jq's meaning when the value is missing (null sorts first)."""
-    if value is None:
-        if op not in ("==", "!="):
-            raise _Unsupported("ordering against null has no condition form")
-        return {**ref, "exists": op == "!="}
-    if op in ("==", "!="):
-        return {**ref, ("equals" if op == "==" else "notEquals"): value}
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise _Unsupported(f"'{op}' against {value!r} has no condition form")
-    greater = {**ref, "greaterThan": value}
-    at_least = {"any": [greater, {**ref, "equals": value}]}
-    return {">": greater, ">=": at_least, "<": {"not": at_least},
-            "<=": {"not": greater}}[op]
-
-
-def _holds(left: object, op: str, right: object) -> bool:
-    """``left op right`` for literals, in jq's order (null < false < true < numbers)."""
-    def rank(v: object) -> tuple[int, Any]:
-        if v is None:
-            return (0, 0)
-        if isinstance(v, bool):
-            return (1, int(v))
-        if isinstance(v, int | float):
-            return (2, v)
-        return (3, str(v))
-
-    a, b = rank(left), rank(right)
-    return {"==": a == b, "!=": a != b, "<": a < b, "<=": a <= b, ">": a > b,
-            ">=": a >= b}[op]
 
 
 # ---------------------------------------------------------------- the document
@@ -525,23 +168,23 @@ def _role(c: Component, notes: _Notes, *, in_replica_gang: bool) -> _Role:
             continue
         if tree is not None:
             trees[key] = tree
-    scope = _scope_of(c, trees)
-    expr = _Expr(scope)
+    scope = scope_of(c, trees)
+    expr = Expr(scope)
     doc: dict[str, Any] = {}
     if scope.base is not None:
-        doc["forEach"] = "$" + _render(scope.base) + "[*]"
-        if any(isinstance(s, _Filter) for s in scope.base):
+        doc["forEach"] = "$" + render(scope.base) + "[*]"
+        if any(isinstance(s, Filter) for s in scope.base):
             raise DescriptorError(c.at, "cannot translate: a role iterating a filtered list")
-        notes.add(f"{c.at}", f"jq's '[]' fails when {'$' + _render(scope.base)} is absent "
+        notes.add(f"{c.at}", f"jq's '[]' fails when {'$' + render(scope.base)} is absent "
                   "(the Karta then does not resolve); the translation's forEach selects no "
                   "items and leaves the role out")
 
     def ref(key: str) -> Any:
         at, _ = fields[key]
         try:
-            steps = _chain(trees[key])
+            steps = chain(trees[key])
             jsonpath, where = scope.ref(steps)
-        except _Unsupported as err:
+        except Unsupported as err:
             raise DescriptorError(at, f"cannot translate: {fields[key][1].text!r}: {err}"
                                   ) from None
         return jsonpath if where == ITEM else {"path": jsonpath, "scope": OBJECT}
@@ -550,7 +193,7 @@ def _role(c: Component, notes: _Notes, *, in_replica_gang: bool) -> _Role:
         at, path = fields[key]
         try:
             return expr.count(trees[key])
-        except _Unsupported as err:
+        except Unsupported as err:
             if essential:
                 raise DescriptorError(at, f"cannot translate: {path.text!r}: {err}") from None
             notes.add(at, f"not translated: {path.text!r}: {err}")
@@ -600,7 +243,7 @@ def _role(c: Component, notes: _Notes, *, in_replica_gang: bool) -> _Role:
             replicas = {**replicas, "default": 0}
     elif "min" in trees:
         minimum = count("min", essential=False)
-        replicas = 1 if minimum is None else {"max": [1, _zero_default(minimum)
+        replicas = 1 if minimum is None else {"max": [1, zero_default(minimum)
                                                       if not isinstance(minimum, dict) else
                                                       {**minimum, "default": 1}
                                                       if set(minimum) <= {"path", "scope"}
@@ -628,7 +271,7 @@ def _greater_than_zero(count: Any) -> dict[str, Any] | None:
     return None
 
 
-def _presence(fields: Mapping[str, tuple[str, JqPath]], trees: Mapping[str, Node], expr: _Expr,
+def _presence(fields: Mapping[str, tuple[str, JqPath]], trees: Mapping[str, Node], expr: Expr,
               ref: Callable[[str], Any]) -> dict[str, Any] | None:
     """Muster leaves a component out when it has neither a template nor a replica count."""
     if "replicas" in trees and not _nullable(trees["replicas"]):
@@ -643,7 +286,7 @@ def _presence(fields: Mapping[str, tuple[str, JqPath]], trees: Mapping[str, Node
     if "replicas" in trees:
         try:
             replicas = expr.count(trees["replicas"])
-        except _Unsupported:
+        except Unsupported:
             return None
         if isinstance(replicas, dict) and set(replicas) <= {"path", "scope"}:
             tests.append({**replicas, "exists": True})
@@ -656,13 +299,13 @@ def _presence(fields: Mapping[str, tuple[str, JqPath]], trees: Mapping[str, Node
 
 
 def _affinity(c: Component, fields: Mapping[str, tuple[str, JqPath]], trees: Mapping[str, Node],
-              scope: _Scope, notes: _Notes) -> Any:
+              scope: Scope, notes: _Notes) -> Any:
     keys = [k for k in ("podAffinityPath", "nodeAffinityPath") if k in trees]
     if not keys:
         return None
-    parents: set[tuple[_Seg, ...] | None] = set()
+    parents: set[tuple[Seg, ...] | None] = set()
     for key in keys:
-        steps = _chain(trees[key]) if isinstance(trees[key], Path | Pipe) else ()
+        steps = chain(trees[key]) if isinstance(trees[key], Path | Pipe) else ()
         want = Field("podAffinity" if key == "podAffinityPath" else "nodeAffinity")
         if not steps or steps[-1] != want:
             parents.add(None)
@@ -678,7 +321,7 @@ def _affinity(c: Component, fields: Mapping[str, tuple[str, JqPath]], trees: Map
     assert parent is not None
     try:
         jsonpath, where = scope.ref(parent)
-    except _Unsupported as err:
+    except Unsupported as err:
         notes.add(fields[keys[0]][0], f"not translated: {err}")
         return None
     notes.add(fields[keys[0]][0], f"podAffinityPath/nodeAffinityPath become 'affinity: "
@@ -763,18 +406,18 @@ def _status(root: Component, notes: _Notes) -> dict[str, Any]:
     status = root.status
     assert status is not None
     sat = f"{root.at}.statusDefinition"
-    expr = _Expr(_Scope())
+    expr = Expr(Scope())
     out: dict[str, Any] = {}
     if status.conditions is not None:
         try:
             out["conditions"] = expr.path(parse_jq(status.conditions.text), relative=False)[
                 "path"]
-        except (JqUnsupported, _Unsupported) as err:
+        except (JqUnsupported, Unsupported) as err:
             notes.add(f"{sat}.conditionsDefinition.path", f"not translated: {err}")
     if status.phase is not None:
         try:
             out["phase"] = expr.path(parse_jq(status.phase.text), relative=False)["path"]
-        except (JqUnsupported, _Unsupported) as err:
+        except (JqUnsupported, Unsupported) as err:
             notes.add(f"{sat}.phaseDefinition.path", f"not translated: {err}")
     rules = []
     for key, matchers in status.mappings:
@@ -783,26 +426,26 @@ def _status(root: Component, notes: _Notes) -> dict[str, Any]:
             try:
                 rules.append({"phase": PHASES[key].value,
                               "when": _matcher(status, m, expr, out)})
-            except _Unsupported as err:
+            except Unsupported as err:
                 notes.add(at, f"not translated, so this status mapping is left out: {err}")
     out["rules"] = rules
     out["default"] = "Undefined"
     return out
 
 
-def _matcher(status: StatusDef, m: Matcher, expr: _Expr, out: Mapping[str, Any]
+def _matcher(status: StatusDef, m: Matcher, expr: Expr, out: Mapping[str, Any]
              ) -> dict[str, Any]:
     parts: list[dict[str, Any]] = []
     if m.by_phase is not None:
         if "phase" not in out:
-            raise _Unsupported("byPhase without a translated phase path")
+            raise Unsupported("byPhase without a translated phase path")
         parts.append({"phase": m.by_phase})
     if m.by_conditions:
         if "conditions" not in out:
-            raise _Unsupported("byConditions without a translated conditions path")
+            raise Unsupported("byConditions without a translated conditions path")
         if (status.type_field, status.status_field, status.reason_field) != (
                 "type", "status", "reason"):
-            raise _Unsupported("conditions with their own field names (a WorkloadDescriptor "
+            raise Unsupported("conditions with their own field names (a WorkloadDescriptor "
                                "reads type, status and reason)")
         for ctype, cstatus, reason in m.by_conditions:
             if cstatus is None:
@@ -813,7 +456,7 @@ def _matcher(status: StatusDef, m: Matcher, expr: _Expr, out: Mapping[str, Any]
                 parts.append({"any": options})
                 continue
             if cstatus not in ("True", "False", "Unknown"):
-                raise _Unsupported(f"condition status {cstatus!r} (a WorkloadDescriptor tests "
+                raise Unsupported(f"condition status {cstatus!r} (a WorkloadDescriptor tests "
                                    "True, False or Unknown)")
             test: dict[str, Any] = {"condition": ctype, "status": cstatus}
             if reason is not None:
@@ -824,7 +467,7 @@ def _matcher(status: StatusDef, m: Matcher, expr: _Expr, out: Mapping[str, Any]
         try:
             tree = parse_jq(program.text)
         except JqUnsupported as err:
-            raise _Unsupported(f"byExpression {program.text!r} uses {err}") from None
+            raise Unsupported(f"byExpression {program.text!r} uses {err}") from None
         try:
             if expected == "true":
                 parts.append(expr.cond(tree))
@@ -833,9 +476,9 @@ def _matcher(status: StatusDef, m: Matcher, expr: _Expr, out: Mapping[str, Any]
             elif isinstance(tree, Path | Pipe):
                 parts.append({**expr.path(tree, relative=False), "equals": expected})
             else:
-                raise _Unsupported(f"expectedResult {expected!r}")
-        except _Unsupported as err:
-            raise _Unsupported(f"byExpression {program.text!r}: {err}") from None
+                raise Unsupported(f"expectedResult {expected!r}")
+        except Unsupported as err:
+            raise Unsupported(f"byExpression {program.text!r}: {err}") from None
     return parts[0] if len(parts) == 1 else {"all": parts}
 
 
