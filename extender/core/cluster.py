@@ -10,8 +10,8 @@ the rest of the cluster.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Generic, TypeVar
 
 from extender.core.catalog import Catalog
 from extender.core.expressions import WorkloadError
@@ -55,6 +55,102 @@ def _is_bare(pod: Mapping[str, Any]) -> bool:
     return isinstance(meta, Mapping) and not meta.get("ownerReferences")
 
 
+_K = TypeVar("_K")
+_V = TypeVar("_V")
+
+
+class _ByIdentity(Generic[_V]):
+    """Values derived from objects, found again by the object's identity.
+
+    A live store replaces an object when it changes, so an object seen before (the same
+    Python object) has the same derived value. Each build keeps only the objects it saw, so
+    the memo never outgrows the cluster.
+    """
+
+    def __init__(self) -> None:
+        self._old: dict[int, tuple[object, _V]] = {}
+        self._new: dict[int, tuple[object, _V]] = {}
+
+    def get(self, obj: _K, derive: Callable[[_K], _V]) -> _V:
+        hit = self._old.get(id(obj))
+        if hit is None or hit[0] is not obj:
+            hit = (obj, derive(obj))
+        self._new[id(obj)] = hit
+        return hit[1]
+
+    def roll(self) -> None:
+        """End a build: what it did not see is forgotten."""
+        self._old, self._new = self._new, {}
+
+    def clear(self) -> None:
+        self._old, self._new = {}, {}
+
+
+class BuildMemo:
+    """What :func:`build_snapshot` may reuse from the previous build of the same source.
+
+    Rebuilding a 5,000-node cluster after every pod event would otherwise parse every node and
+    pod and resolve every workload again (over a second per event). With a memo, unchanged
+    objects cost a lookup; memberships are reused while no workload object and no descriptor
+    changed (a pod's membership depends only on itself, the objects above it and the catalog).
+    Not thread-safe: one builder owns it.
+    """
+
+    def __init__(self) -> None:
+        self._catalog: Catalog | None = None
+        self.nodes: _ByIdentity[NodeInfo | None] = _ByIdentity()
+        self.pods: _ByIdentity[PodInfo | None] = _ByIdentity()
+        self.trees: _ByIdentity[WorkloadTree | str | None] = _ByIdentity()
+        """Object (or bare pod) -> its tree, the problem resolving it, or None if no
+        workload."""
+        self.members: _ByIdentity[tuple[Membership | None, str | None]] = _ByIdentity()
+        self._objects: list[Mapping[str, Any]] = []
+        self.index: ObjectIndex | None = None
+
+    def start(self, catalog: Catalog, objects: list[Mapping[str, Any]]) -> None:
+        if catalog is not self._catalog:
+            self._catalog = catalog
+            self.trees.clear()
+            self.members.clear()
+            self.index = None
+        same = len(objects) == len(self._objects) and all(
+            a is b for a, b in zip(objects, self._objects, strict=True))
+        if not same:
+            self.members.clear()
+            self.index = None
+            self._objects = objects
+
+    def roll(self) -> None:
+        for memo in (self.nodes, self.pods, self.trees, self.members):
+            memo.roll()
+
+
+def _node(raw: NodeInfo | Mapping[str, Any]) -> NodeInfo | None:
+    if isinstance(raw, NodeInfo):
+        return raw
+    try:
+        return node_from_api(raw)
+    except ObjectError:
+        return None
+
+
+def _pod(raw: Mapping[str, Any]) -> PodInfo | None:
+    try:
+        return pod_from_api(raw)
+    except ObjectError:
+        return None
+
+
+def _tree(obj: Mapping[str, Any], catalog: Catalog) -> WorkloadTree | str | None:
+    descriptor = catalog.for_object(obj) if isinstance(obj, Mapping) else None
+    if descriptor is None or _owned_by_described(obj, catalog):
+        return None
+    try:
+        return resolve_workload(obj, descriptor)
+    except WorkloadError as err:
+        return str(err)
+
+
 def build_snapshot(
     *,
     nodes: Iterable[NodeInfo | Mapping[str, Any]],
@@ -62,42 +158,57 @@ def build_snapshot(
     objects: Iterable[Mapping[str, Any]],
     catalog: Catalog,
     revision: int = 0,
+    memo: BuildMemo | None = None,
 ) -> ClusterSnapshot:
     """Nodes, pods (API mappings or core values) and other objects -> a snapshot.
 
-    Unreadable nodes and pods are skipped, as are workloads that do not resolve.
+    Unreadable nodes and pods are skipped, as are workloads that do not resolve. ``memo``
+    (kept by the caller between builds of one changing source) makes unchanged objects free.
     """
-    node_infos = []
-    for n in nodes:
-        try:
-            node_infos.append(n if isinstance(n, NodeInfo) else node_from_api(n))
-        except ObjectError:
-            continue
+    memo = memo or BuildMemo()
+    object_list = list(objects)
+    memo.start(catalog, object_list)
+    node_infos = [n for n in (memo.nodes.get(raw, _node) for raw in nodes)
+                  if n is not None]
     pod_infos: list[PodInfo] = []
-    bare: list[Mapping[str, Any]] = []
+    trees: dict[str, WorkloadTree] = {}
+
+    def keep(found: WorkloadTree | str | None) -> None:
+        if isinstance(found, WorkloadTree):
+            trees[found.ref.key] = found
+
+    for obj in object_list:
+        keep(memo.trees.get(obj, lambda o: _tree(o, catalog)))
     for p in pods:
         if isinstance(p, PodInfo):
             pod_infos.append(p)
             continue
-        try:
-            pod_infos.append(pod_from_api(p))
-        except ObjectError:
+        info = memo.pods.get(p, _pod)
+        if info is None:
             continue
+        pod_infos.append(info)
         if _is_bare(p) and p.get("kind", "Pod") == "Pod":
-            bare.append({"apiVersion": "v1", "kind": "Pod", **p})
-    object_list = list(objects)
-    trees, _ = resolve_objects([*object_list, *bare], catalog)
-    workloads = {t.ref.key: t for t in trees}
-    index = ObjectIndex.of(object_list)
+            keep(memo.trees.get(p, lambda r: _tree({"apiVersion": "v1", "kind": "Pod", **r},
+                                                   catalog)))
+    workloads = {k: trees[k] for k in sorted(trees)}
+    if memo.index is None:
+        memo.index = ObjectIndex.of(object_list)
+    index = memo.index
+
+    def place(pod: PodInfo) -> tuple[Membership | None, str | None]:
+        member = find_membership(pod, objects=index, catalog=catalog, workloads=workloads)
+        if member is not None or pod.holds_resources:
+            return member, None
+        return None, pending_owner(pod, objects=index, catalog=catalog)
+
     memberships: dict[str, Membership] = {}
     unresolved: dict[str, str] = {}
     for pod in pod_infos:
-        member = find_membership(pod, objects=index, catalog=catalog, workloads=workloads)
+        member, why = memo.members.get(pod, place)
         if member is not None:
             memberships[pod.uid] = member
-        elif not pod.holds_resources:
-            why = pending_owner(pod, objects=index, catalog=catalog)
-            if why is not None:
-                unresolved[pod.uid] = why
-    return ClusterSnapshot.of(node_infos, pod_infos, trees, memberships, revision=revision,
-                              unresolved=unresolved)
+        elif why is not None:
+            unresolved[pod.uid] = why
+    memo.roll()
+    return ClusterSnapshot.of(node_infos, pod_infos, workloads.values(), memberships,
+                              revision=revision, unresolved=unresolved)

@@ -1,0 +1,104 @@
+"""Carry a snapshot's capacity index over to the next snapshot of the same source.
+
+A live cluster changes one pod at a time, but :func:`~extender.core.capacity.index_of` derives
+the index (every node's free capacity after its pods) from scratch for every new snapshot:
+at 5,000 nodes a pass over every node and pod, paid by the first filter after each event.
+:class:`IndexKeeper` recomputes only the nodes whose node object or set of pods changed,
+reuses the constraint memo while no node changed, keeps the capacity classes placement ranks
+in step, and hands the result to the core's caches, so decisions find it there. What it
+computes is exactly what the core would derive (a test checks this).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+
+from extender.core.capacity import (
+    Classes,
+    NodeCapacity,
+    SnapshotIndex,
+    classes_of,
+    node_capacity,
+    remember_classes,
+    remember_index,
+)
+from extender.core.model import NodeInfo, NodeName, PodInfo
+from extender.core.resources import GPU
+from extender.core.snapshot import ClusterSnapshot
+
+
+class IndexKeeper:
+    """Owned by one snapshot source; feed it each snapshot in order. Not thread-safe."""
+
+    def __init__(self, *, gpu: str = GPU) -> None:
+        self.gpu = gpu
+        self._nodes: Mapping[NodeName, NodeInfo] = {}
+        self._on: dict[NodeName, tuple[PodInfo, ...]] = {}
+        self._index: SnapshotIndex | None = None
+        self._classes: Classes | None = None
+        self.recomputed = 0
+        """Nodes recomputed by the last :meth:`keep` (for tests and curiosity)."""
+
+    def keep(self, snapshot: ClusterSnapshot) -> SnapshotIndex:
+        on: dict[NodeName, list[PodInfo]] = {}
+        for pod in snapshot.pods.values():
+            if pod.holds_resources and pod.node_name is not None:
+                on.setdefault(pod.node_name, []).append(pod)
+        pods_on = {n: tuple(sorted(ps, key=lambda p: p.uid)) for n, ps in on.items()}
+        previous = self._index
+        base: dict[NodeName, NodeCapacity] = {}
+        changed: list[NodeName] = []
+        for name, node in snapshot.nodes.items():
+            here = pods_on.get(name, ())
+            if (previous is not None and self._nodes.get(name) is node
+                    and _same(self._on.get(name, ()), here)):
+                base[name] = previous.base[name]
+            else:
+                base[name] = node_capacity(node, here, gpu=self.gpu)
+                changed.append(name)
+        self.recomputed = len(changed)
+        gang_pods: dict[str, list[str]] = {}
+        for uid, member in snapshot.memberships.items():
+            if member.gang is not None and uid in snapshot.pods:
+                gang_pods.setdefault(member.gang, []).append(uid)
+        same_nodes = (previous is not None and len(self._nodes) == len(snapshot.nodes)
+                      and all(self._nodes.get(n) is node for n, node in snapshot.nodes.items()))
+        index = SnapshotIndex(
+            base=MappingProxyType(base),
+            pods_on=MappingProxyType({n: tuple(p.uid for p in ps) for n, ps in pods_on.items()}),
+            gang_pods=MappingProxyType({k: tuple(sorted(v)) for k, v in gang_pods.items()}),
+            # Which nodes a pod shape may use depends on the nodes alone.
+            eligible=previous.eligible if same_nodes and previous is not None else {},
+        )
+        classes = self._next_classes(previous, index, changed, same_nodes)
+        remember_index(snapshot, index, gpu=self.gpu)
+        remember_classes(index.base, classes)
+        self._nodes, self._on, self._index, self._classes = snapshot.nodes, pods_on, index, classes
+        return index
+
+    def _next_classes(self, previous: SnapshotIndex | None, index: SnapshotIndex,
+                      changed: list[NodeName], same_nodes: bool) -> Classes:
+        if previous is None or self._classes is None or not same_nodes:
+            return classes_of(index.base)
+        if not changed:
+            return self._classes
+        moved = set(changed)
+        grouped: dict[NodeCapacity, list[NodeName]] = {}
+        for name in changed:
+            grouped.setdefault(index.base[name], []).append(name)
+        classes: Classes = {}
+        for cap, names in self._classes.items():
+            kept = (tuple(n for n in names if n not in moved) if moved.intersection(names)
+                    else names)
+            joining = grouped.pop(cap, None)
+            merged = tuple(sorted([*kept, *joining])) if joining else kept
+            if merged:
+                classes[cap] = merged
+        for cap, joined in grouped.items():
+            classes[cap] = tuple(sorted(joined))
+        return classes
+
+
+def _same(a: tuple[PodInfo, ...], b: tuple[PodInfo, ...]) -> bool:
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
