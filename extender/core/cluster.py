@@ -99,10 +99,10 @@ class BuildMemo:
     def __init__(self) -> None:
         self._catalog: Catalog | None = None
         self.nodes: _ByIdentity[NodeInfo | None] = _ByIdentity()
-        self.pods: _ByIdentity[PodInfo | None] = _ByIdentity()
+        self.pods: _ByIdentity[tuple[PodInfo | None, WorkloadTree | str | None]] = _ByIdentity()
+        """Raw pod -> the pod, and its own tree when it is a bare pod (see :attr:`trees`)."""
         self.trees: _ByIdentity[WorkloadTree | str | None] = _ByIdentity()
-        """Object (or bare pod) -> its tree, the problem resolving it, or None if no
-        workload."""
+        """Object -> its tree, the problem resolving it, or None if it is no workload."""
         self.members: _ByIdentity[tuple[Membership | None, str | None]] = _ByIdentity()
         self._objects: list[Mapping[str, Any]] = []
         self.index: ObjectIndex | None = None
@@ -110,6 +110,7 @@ class BuildMemo:
     def start(self, catalog: Catalog, objects: list[Mapping[str, Any]]) -> None:
         if catalog is not self._catalog:
             self._catalog = catalog
+            self.pods.clear()
             self.trees.clear()
             self.members.clear()
             self.index = None
@@ -134,11 +135,16 @@ def _node(raw: NodeInfo | Mapping[str, Any]) -> NodeInfo | None:
         return None
 
 
-def _pod(raw: Mapping[str, Any]) -> PodInfo | None:
+def _pod(raw: Mapping[str, Any], catalog: Catalog,
+         ) -> tuple[PodInfo | None, WorkloadTree | str | None]:
+    """The pod, and the workload it is when it has no owner (a bare pod)."""
     try:
-        return pod_from_api(raw)
+        info = pod_from_api(raw)
     except ObjectError:
-        return None
+        return None, None
+    if _is_bare(raw) and raw.get("kind", "Pod") == "Pod":
+        return info, _tree({"apiVersion": "v1", "kind": "Pod", **raw}, catalog)
+    return info, None
 
 
 def _tree(obj: Mapping[str, Any], catalog: Catalog) -> WorkloadTree | str | None:
@@ -183,13 +189,10 @@ def build_snapshot(
         if isinstance(p, PodInfo):
             pod_infos.append(p)
             continue
-        info = memo.pods.get(p, _pod)
-        if info is None:
-            continue
-        pod_infos.append(info)
-        if _is_bare(p) and p.get("kind", "Pod") == "Pod":
-            keep(memo.trees.get(p, lambda r: _tree({"apiVersion": "v1", "kind": "Pod", **r},
-                                                   catalog)))
+        info, own = memo.pods.get(p, lambda r: _pod(r, catalog))
+        if info is not None:
+            pod_infos.append(info)
+            keep(own)
     workloads = {k: trees[k] for k in sorted(trees)}
     if memo.index is None:
         memo.index = ObjectIndex.of(object_list)
