@@ -199,7 +199,9 @@ class GangService:
         with self._cond:
             now = self._clock()
             snapshot = self._prepare(now)
-            unknown, candidates = _known(args.node_names, snapshot)
+            # Names Muster has not seen yet pass through the core harmlessly (it never passes
+            # a node it does not know); they are named only when an answer gives reasons.
+            candidates = cast(tuple[NodeName, ...], args.node_names)
             decision = decide_filter(pod, candidates, snapshot=snapshot, ledger=self._ledger,
                                      now=now, settings=self._core)
             if decision.gang is not None:
@@ -217,18 +219,25 @@ class GangService:
         self._count("filter", str(decision.outcome))
         log.debug("verb=filter pod=%s gang=%s outcome=%s passed=%d reason=%r", pod.key,
                   decision.gang, decision.outcome, len(decision.passed), decision.reason)
-        if decision.passed:
+        passed = decision.passed
+        known = _node_names(snapshot)
+        if not known.issuperset(passed):  # cheap: few names, except for pods without a gang
+            # A node Muster has not seen fails: it cannot vouch for its GPUs.
+            passed = tuple(n for n in passed if n in known)
+        if passed:
             # kube-scheduler will place the pod on one of the passed nodes; per-node reasons
             # for the others only feed a FitError message that cannot happen now. A pinned
             # member of a big gang would otherwise ship one reason per node (hundreds of KB
             # at 5,000 nodes) for kube-scheduler to decode on every cycle.
-            return filter_result(args, decision.passed)
+            return filter_result(args, passed)
         # NodeName is str at run time; the casts only tell mypy what Mapping's invariance hides.
         failed = cast(Mapping[str, str], decision.failed)
+        unresolvable = cast(Mapping[str, str], decision.unresolvable)
+        unknown = _unknown(args.node_names, snapshot)
         if unknown:
-            failed = {**unknown, **failed}
-        return filter_result(args, decision.passed, failed=failed,
-                             unresolvable=cast(Mapping[str, str], decision.unresolvable))
+            failed = {**failed, **unknown}
+            unresolvable = {n: r for n, r in unresolvable.items() if n not in unknown}
+        return filter_result(args, passed, failed=failed, unresolvable=unresolvable)
 
     def prioritize(self, args: ExtenderArgs) -> list[HostPriorityJSON]:
         if not self._state.readiness().ready:
@@ -241,7 +250,9 @@ class GangService:
         with self._cond:
             now = self._clock()
             snapshot = self._prepare(now)
-            _, candidates = _known(args.node_names, snapshot)
+            known = _node_names(snapshot)
+            candidates = cast(tuple[NodeName, ...], tuple(n for n in args.node_names
+                                                         if n in known))
             scores = decide_prioritize(pod, candidates, snapshot=snapshot, ledger=self._ledger,
                                        now=now, settings=self._core)
         self._count("prioritize", "scored")
@@ -486,15 +497,13 @@ def _node_names(snapshot: ClusterSnapshot) -> frozenset[str]:
     return names
 
 
-def _known(names: tuple[str, ...], snapshot: ClusterSnapshot,
-           ) -> tuple[dict[str, str], tuple[NodeName, ...]]:
-    """Split offered names into unknown ones (with a reason) and candidates for the core."""
+def _unknown(names: tuple[str, ...], snapshot: ClusterSnapshot) -> dict[str, str]:
+    """Offered names Muster has not seen, with the reason they fail."""
     nodes = _node_names(snapshot)
     if nodes.issuperset(names):  # the usual case: one C-level pass, no copy
-        return {}, cast(tuple[NodeName, ...], names)
-    unknown = {n: "node unknown to Muster (not yet seen by its node informer)"
-               for n in names if n not in nodes}
-    return unknown, cast(tuple[NodeName, ...], tuple(n for n in names if n in nodes))
+        return {}
+    return {n: "node unknown to Muster (not yet seen by its node informer)"
+            for n in names if n not in nodes}
 
 
 def _same_version(stored: Mapping[str, Any], sent: Mapping[str, Any]) -> bool:
