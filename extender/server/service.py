@@ -70,6 +70,9 @@ class _Barrier:
     """Pod UID -> node: the gang reached its minimum; this member may bind now."""
     failed: dict[str, str] = field(default_factory=dict)
     """Pod UID -> reason: the gang timed out; this member's bind fails."""
+    releasing: dict[GangKey, set[str]] = field(default_factory=dict)
+    """Gang -> UIDs of members released to bind whose Binding is not done yet; when the last
+    is done the gang's plan is settled (once per gang, not once per member)."""
 
 
 Count = Callable[[str, str], None]
@@ -101,6 +104,8 @@ class GangService:
         self._state = state
         self._count = count
         self._requeuer: Requeuer = requeuer or MemoryRequeuer()
+        self._hold_limit = max(1, settings.threads - max(2, settings.threads // 8))
+        """Binds held at the barrier at most: the rest of the threads stay free for filters."""
         self._turned_away: dict[str, _TurnedAway] = {}
         """Pod UID -> why every node failed, until the pod passes, is bound, goes, or is
         requeued."""
@@ -306,17 +311,15 @@ class GangService:
         except BindError as err:
             with self._cond:
                 self._ledger.forget_pod(ref.uid)
+                self._done_releasing(ref.uid)
             self._count("bind", "error")
             log.warning("verb=bind pod=%s node=%s outcome=error reason=%r", ref.key, args.node,
                         str(err))
             return binding_result(f"binding {ref.key} to {args.node} failed: {err}")
         self._state.assume_bound(ref.namespace, ref.name, args.node)
-        snapshot = self._state.snapshot()
         with self._cond:
             self._ledger.confirm_bound(ref.uid, NodeName(args.node))
-            # The last member bound fills the plan: end it now, not at the next request,
-            # which may come only after these pods are gone.
-            self._ledger.settle(snapshot)
+            self._done_releasing(ref.uid)
         self._count("bind", outcome)
         log.info("verb=bind pod=%s node=%s outcome=%s", ref.key, args.node, outcome)
         return binding_result()
@@ -343,11 +346,25 @@ class GangService:
                 for uid, member_node in decision.release:
                     if uid != ref.uid and uid in barrier.waiting:
                         barrier.released[uid] = str(member_node)
+                if gang is not None:
+                    barrier.releasing.setdefault(gang, set()).update(
+                        uid for uid, _ in decision.release
+                        if uid == ref.uid or uid in barrier.released)
                 self._cond.notify_all()
                 if len(decision.release) > 1 or gang is not None:
                     self._admitted(snapshot, gang)
                 return "bound", ""
-            # Wait at the barrier in real time, bounded by --bind-timeout.
+            # Wait at the barrier in real time, bounded by --bind-timeout. Each held bind
+            # takes a server thread: holding the last ones would leave none for filters or
+            # for the very member that completes the gang, so beyond the limit fail fast.
+            if len(barrier.waiting) >= self._hold_limit and gang is not None:
+                # The gang cannot gather here: fail all its held members, as a timeout would.
+                limit = (f"muster: {len(barrier.waiting)} binds are already held at the gang "
+                         f"barrier, the most its {self._settings.threads} server threads "
+                         "allow; raise --threads above the largest gang's size")
+                withdrawn = withdraw(gang, ledger=self._ledger, also=(ref.uid, node))
+                self._fail_held(withdrawn.rejected, limit, snapshot, gang)
+                return "over_thread_limit", limit
             barrier.waiting[ref.uid] = (gang, str(node))
             deadline = now + self._settings.bind_timeout
             try:
@@ -366,6 +383,17 @@ class GangService:
                     self._cond.wait(timeout=max(remaining, 0.001))
             finally:
                 barrier.waiting.pop(ref.uid, None)
+
+    def _done_releasing(self, uid: str) -> None:
+        """Under the lock: ``uid``'s Binding is done (or failed); the gang's last one ends its
+        plan now, not at the next request, which may come only after these pods are gone."""
+        for gang, uids in list(self._barrier.releasing.items()):
+            if uid in uids:
+                uids.discard(uid)
+                if not uids:
+                    del self._barrier.releasing[gang]
+                    self._ledger.settle(self._state.snapshot())
+                return
 
     def _fail_held(self, rejected: Sequence[tuple[str, NodeName]], reason: str,
                    snapshot: ClusterSnapshot, gang: GangKey | None) -> None:

@@ -245,3 +245,18 @@ def test_metrics_count_a_barrier_timeout_for_every_held_member() -> None:
     world = World(four_gpu_nodes() + train(), bind_timeout=0.3)
     bind_all(world, [0, 1, 2])
     assert _decisions(world)[("bind", "timed_out")] == 3
+
+
+def test_binds_beyond_the_thread_limit_fail_fast_instead_of_starving_the_server() -> None:
+    # 4 threads keep 2 free for filters: at most 2 binds wait at the barrier. A gang of 4 can
+    # never gather there, so its held members fail at once with the 3rd, naming the setting
+    # to raise, and none of the gang is bound.
+    world = World(four_gpu_nodes() + train())
+    world.app = create_app(Settings(bind_timeout=1.0, threads=4), world.store, time.time,
+                           binder=world.binder, events=world.events)
+    world.client = world.app.test_client()
+    results = bind_all(world, [0, 1, 2, 3])
+    assert world.binder.bindings == {}, results
+    assert all(results.values()), results
+    assert any("raise --threads" in e for e in results.values()), results
+    assert _decisions(world)[("bind", "over_thread_limit")] >= 1
