@@ -78,6 +78,18 @@ class _ByIdentity(Generic[_V]):
         self._new[id(obj)] = hit
         return hit[1]
 
+    def each(self, objs: Iterable[_K], derive: Callable[[_K], _V]) -> list[_V]:
+        """:meth:`get` for many objects (one call, the loop in here: it runs per pod)."""
+        old, new, out = self._old, self._new, []
+        for obj in objs:
+            key = id(obj)
+            hit = old.get(key)
+            if hit is None or hit[0] is not obj:
+                hit = (obj, derive(obj))
+            new[key] = hit
+            out.append(hit[1])
+        return out
+
     def roll(self) -> None:
         """End a build: what it did not see is forgotten."""
         self._old, self._new = self._new, {}
@@ -100,7 +112,7 @@ class BuildMemo:
         self._catalog: Catalog | None = None
         self.nodes: _ByIdentity[NodeInfo | None] = _ByIdentity()
         self.pods: _ByIdentity[tuple[PodInfo | None, WorkloadTree | str | None]] = _ByIdentity()
-        """Raw pod -> the pod, and its own tree when it is a bare pod (see :attr:`trees`)."""
+        """Raw pod (or a given PodInfo) -> the pod, and its own tree when it is a bare pod."""
         self.trees: _ByIdentity[WorkloadTree | str | None] = _ByIdentity()
         """Object -> its tree, the problem resolving it, or None if it is no workload."""
         self.members: _ByIdentity[tuple[Membership | None, str | None]] = _ByIdentity()
@@ -174,25 +186,22 @@ def build_snapshot(
     memo = memo or BuildMemo()
     object_list = list(objects)
     memo.start(catalog, object_list)
-    node_infos = [n for n in (memo.nodes.get(raw, _node) for raw in nodes)
-                  if n is not None]
-    pod_infos: list[PodInfo] = []
+    node_infos = [n for n in memo.nodes.each(nodes, _node) if n is not None]
     trees: dict[str, WorkloadTree] = {}
-
-    def keep(found: WorkloadTree | str | None) -> None:
+    for found in memo.trees.each(object_list, lambda o: _tree(o, catalog)):
         if isinstance(found, WorkloadTree):
             trees[found.ref.key] = found
+    pod_infos: list[PodInfo] = []
 
-    for obj in object_list:
-        keep(memo.trees.get(obj, lambda o: _tree(o, catalog)))
-    for p in pods:
-        if isinstance(p, PodInfo):
-            pod_infos.append(p)
-            continue
-        info, own = memo.pods.get(p, lambda r: _pod(r, catalog))
+    def parsed(p: PodInfo | Mapping[str, Any],
+               ) -> tuple[PodInfo | None, WorkloadTree | str | None]:
+        return (p, None) if isinstance(p, PodInfo) else _pod(p, catalog)
+
+    for info, own in memo.pods.each(pods, parsed):
         if info is not None:
             pod_infos.append(info)
-            keep(own)
+            if isinstance(own, WorkloadTree):
+                trees[own.ref.key] = own
     workloads = {k: trees[k] for k in sorted(trees)}
     if memo.index is None:
         memo.index = ObjectIndex.of(object_list)
@@ -206,8 +215,8 @@ def build_snapshot(
 
     memberships: dict[str, Membership] = {}
     unresolved: dict[str, str] = {}
-    for pod in pod_infos:
-        member, why = memo.members.get(pod, place)
+    for pod, (member, why) in zip(pod_infos, memo.members.each(pod_infos, place),
+                                  strict=True):
         if member is not None:
             memberships[pod.uid] = member
         elif why is not None:

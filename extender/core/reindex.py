@@ -34,29 +34,39 @@ class IndexKeeper:
     def __init__(self, *, gpu: str = GPU) -> None:
         self.gpu = gpu
         self._nodes: Mapping[NodeName, NodeInfo] = {}
-        self._on: dict[NodeName, tuple[PodInfo, ...]] = {}
+        self._on: dict[NodeName, list[PodInfo]] = {}
         self._index: SnapshotIndex | None = None
         self._classes: Classes | None = None
         self.recomputed = 0
         """Nodes recomputed by the last :meth:`keep` (for tests and curiosity)."""
 
     def keep(self, snapshot: ClusterSnapshot) -> SnapshotIndex:
+        # Pods in the snapshot's own (deterministic) order: comparing a node's pods with the
+        # last build's is then a pass by identity, with no sorting.
         on: dict[NodeName, list[PodInfo]] = {}
         for pod in snapshot.pods.values():
             if pod.holds_resources and pod.node_name is not None:
                 on.setdefault(pod.node_name, []).append(pod)
-        pods_on = {n: tuple(sorted(ps, key=lambda p: p.uid)) for n, ps in on.items()}
         previous = self._index
         base: dict[NodeName, NodeCapacity] = {}
+        pods_on: dict[NodeName, tuple[str, ...]] = {}
         changed: list[NodeName] = []
+        known, before = self._nodes, self._on
         for name, node in snapshot.nodes.items():
-            here = pods_on.get(name, ())
-            if (previous is not None and self._nodes.get(name) is node
-                    and _same(self._on.get(name, ()), here)):
+            here = on.get(name, _NO_PODS)
+            if (previous is not None and known.get(name) is node
+                    and _same(before.get(name, _NO_PODS), here)):
                 base[name] = previous.base[name]
+                if here:
+                    pods_on[name] = previous.pods_on[name]
             else:
                 base[name] = node_capacity(node, here, gpu=self.gpu)
+                if here:
+                    pods_on[name] = tuple(sorted(p.uid for p in here))
                 changed.append(name)
+        for name, here in on.items():  # pods on nodes the snapshot does not have
+            if name not in base:
+                pods_on[name] = tuple(sorted(p.uid for p in here))
         self.recomputed = len(changed)
         gang_pods: dict[str, list[str]] = {}
         for uid, member in snapshot.memberships.items():
@@ -66,7 +76,7 @@ class IndexKeeper:
                       and all(self._nodes.get(n) is node for n, node in snapshot.nodes.items()))
         index = SnapshotIndex(
             base=MappingProxyType(base),
-            pods_on=MappingProxyType({n: tuple(p.uid for p in ps) for n, ps in pods_on.items()}),
+            pods_on=MappingProxyType(pods_on),
             gang_pods=MappingProxyType({k: tuple(sorted(v)) for k, v in gang_pods.items()}),
             # Which nodes a pod shape may use depends on the nodes alone.
             eligible=previous.eligible if same_nodes and previous is not None else {},
@@ -74,7 +84,7 @@ class IndexKeeper:
         classes = self._next_classes(previous, index, changed, same_nodes)
         remember_index(snapshot, index, gpu=self.gpu)
         remember_classes(index.base, classes)
-        self._nodes, self._on, self._index, self._classes = snapshot.nodes, pods_on, index, classes
+        self._nodes, self._on, self._index, self._classes = snapshot.nodes, on, index, classes
         return index
 
     def _next_classes(self, previous: SnapshotIndex | None, index: SnapshotIndex,
@@ -100,5 +110,8 @@ class IndexKeeper:
         return classes
 
 
-def _same(a: tuple[PodInfo, ...], b: tuple[PodInfo, ...]) -> bool:
+_NO_PODS: list[PodInfo] = []
+
+
+def _same(a: list[PodInfo], b: list[PodInfo]) -> bool:
     return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))

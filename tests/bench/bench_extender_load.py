@@ -18,7 +18,8 @@ It then measures, client-side over keep-alive connections with concurrent client
 * bind with hundreds of members held at the barrier at once, released by each gang's last
   member, against the baseline's immediate bind;
 
-and, in the same run, JSON decode+encode of the 5,000-node body with orjson and the stdlib.
+and, in the same run, JSON decode+encode of the 5,000-node body with orjson and the stdlib;
+then, in process, what one pod event costs the next filter (the snapshot Muster keeps current).
 """
 
 from __future__ import annotations
@@ -348,6 +349,66 @@ def bench(nodes: int, *, gangs: int, members: int, clients: int, rounds: int,
     return out
 
 
+def busy_pod(i: int, nodes: int) -> dict[str, Any]:
+    """A bound 2-GPU pod on one of the first half of the nodes (4 per node)."""
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"busy-{i}", "namespace": "default", "uid": f"busy-{i}",
+                         "resourceVersion": "1"},
+            "spec": {"nodeName": f"gpu-{(i // 4) % max(1, nodes // 2):05d}",
+                     "containers": [{"name": "m", "image": "x", "resources": {
+                         "requests": {"cpu": "1", GPU: "2"}, "limits": {GPU: "2"}}}]},
+            "status": {"phase": "Running"}}
+
+
+def bench_churn(nodes: int, *, gangs: int, members: int, requests: int) -> None:
+    """A planned member's filter while the cluster changes: one pod event before each request
+    (every filter pays for a fresh snapshot), against the same filter with no change.
+
+    In process, through the Flask app (the HTTP stack is the same for both and is measured
+    above): this isolates what keeping state current costs Muster per event.
+    """
+    from extender.files.catalog import packaged_catalog  # noqa: PLC0415
+    from extender.server.app import create_app  # noqa: PLC0415
+    from extender.server.settings import Settings  # noqa: PLC0415
+    from extender.state.build import CatalogSnapshots  # noqa: PLC0415
+    from extender.state.store import DESCRIPTORS, NODES, PODS, StateStore  # noqa: PLC0415
+
+    busy = nodes * 2
+    items = [node(i) for i in range(nodes)] + [busy_pod(i, nodes) for i in range(busy)]
+    for g in range(gangs):
+        items += gang_objects(g, members)
+    store = StateStore(CatalogSnapshots(packaged_catalog()), expected=[NODES, PODS, DESCRIPTORS])
+    store.load(items)
+    client = create_app(Settings(plan_ttl=3600, bind_timeout=60), store,
+                        time.time).test_client()
+    names = [f"gpu-{i:05d}" for i in range(nodes)]
+
+    def filter_once(g: int, i: int) -> float:
+        body = orjson.dumps({"Pod": member_pod(g, i), "Nodes": None, "NodeNames": names})
+        started = time.perf_counter()
+        data = client.post("/filter", data=body, headers={"Content-Type": "application/json"})
+        elapsed = time.perf_counter() - started
+        if orjson.loads(data.data)["Error"]:
+            raise RuntimeError(orjson.loads(data.data)["Error"])
+        return elapsed
+
+    for g in range(gangs):
+        filter_once(g, 0)  # plan every gang
+    quiet = [filter_once(k % gangs, 1 + k % (members - 1)) for k in range(requests)]
+    churned: list[float] = []
+    for k in range(requests):
+        changed = busy_pod(k % busy, nodes)
+        changed["metadata"]["resourceVersion"] = str(k + 2)
+        store.apply(PODS, "MODIFIED", changed)  # as the pod informer would
+        churned.append(filter_once(k % gangs, 1 + k % (members - 1)))
+    print(f"\n{nodes} nodes, {busy} bound pods, {gangs} planned gangs, in process "
+          "(no HTTP): a pod event before every filter")
+    print(row("filter, planned member, no change", quiet))
+    print(row("filter, planned member, 1 event", churned))
+    print(f"  {'cost of keeping up with one event':<34} p50 "
+          f"{(pct(churned, 0.5) - pct(quiet, 0.5)) * 1e3:8.2f} ms")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--nodes", default="1000,5000")
@@ -367,6 +428,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         for n in (int(x) for x in args.nodes.split(",")):
             bench(n, gangs=args.gangs, members=args.members, clients=args.clients,
                   rounds=args.rounds, threads=args.threads, workdir=Path(tmp))
+        for n in (int(x) for x in args.nodes.split(",")):
+            bench_churn(n, gangs=args.gangs, members=args.members, requests=60)
     return 0
 
 
