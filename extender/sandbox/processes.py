@@ -20,6 +20,8 @@ class Proc:
     name: str
     pid: int
     log: str
+    argv: tuple[str, ...] = ()
+    """How it was started, so it can be started again the same way."""
 
 
 def alive(pid: int) -> bool:
@@ -47,10 +49,12 @@ class ProcessTable:
     def load(self) -> list[Proc]:
         if not self.path.exists():
             return []
-        return [Proc(**p) for p in json.loads(self.path.read_text())]
+        return [Proc(**{**p, "argv": tuple(p.get("argv", ()))})
+                for p in json.loads(self.path.read_text())]
 
     def _save(self, procs: Sequence[Proc]) -> None:
-        self.path.write_text(json.dumps([p.__dict__ for p in procs], indent=2))
+        self.path.write_text(json.dumps([{**p.__dict__, "argv": list(p.argv)} for p in procs],
+                                        indent=2))
 
     def start(self, name: str, argv: Sequence[str], *, env: dict[str, str] | None = None) -> Proc:
         log = self.directory / f"{name}.log"
@@ -59,9 +63,17 @@ class ProcessTable:
                 list(argv), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 env={**os.environ, **(env or {})}, start_new_session=True,
             )
-        proc = Proc(name=name, pid=child.pid, log=str(log))
+        proc = Proc(name=name, pid=child.pid, log=str(log), argv=tuple(argv))
         self._save([*self.load(), proc])
         return proc
+
+    def killed_argv(self, name: str) -> tuple[str, ...]:
+        """Kill ``name`` (see :meth:`kill`) and return how to start it again."""
+        argv = next((p.argv for p in self.load() if p.name == name), ())
+        if not argv:
+            raise KeyError(f"no running process called {name!r}")
+        self.kill(name)
+        return argv
 
     def kill(self, name: str) -> None:
         """SIGKILL the process called ``name`` and forget it."""

@@ -219,6 +219,8 @@ class Sandbox:
                                cafile=ca), timeout=120, log=Path(api.log))
         kubeconfig = write_kubeconfig(d, port=ports.apiserver)
         conn = connect(str(kubeconfig))
+        if gang:
+            _require_workload_api(conn)
 
         if spec.install_descriptors:
             self._install_descriptors(conn)
@@ -257,6 +259,20 @@ class Sandbox:
     def kill(self, name: str) -> None:
         """SIGKILL one component (a crash, for tests); it stays down until started again."""
         self.table.kill(name)
+
+    def outage(self, name: str) -> Callable[[], None]:
+        """SIGKILL one component and return what starts it again, as it was (an API server
+        outage, for tests); the returned call waits until it answers again."""
+        argv = self.table.killed_argv(name)
+
+        def back() -> None:
+            proc = self.table.start(name, argv)
+            if name == "kube-apiserver":
+                port, ca = self.spec.ports.apiserver, self.dir / "pki" / "apiserver.crt"
+                _wait(name, lambda: _http_ok(f"https://127.0.0.1:{port}/readyz", token=TOKEN,
+                                             cafile=ca), timeout=120, log=Path(proc.log))
+
+        return back
 
     def _create_nodes(self, conn: Connection) -> None:
         spec = self.spec
@@ -301,6 +317,18 @@ class Sandbox:
         if left:
             raise SandboxError(f"processes still running after down: {left}")
         return stopped
+
+
+def _require_workload_api(conn: Connection) -> None:
+    """Gang mode gates nothing unless the API server serves the PodGroups pods join."""
+    try:
+        listing = conn.request("GET", "/apis/scheduling.k8s.io/v1beta1")
+    except KubeError as err:
+        raise SandboxError(f"gang mode: scheduling.k8s.io/v1beta1 is not served: {err}") from err
+    served = {r.get("name") for r in listing.get("resources", [])}
+    if not {"workloads", "podgroups"} <= served:
+        raise SandboxError("gang mode: the API server serves no Workload/PodGroup "
+                           f"(scheduling.k8s.io/v1beta1 has {sorted(served)})")
 
 
 def _yaml_docs(paths: Iterable[Path]) -> list[dict[str, Any]]:

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import copy
 import time
+import urllib.error
+import urllib.request
 from typing import Any
 
+import orjson
 import pytest
 
 from extender.core.catalog import Catalog
@@ -218,3 +221,35 @@ def test_pods_that_reached_the_scheduler_before_their_workload_bind_once_it_is_o
                 for c in p.get("status", {}).get("conditions", [])
                 if c["type"] == "muster.dev/Gang"]
     assert requeued and all(c["reason"] == "Requeued" for c in requeued)
+
+
+def _muster(box: Sandbox, method: str, path: str, body: object = None) -> tuple[int, Any]:
+    info = box.info()
+    assert info is not None and info.muster_url
+    request = urllib.request.Request(info.muster_url + path, method=method,
+                                     data=None if body is None else orjson.dumps(body))
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, orjson.loads(response.read())
+    except urllib.error.HTTPError as err:
+        return err.code, orjson.loads(err.read())
+
+
+def test_while_the_api_server_is_away_muster_fails_closed_then_recovers(
+        tmp_path: Any, catalog: Catalog) -> None:
+    box = start_sandbox(tmp_path, nodes=2)
+    try:
+        back = box.outage("kube-apiserver")
+        assert wait_until(lambda: _muster(box, "GET", "/readyz")[0] == 503, timeout=30)
+        status, answer = _muster(box, "POST", "/filter", {
+            "Pod": bare_pod("during", "t", 1), "NodeNames": ["gpu-node-0", "gpu-node-1"]})
+        assert status == 200  # the protocol: an answer, never an HTTP failure
+        assert answer["NodeNames"] == [] and "not trusted" in answer["Error"], answer
+        back()
+        assert wait_until(lambda: _muster(box, "GET", "/readyz")[0] == 200, timeout=60)
+        conn = box.connection()
+        conn.request("POST", "/api/v1/namespaces", body={"metadata": {"name": "t"}})
+        submit(conn, jobset("after", "t", ("workers", 2, 8)), catalog)
+        assert wait_until(lambda: len(bound(pods_in(conn, "t"))) == 2, timeout=60)
+    finally:
+        box.down()
