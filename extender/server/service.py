@@ -429,10 +429,12 @@ class GangService:
                       reason: str) -> None:
         if gang is None:
             return
+        # Most core reasons already name the gang; say it once.
+        message = reason if reason.startswith(f"gang {gang}") else f"gang {gang}: {reason}"
         if passed:
-            self._event(pod, EventType.NORMAL, "GangPlanned", f"gang {gang}: {reason}")
+            self._event(pod, EventType.NORMAL, "GangPlanned", message)
         else:
-            self._event(pod, EventType.WARNING, "GangWaiting", f"gang {gang}: {reason}")
+            self._event(pod, EventType.WARNING, "GangWaiting", message)
 
     def _event(self, pod: PodInfo, type_: EventType, reason: str, message: str) -> None:
         # Filter runs on every retry of a pending pod; record a change, not a repetition.

@@ -103,7 +103,7 @@ def test_a_gang_that_does_not_fit_fails_every_node_with_a_reason() -> None:
     assert "ml/train" in reasons["n0"]
     [event] = world.events.events()
     assert (event.type, event.reason) == ("Warning", "GangWaiting")
-    assert "ml/train" in event.message
+    assert event.message.startswith("gang ml/train: ") and event.message.count("ml/train") == 1
 
 
 def test_unknown_nodes_fail_and_a_pod_of_an_unknown_kind_is_not_a_gang(world: World) -> None:
