@@ -43,9 +43,11 @@ __all__ = [
     "GangSpec",
     "Join",
     "PodMatch",
+    "RoleMatch",
     "RoleSpec",
     "StatusRule",
     "StatusSpec",
+    "SubReplicaSpec",
     "Target",
     "TemplateSpec",
     "compile_descriptor",
@@ -75,6 +77,10 @@ class GangPolicy(StrEnum):
     """One gang per role (a JobSet replicatedJob, a Dynamo service, as Karta groups them)."""
     ROLE_REPLICA = "roleReplica"
     """One gang per replica of each gang role (a multi-node Dynamo service replica)."""
+    BASE_AND_SCALED = "baseAndScaled"
+    """One base gang per replica index, holding each role's first ``subReplicas.base`` copies,
+    plus one gang per further copy (Grove: a base PodGang per PodCliqueSet replica, a scaled
+    PodGang per PodCliqueScalingGroup replica above ``minAvailable``)."""
     NONE = "none"
     """No gangs: pods schedule one by one (plain serving replicas)."""
 
@@ -126,6 +132,18 @@ class TemplateSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class SubReplicaSpec:
+    """How a role's replicas are cut into base and scaled gangs (``baseAndScaled``)."""
+
+    group: Name
+    """Names the scaled gangs; roles of one group share them. Selecting nothing: not cut."""
+    count: Count
+    """Copies per gang replica (a PodCliqueScalingGroup's ``replicas``)."""
+    base: Count
+    """Copies in the base gang (``min(minAvailable, replicas)``); each further one is a gang."""
+
+
+@dataclass(frozen=True, slots=True)
 class RoleSpec:
     """One role, or one role per item of ``for_each``."""
 
@@ -141,6 +159,9 @@ class RoleSpec:
     after_ref: PathRef | None = None
     in_gang: Condition | None = None
     """When set, the role's pods join gangs only where this holds (a Karta member filter)."""
+    min_pods_per_replica: Count | None = None
+    """Pods of one replica that must start together (Grove clique ``minAvailable``)."""
+    sub_replicas: SubReplicaSpec | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +169,16 @@ class GangSpec:
     policy: GangPolicy = GangPolicy.WORKLOAD
     roles: tuple[str, ...] = ()
     """Roles in gangs; empty means every role."""
+
+
+class RoleMatch(StrEnum):
+    """How a role label's value names a role."""
+
+    EXACT = "exact"
+    """The value is the role name (after ``role.map``)."""
+    SUFFIX = "suffix"
+    """The value is the role name or ends with ``-<role>`` (an object named
+    ``<parent>-<index>-<role>``, as Grove names PodCliques); the longest name wins."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,7 +192,10 @@ class PodMatch:
     role_labels: tuple[str, ...] = ()
     role_map: tuple[tuple[str, str], ...] = ()
     role_default: str | None = None
+    role_match: RoleMatch = RoleMatch.EXACT
     replica_label: str | None = None
+    sub_replica_label: str | None = None
+    """A label holding a pod's sub-replica index (Grove's PodCliqueScalingGroup replica)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,7 +298,20 @@ def _template(raw: object, at: str, scopes: frozenset[str]) -> TemplateSpec:
 
 
 _ROLE_FIELDS = ("name", "forEach", "join", "when", "replicas", "minReplicas", "podsPerReplica",
-                "template", "after")
+                "minPodsPerReplica", "subReplicas", "template", "after")
+
+
+def _sub_replicas(raw: object, at: str, scopes: frozenset[str]) -> SubReplicaSpec:
+    spec = expect_mapping(raw, at)
+    check_fields(spec, at, ("group", "count", "base"))
+    for key in ("group", "count", "base"):
+        if key not in spec:
+            raise DescriptorError(f"{at}.{key}", "required")
+    return SubReplicaSpec(
+        group=compile_name(spec["group"], f"{at}.group", scopes),
+        count=compile_count(spec["count"], f"{at}.count", scopes),
+        base=compile_count(spec["base"], f"{at}.base", scopes),
+    )
 
 
 def _role(raw: object, at: str) -> RoleSpec:
@@ -312,6 +359,10 @@ def _role(raw: object, at: str) -> RoleSpec:
                       if "minReplicas" in spec else None),
         pods_per_replica=compile_count(spec.get("podsPerReplica", 1), f"{at}.podsPerReplica",
                                        scopes),
+        min_pods_per_replica=(compile_count(spec["minPodsPerReplica"], f"{at}.minPodsPerReplica",
+                                            scopes) if "minPodsPerReplica" in spec else None),
+        sub_replicas=(_sub_replicas(spec["subReplicas"], f"{at}.subReplicas", scopes)
+                      if "subReplicas" in spec else None),
         template=_template(spec.get("template", {}), f"{at}.template", scopes),
         after=after,
         after_ref=after_ref,
@@ -332,14 +383,20 @@ def _gangs(raw: object, at: str) -> GangSpec:
 
 def _pods(raw: object, at: str) -> PodMatch:
     spec = expect_mapping(raw, at)
-    check_fields(spec, at, ("owners", "workloadLabel", "role", "replica"))
+    check_fields(spec, at, ("owners", "workloadLabel", "role", "replica", "subReplica"))
     owners = expect_list(spec.get("owners", []), f"{at}.owners")
     role = expect_mapping(spec.get("role", {}), f"{at}.role")
-    check_fields(role, f"{at}.role", ("labels", "map", "default"))
+    check_fields(role, f"{at}.role", ("labels", "map", "default", "match"))
     labels = expect_list(role.get("labels", []), f"{at}.role.labels")
     mapping = expect_mapping(role.get("map", {}), f"{at}.role.map")
+    match = role.get("match", RoleMatch.EXACT.value)
+    if match not in {m.value for m in RoleMatch}:
+        raise DescriptorError(f"{at}.role.match", f"unknown match {match!r}; expected one of "
+                              f"{', '.join(m.value for m in RoleMatch)}")
     replica = expect_mapping(spec.get("replica", {}), f"{at}.replica")
     check_fields(replica, f"{at}.replica", ("label",))
+    sub = expect_mapping(spec.get("subReplica", {}), f"{at}.subReplica")
+    check_fields(sub, f"{at}.subReplica", ("label",))
     default = role.get("default")
     workload_label = spec.get("workloadLabel")
     return PodMatch(
@@ -350,9 +407,33 @@ def _pods(raw: object, at: str) -> PodMatch:
         role_map=tuple(sorted((str(k), expect_str(v, f"{at}.role.map.{k}"))
                               for k, v in mapping.items())),
         role_default=expect_str(default, f"{at}.role.default") if default is not None else None,
+        role_match=RoleMatch(match),
         replica_label=(expect_str(replica["label"], f"{at}.replica.label")
                        if "label" in replica else None),
+        sub_replica_label=(expect_str(sub["label"], f"{at}.subReplica.label")
+                           if "label" in sub else None),
     )
+
+
+def _check_sub_replicas(roles: tuple[RoleSpec, ...], gangs: GangSpec, pods: PodMatch) -> None:
+    """``subReplicas`` cuts gangs only under ``baseAndScaled``, whose pods must carry their
+    replica and sub-replica indexes (without them a pod cannot tell its gang)."""
+    cut = [i for i, r in enumerate(roles) if r.sub_replicas is not None]
+    if gangs.policy is GangPolicy.BASE_AND_SCALED:
+        if pods.replica_label is None:
+            raise DescriptorError("spec.pods.replica.label", "required with gang policy "
+                                  "baseAndScaled: it says which base gang a pod is in")
+        if cut and pods.sub_replica_label is None:
+            raise DescriptorError("spec.pods.subReplica.label", f"required: spec.roles[{cut[0]}]"
+                                  ".subReplicas cuts replicas into gangs, so a pod must say "
+                                  "which sub-replica it is")
+    elif cut:
+        raise DescriptorError(f"spec.roles[{cut[0]}].subReplicas", "cuts gangs only with "
+                              "spec.gangs.policy baseAndScaled, not "
+                              f"{gangs.policy.value}")
+    elif pods.sub_replica_label is not None:
+        raise DescriptorError("spec.pods.subReplica", "is read only with spec.gangs.policy "
+                              "baseAndScaled")
 
 
 def _phase(raw: object, at: str) -> Phase:
@@ -415,12 +496,15 @@ def compile_descriptor(raw: object) -> Descriptor:
     description = spec.get("description", "")
     if not isinstance(description, str):
         raise DescriptorError("spec.description", "expected a string")
+    target = _target(spec.get("target"), "spec.target")
+    pods = _pods(spec.get("pods", {}), "spec.pods")
+    _check_sub_replicas(roles, gangs, pods)
     return Descriptor(
         name=name,
-        target=_target(spec.get("target"), "spec.target"),
+        target=target,
         roles=roles,
         gangs=gangs,
-        pods=_pods(spec.get("pods", {}), "spec.pods"),
+        pods=pods,
         status=_status(spec.get("status", {}), "spec.status"),
         description=description,
     )

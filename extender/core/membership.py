@@ -4,7 +4,8 @@ The controller owner chain decides first (Pod -> Job -> JobSet, Pod -> StatefulS
 LeaderWorkerSet, Pod -> ReplicaSet -> Deployment): the topmost owner of a described kind that
 was resolved is the workload, so a Job inside a JobSet yields the JobSet. When the chain is
 unknown (owner objects not at hand), the descriptors' ``pods.workloadLabel`` rules decide.
-Role and replica index come from the descriptor's pod labels.
+Role, replica and sub-replica indexes come from the descriptor's pod labels; the gang from
+:func:`extender.core.gangs.member_gang_key`, the rule that cut the tree's gangs.
 """
 
 from __future__ import annotations
@@ -14,10 +15,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from extender.core.catalog import Catalog
-from extender.core.descriptor import Descriptor, GangPolicy
+from extender.core.descriptor import Descriptor, GangPolicy, RoleMatch
+from extender.core.gangs import member_gang_key
 from extender.core.model import Membership, OwnerRef, PodInfo, WorkloadTree
 from extender.core.objects import owner_refs
-from extender.core.workload import gang_key
 
 #: Owner chains longer than this are cut (a cycle of owner references must not loop forever).
 MAX_CHAIN = 16
@@ -90,6 +91,12 @@ def _workload(pod: PodInfo, objects: ObjectIndex, catalog: Catalog,
     return None
 
 
+def _suffixed(value: str, names: Mapping[str, str]) -> str | None:
+    """The longest role name ``value`` ends with as ``-<name>`` (``w-0-sg-1-leader``)."""
+    found = [lower for lower in names if value.endswith(f"-{lower}")]
+    return names[max(found, key=len)] if found else None
+
+
 def _role(pod: PodInfo, descriptor: Descriptor, tree: WorkloadTree) -> str:
     names = {r.name.lower(): r.name for r in tree.roles}
     mapping = dict(descriptor.pods.role_map)
@@ -100,6 +107,10 @@ def _role(pod: PodInfo, descriptor: Descriptor, tree: WorkloadTree) -> str:
         wanted = mapping.get(value, value)
         if wanted.lower() in names:
             return names[wanted.lower()]
+        if descriptor.pods.role_match is RoleMatch.SUFFIX:
+            suffixed = _suffixed(wanted.lower(), names)
+            if suffixed is not None:
+                return suffixed
         if descriptor.pods.role_default is None:
             return wanted
     if descriptor.pods.role_default is not None:
@@ -107,8 +118,7 @@ def _role(pod: PodInfo, descriptor: Descriptor, tree: WorkloadTree) -> str:
     return tree.roles[0].name if len(tree.roles) == 1 else ""
 
 
-def _replica(pod: PodInfo, descriptor: Descriptor) -> int | None:
-    label = descriptor.pods.replica_label
+def _index(pod: PodInfo, label: str | None) -> int | None:
     value = pod.label(label) if label else None
     try:
         return int(value) if value is not None else None
@@ -130,9 +140,11 @@ def find_membership(pod: PodInfo, *, objects: ObjectIndex, catalog: Catalog,
     if descriptor is None:
         return Membership(workload=tree.ref, role="")
     role = _role(pod, descriptor, tree)
-    replica = _replica(pod, descriptor)
+    replica = _index(pod, descriptor.pods.replica_label)
     policy = descriptor.gangs.policy
-    key = gang_key(tree.ref, policy, role=role, replica=replica)
+    resolved = next((r for r in tree.roles if r.name == role), None)
+    key = member_gang_key(tree.ref, policy, resolved, replica=replica,
+                          sub_replica=_index(pod, descriptor.pods.sub_replica_label))
     gang = None
     if key is not None and policy is not GangPolicy.NONE:
         for candidate in tree.gangs:

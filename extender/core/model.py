@@ -14,7 +14,7 @@ from typing import NewType
 from extender.core.resources import EMPTY, Resources
 
 GangKey = NewType("GangKey", str)
-"""``namespace/name`` of a gang, e.g. ``ml/llama`` or ``ml/vllm/group-1``."""
+"""``namespace/name`` of a gang, e.g. ``ml/llama``, ``ml/vllm/group-1``, ``ml/pcs/0/prefill-1``."""
 
 NodeName = NewType("NodeName", str)
 
@@ -195,6 +195,20 @@ class WorkloadRef:
 
 
 @dataclass(frozen=True, slots=True)
+class SubReplicas:
+    """A role whose replicas come in blocks of ``count``, one block per gang replica.
+
+    In each block the first ``base`` copies join the replica's base gang; every further copy
+    ``j`` is a gang of its own, shared with the other roles of ``group`` (a Grove
+    PodCliqueScalingGroup replica above ``minAvailable``: leader and workers together).
+    """
+
+    group: str
+    count: int
+    base: int
+
+
+@dataclass(frozen=True, slots=True)
 class Role:
     """One kind of pod in a workload: JobSet replicatedJob, Ray worker group, LWS worker."""
 
@@ -207,15 +221,26 @@ class Role:
     """Elastic minimum (PyTorch elasticPolicy, Ray minReplicas); ``None`` means ``replicas``."""
     template: Mapping[str, object] = field(default_factory=dict, compare=False, hash=False)
     """The pod template as written, for controllers the simulator models."""
+    min_pods_per_replica: int | None = None
+    """Pods of one replica that must start together (Grove clique ``minAvailable``);
+    ``None`` means ``pods_per_replica``."""
+    sub_replicas: SubReplicas | None = None
+    """How the replicas are cut into base and scaled gangs (gang policy ``baseAndScaled``)."""
 
     @property
     def pods(self) -> int:
         return self.replicas * self.pods_per_replica
 
     @property
+    def min_per_replica(self) -> int:
+        if self.min_pods_per_replica is None:
+            return self.pods_per_replica
+        return self.min_pods_per_replica
+
+    @property
     def min_pods(self) -> int:
         base = self.replicas if self.min_replicas is None else self.min_replicas
-        return base * self.pods_per_replica
+        return base * self.min_per_replica
 
     @property
     def gpus(self) -> int:

@@ -13,20 +13,15 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from extender.core.descriptor import Descriptor, GangPolicy, RoleSpec, TemplateSpec
+from extender.core.descriptor import Descriptor, RoleSpec, SubReplicaSpec, TemplateSpec
 from extender.core.expressions import ITEM, OBJECT, PathRef, Scope, WorkloadError
-from extender.core.model import (
-    Gang,
-    GangKey,
-    GangMember,
-    Role,
-    WorkloadRef,
-    WorkloadTree,
-)
+from extender.core.gangs import cut_gangs, gang_key, member_gang_key, replica_indexes
+from extender.core.model import Role, SubReplicas, WorkloadRef, WorkloadTree
 from extender.core.phase import phase_of
 from extender.core.podspec import PodSpecError, shape_of
 
-__all__ = ["WorkloadError", "gang_key", "resolve_workload", "workload_ref"]
+__all__ = ["WorkloadError", "gang_key", "member_gang_key", "replica_indexes", "resolve_workload",
+           "workload_ref"]
 
 
 def workload_ref(obj: Mapping[str, Any]) -> WorkloadRef:
@@ -47,21 +42,6 @@ def workload_ref(obj: Mapping[str, Any]) -> WorkloadRef:
         name=name,
         uid=str(meta.get("uid") or ""),
     )
-
-
-def gang_key(ref: WorkloadRef, policy: GangPolicy, *, role: str = "",
-             replica: int | None = None) -> GangKey | None:
-    """The key of the gang a pod of ``role``/``replica`` belongs to under ``policy``."""
-    base = f"{ref.namespace}/{ref.name}"
-    if policy is GangPolicy.WORKLOAD:
-        return GangKey(base)
-    if policy is GangPolicy.REPLICA and replica is not None:
-        return GangKey(f"{base}/group-{replica}")
-    if policy is GangPolicy.ROLE and role:
-        return GangKey(f"{base}/{role}")
-    if policy is GangPolicy.ROLE_REPLICA and replica is not None:
-        return GangKey(f"{base}/{role}-{replica}")
-    return None
 
 
 def _items(spec: RoleSpec, obj: Mapping[str, Any]) -> list[tuple[str, object]]:
@@ -182,6 +162,23 @@ def _join_values(spec: RoleSpec, scope: dict[str, object]) -> None:
         scope[join.alias] = bound
 
 
+def _cut(spec: SubReplicaSpec, scope: Scope, *, key: str, replicas: int) -> SubReplicas | None:
+    """The role's sub-replicas; ``None`` when ``group`` selects nothing (a standalone clique)."""
+    group = spec.group
+    if group.ref is not None and group.default is None and not group.ref.find(scope):
+        return None
+    try:
+        name = group.evaluate(scope, key=key)
+    except WorkloadError as err:
+        raise WorkloadError(f"subReplicas.group: {err}") from err
+    count = max(0, spec.count.evaluate(scope))
+    if replicas and (count == 0 or replicas % count):
+        raise WorkloadError(f"subReplicas.count: {replicas} replicas do not come in blocks of "
+                            f"{count} (one block per gang replica)")
+    return SubReplicas(group=name, count=count,
+                       base=min(count, max(0, spec.base.evaluate(scope))))
+
+
 def _roles(descriptor: Descriptor, obj: Mapping[str, Any],
            ) -> tuple[list[Role], list[tuple[str, str]], set[str]]:
     roles: list[Role] = []
@@ -201,6 +198,10 @@ def _roles(descriptor: Descriptor, obj: Mapping[str, Any],
                 per = max(0, spec.pods_per_replica.evaluate(scope))
                 minimum = (None if spec.min_replicas is None
                            else min(replicas, max(0, spec.min_replicas.evaluate(scope))))
+                min_per = (None if spec.min_pods_per_replica is None
+                           else min(per, max(0, spec.min_pods_per_replica.evaluate(scope))))
+                cut = (None if spec.sub_replicas is None
+                       else _cut(spec.sub_replicas, scope, key=key, replicas=replicas))
             except WorkloadError as err:
                 raise WorkloadError(f"{where}: {err}") from err
             template = pod_template(spec.template, scope)
@@ -212,7 +213,8 @@ def _roles(descriptor: Descriptor, obj: Mapping[str, Any],
             if any(existing.name == name for existing in roles):
                 raise WorkloadError(f"{where}: two roles are named {name!r}")
             roles.append(Role(name=name, replicas=replicas, pods_per_replica=per, shape=shape,
-                              min_replicas=minimum, template=template))
+                              min_replicas=minimum, template=template,
+                              min_pods_per_replica=min_per, sub_replicas=cut))
             befores = list(spec.after)
             if spec.after_ref is not None:
                 befores += [str(v) for v in spec.after_ref.find(scope)
@@ -223,44 +225,6 @@ def _roles(descriptor: Descriptor, obj: Mapping[str, Any],
     names = {r.name for r in roles}
     edges = sorted({(b, a) for b, a in after if b in names and b != a})
     return roles, edges, outside
-
-
-def _gangs(descriptor: Descriptor, ref: WorkloadRef, roles: list[Role],
-           created: float, *, outside: set[str]) -> tuple[Gang, ...]:
-    policy = descriptor.gangs.policy
-    chosen = [r for r in roles if r.pods > 0 and r.name not in outside and
-              (not descriptor.gangs.roles or r.name in descriptor.gangs.roles)]
-    if policy is GangPolicy.NONE or not chosen:
-        return ()
-    priority = max(r.shape.priority for r in chosen)
-
-    def gang(key: GangKey | None, members: list[GangMember]) -> Gang:
-        assert key is not None
-        return Gang(key=key, workload=ref, members=tuple(members), priority=priority,
-                    created=created)
-
-    if policy is GangPolicy.WORKLOAD:
-        members = [GangMember(role=r.name, count=r.pods, min_count=r.min_pods, shape=r.shape)
-                   for r in chosen]
-        return (gang(gang_key(ref, policy), members),)
-    out = []
-    if policy is GangPolicy.REPLICA:
-        for i in range(max(r.replicas for r in chosen)):
-            members = [GangMember(role=r.name, count=r.pods_per_replica,
-                                  min_count=r.pods_per_replica, shape=r.shape)
-                       for r in chosen if r.replicas > i]
-            out.append(gang(gang_key(ref, policy, replica=i), members))
-        return tuple(out)
-    if policy is GangPolicy.ROLE:
-        return tuple(gang(gang_key(ref, policy, role=r.name), [
-            GangMember(role=r.name, count=r.pods, min_count=r.min_pods, shape=r.shape)])
-            for r in chosen)
-    for r in chosen:
-        for i in range(r.replicas):
-            member = GangMember(role=r.name, count=r.pods_per_replica,
-                                min_count=r.pods_per_replica, shape=r.shape)
-            out.append(gang(gang_key(ref, policy, role=r.name, replica=i), [member]))
-    return tuple(out)
 
 
 def _created(obj: Mapping[str, Any]) -> float:
@@ -288,7 +252,7 @@ def resolve_workload(obj: Mapping[str, Any], descriptor: Descriptor) -> Workload
         descriptor=descriptor.name,
         phase=phase_of(obj, descriptor.status),
         roles=tuple(roles),
-        gangs=_gangs(descriptor, ref, roles, _created(obj), outside=outside),
+        gangs=cut_gangs(descriptor, ref, roles, _created(obj), outside=outside),
         edges=tuple(edges),
         descriptor_format=descriptor.format,
     )

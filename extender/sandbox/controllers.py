@@ -16,7 +16,7 @@ from typing import Any
 
 from extender.core.descriptor import Descriptor
 from extender.core.model import Role, WorkloadTree
-from extender.core.workload import gang_key
+from extender.core.workload import member_gang_key, replica_indexes
 
 #: Intermediate owners we can create as real built-in objects, by kind.
 _INTERMEDIATE = {"Job": "batch/v1", "StatefulSet": "apps/v1"}
@@ -68,8 +68,11 @@ def _pod_labels(tree: WorkloadTree, descriptor: Descriptor, role: Role, replica:
         labels[match.workload_label] = tree.ref.name
     for label in match.role_labels[:1]:
         labels[label] = _role_label_value(role, descriptor, index)
+    at, sub = replica_indexes(role, replica)  # a Grove PCSG clique: (PCS, PCSG) replica
     if match.replica_label:
-        labels[match.replica_label] = str(replica)
+        labels[match.replica_label] = str(at)
+    if match.sub_replica_label and sub is not None:
+        labels[match.sub_replica_label] = str(sub)
     return labels
 
 
@@ -206,7 +209,9 @@ def pod_groups(obj: Mapping[str, Any], tree: WorkloadTree, descriptor: Descripto
     at = 0
     for role in tree.roles:  # the order children() made the pods in
         for replica in range(role.replicas):
-            key = gang_key(tree.ref, descriptor.gangs.policy, role=role.name, replica=replica)
+            index, sub = replica_indexes(role, replica)
+            key = member_gang_key(tree.ref, descriptor.gangs.policy, role, replica=index,
+                                  sub_replica=sub)
             for _ in range(role.pods_per_replica):
                 if key is not None and (key, role.name) in members:
                     pods[at]["spec"]["schedulingGroup"] = {"podGroupName": group_of[key]}

@@ -1,7 +1,7 @@
 """The CRD's OpenAPI schema admits every catalog descriptor and rejects malformed ones.
 
-A small structural checker (types, required, enum, additionalProperties) stands in for the
-API server's validation of the same schema.
+A small structural checker (types, required, enum, minLength, additionalProperties) stands in
+for the API server's validation of the same schema.
 """
 
 from __future__ import annotations
@@ -45,6 +45,8 @@ def violations(node: Any, schema: dict[str, Any], at: str = "") -> list[str]:
             out.append(f"{at}: not a string")
         elif "enum" in schema and node not in schema["enum"]:
             out.append(f"{at}: not one of {schema['enum']}")
+        elif len(node) < schema.get("minLength", 0):
+            out.append(f"{at}: shorter than {schema['minLength']}")
     return out
 
 
@@ -65,9 +67,49 @@ def test_the_schema_rejects_bad_enums_and_missing_targets() -> None:
     del doc["spec"]["target"]
     assert sorted(violations(doc, SCHEMA)) == [
         ".spec.gangs.policy: not one of ['workload', 'replica', 'role', 'roleReplica', "
-        "'none']",
+        "'baseAndScaled', 'none']",
         ".spec.target: required",
     ]
+
+
+def podcliqueset() -> dict[str, Any]:
+    doc: dict[str, Any] = yaml.safe_load((REPO / "descriptors" / "podcliqueset.yaml").read_text())
+    return doc
+
+
+def test_the_schema_knows_every_field_the_grove_descriptor_uses() -> None:
+    # The API server prunes fields its schema does not name; a pruned subReplicas would turn
+    # Grove's scaled PodGangs back into one gang without a word.
+    role = SCHEMA["properties"]["spec"]["properties"]["roles"]["items"]["properties"]
+    pods = SCHEMA["properties"]["spec"]["properties"]["pods"]["properties"]
+    doc = podcliqueset()
+    assert set(doc["spec"]["roles"][0]) <= set(role)
+    assert set(doc["spec"]["roles"][0]["subReplicas"]) <= set(role["subReplicas"]["properties"])
+    assert set(doc["spec"]["pods"]) <= set(pods)
+    assert set(doc["spec"]["pods"]["role"]) <= set(pods["role"]["properties"])
+
+
+def _edited(edit: Any) -> dict[str, Any]:
+    doc = podcliqueset()
+    edit(doc["spec"])
+    return doc
+
+
+@pytest.mark.parametrize(("edit", "problem"), [
+    (lambda s: s["roles"][0].update(subReplicas=2), ".spec.roles[0].subReplicas: not an object"),
+    (lambda s: s["roles"][0]["subReplicas"].pop("base"),
+     ".spec.roles[0].subReplicas.base: required"),
+    (lambda s: s["pods"].update(subReplica={}), ".spec.pods.subReplica.label: required"),
+    (lambda s: s["pods"]["subReplica"].update(label=""),
+     ".spec.pods.subReplica.label: shorter than 1"),
+    (lambda s: s["pods"]["subReplica"].update(label=["a"]),
+     ".spec.pods.subReplica.label: not a string"),
+    (lambda s: s["pods"]["role"].update(match="prefix"),
+     ".spec.pods.role.match: not one of ['exact', 'suffix']"),
+], ids=["sub-replicas-not-an-object", "sub-replicas-without-base", "sub-replica-without-label",
+        "empty-sub-replica-label", "sub-replica-label-not-a-string", "unknown-role-match"])
+def test_the_schema_rejects_malformed_sub_replicas(edit: Any, problem: str) -> None:
+    assert violations(_edited(edit), SCHEMA) == [problem]
 
 
 def _objects(schema: Any) -> list[dict[str, Any]]:

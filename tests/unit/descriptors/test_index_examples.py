@@ -246,10 +246,10 @@ ROWS = [
         roles=['prefill', 'decode'], gangs=[(5, 5)]),
     Row("69", "grove/grove__operator__samples__user-guide__01_core-concepts__multi-node-aggregated.yaml",  # noqa: E501
         pods=8, gpus=0,
-        roles=['leader', 'worker'], gangs=[(8, 4)]),
+        roles=['leader', 'worker'], gangs=[(4, 4), (4, 4)]),
     Row("70", "grove/grove__operator__samples__user-guide__01_core-concepts__multi-node-disaggregated.yaml",  # noqa: E501
         pods=13, gpus=0,
-        roles=['pleader', 'pworker', 'dleader', 'dworker'], gangs=[(13, 8)]),
+        roles=['pleader', 'pworker', 'dleader', 'dworker'], gangs=[(5, 5), (8, 8)]),
     Row("71", "grove/grove__operator__samples__user-guide__01_core-concepts__complete-inference-pipeline.yaml",  # noqa: E501
         pods=11, gpus=0,
         roles=[
@@ -257,7 +257,7 @@ ROWS = [
         ], gangs=[(11, 11)]),
     Row("72", "grove/grove__operator__samples__user-guide__02_pod-and-resource-naming-conventions__multinode-disaggregated-with-frontend.yaml",  # noqa: E501
         pods=13, gpus=0,
-        roles=['frontend', 'pleader', 'pworker', 'dleader', 'dworker'], gangs=[(13, 9)]),
+        roles=['frontend', 'pleader', 'pworker', 'dleader', 'dworker'], gangs=[(4, 4), (9, 9)]),
     Row("73", "grove/grove__operator__e2e__yaml__auto-mnnvl__mnnvl-comprehensive-mix.yaml",
         pods=12, gpus=12,
         roles=[
