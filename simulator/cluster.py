@@ -31,6 +31,7 @@ from extender.core.capacity import (
     Demand,
     NodeCapacity,
     SnapshotIndex,
+    charge_pod,
     count_fitting,
     demand_of,
     empty_capacity,
@@ -53,6 +54,7 @@ from extender.core.model import (
 )
 from extender.core.resources import GPU
 from extender.core.snapshot import ClusterSnapshot
+from simulator.preferences import Preferred
 
 #: Node kind: what eligibility and default scores depend on besides free capacity.
 Kind = tuple[object, ...]
@@ -115,6 +117,8 @@ class ClusterModel:
         self.gangs: dict[GangKey, Gang] = {}
         self.assumed: dict[str, NodeName] = {}
         """Pods kube-scheduler assumed onto a node, bind pending."""
+        self.preferred: dict[str, Preferred] = {}
+        """Pod -> its preferred node affinity (only kube-scheduler's score reads it)."""
         self.on_node: dict[NodeName, set[str]] = {n: set() for n in self.nodes}
         """Pods bound or assumed on each node."""
         self.total_gpu_milli = sum(len(c.devices) for c in self.empty.values()) * DEVICE
@@ -128,9 +132,10 @@ class ClusterModel:
         self._kinds: dict[Kind, int] = {}
         self._kind: dict[NodeName, int] = {}
         self._kind_node: list[NodeInfo] = []
-        self._personal = _personal_keys(self.nodes.values())
+        self.personal = _personal_keys(self.nodes.values())
+        """Label keys left out of node kinds (their value differs on every node)."""
         for name, node in self.nodes.items():
-            k = self._kinds.setdefault(_kind_of(node, self._personal), len(self._kinds))
+            k = self._kinds.setdefault(_kind_of(node, self.personal), len(self._kinds))
             self._kind[name] = k
             if k == len(self._kind_node):
                 self._kind_node.append(node)
@@ -144,8 +149,17 @@ class ClusterModel:
         self._base_classes: dict[NodeCapacity, list[NodeName]] = {}
         for name in self.nodes:
             self._base_classes.setdefault(self.base[name], []).append(name)
+        self._class_tuples: dict[NodeCapacity, tuple[NodeName, ...]] = {}
+        """The classes as the core reads them; only classes that changed are copied again."""
+        self._dirty_classes: set[NodeCapacity] = set(self._base_classes)
         self._bound_on: dict[NodeName, set[str]] = {}
+        self._unpinned: set[NodeName] = set()
+        """Nodes with a bound GPU pod whose devices are not known (recorded without them):
+        charging one more pod there may move it, so capacity is recomputed from scratch."""
         self._pods_on: dict[NodeName, tuple[str, ...]] = {}
+        self._demands: dict[PodShape, Demand] = {}
+        self._fits: dict[tuple[NodeCapacity, Demand], bool] = {}
+        """Memo: does one pod of the demand fit a class's free capacity (values never change)."""
         self._gang_members: dict[str, set[str]] = {}
         self._gang_pods: dict[str, tuple[str, ...]] = {}
         self._eligible: dict[PodShape, tuple[NodeName, ...]] = {}
@@ -165,8 +179,14 @@ class ClusterModel:
                 revision=self.revision,
             )
             base = MappingProxyType(self.base)
-            remember_classes(base, {cap: tuple(names)
-                                    for cap, names in self._base_classes.items()})
+            for cap in self._dirty_classes:
+                names = self._base_classes.get(cap)
+                if names:
+                    self._class_tuples[cap] = tuple(names)
+                else:
+                    self._class_tuples.pop(cap, None)
+            self._dirty_classes.clear()
+            remember_classes(base, dict(self._class_tuples))
             remember_index(snapshot, SnapshotIndex(
                 base=base, pods_on=MappingProxyType(self._pods_on),
                 gang_pods=MappingProxyType(self._gang_pods), eligible=self._eligible,
@@ -174,11 +194,30 @@ class ClusterModel:
             self._snapshot = snapshot
         return self._snapshot
 
-    def _rebase(self, node: NodeName) -> None:
-        """Recompute what the extender sees free on ``node`` from its bound pods."""
+    def demand(self, shape: PodShape) -> Demand:
+        """:func:`~extender.core.capacity.demand_of`, once per shape."""
+        found = self._demands.get(shape)
+        if found is None:
+            found = self._demands[shape] = demand_of(shape, gpu=self.gpu)
+        return found
+
+    def _rebase(self, node: NodeName, *, added: PodInfo | None = None) -> None:
+        """What the extender sees free on ``node``: recomputed from its bound pods, or, for one
+        pod ``added`` whose devices are known, charged on top (the same value: charging pods
+        with known devices does not depend on their order)."""
         bound = self._bound_on.get(node, set())
-        cap = node_capacity(self.nodes[node], [self.pods[u] for u in sorted(bound)],
-                            gpu=self.gpu)
+        demand = None if added is None else self.demand(added.shape)
+        if demand is not None and added is not None and node not in self._unpinned and (
+                added.gpu_devices or not (demand.whole or demand.share)):
+            cap = charge_pod(self.base[node], added, gpu=self.gpu)
+        else:
+            pods = [self.pods[u] for u in sorted(bound)]
+            cap = node_capacity(self.nodes[node], pods, gpu=self.gpu)
+            if any(not p.gpu_devices and (self.demand(p.shape).whole or self.demand(p.shape).share)
+                   for p in pods):
+                self._unpinned.add(node)
+            else:
+                self._unpinned.discard(node)
         if bound:
             self._pods_on[node] = tuple(sorted(bound))
         else:
@@ -191,6 +230,7 @@ class ClusterModel:
         if not names:
             del self._base_classes[old]
         bisect.insort(self._base_classes.setdefault(cap, []), node)
+        self._dirty_classes.update((old, cap))
         self.base[node] = cap
 
     def _gang_member(self, uid: str, gang: str | None, *, present: bool) -> None:
@@ -223,10 +263,16 @@ class ClusterModel:
         Yields ``(free capacity with devices sorted, sorted node names)``; the lists must not
         be modified.
         """
-        by_name = _by_name(shape, self._personal)
+        by_name = _by_name(shape, self.personal)
         kinds = None if by_name else self._eligible_kind_set(shape)
+        fits = self._fits
         for (kind, cap), names in self._classes.items():
-            if not names or count_fitting(cap, demand) <= 0:
+            if not names:
+                continue
+            fit = fits.get((cap, demand))
+            if fit is None:
+                fit = fits[(cap, demand)] = count_fitting(cap, demand) > 0
+            if not fit:
                 continue
             if kinds is not None:
                 if kind in kinds:
@@ -235,6 +281,20 @@ class ClusterModel:
             allowed = [n for n in names if ineligibility(shape, self.nodes[n]) is None]
             if allowed:
                 yield cap, allowed
+
+    def feasible_among(self, shape: PodShape, demand: Demand,
+                       names: Iterable[NodeName]) -> list[NodeName]:
+        """Those of ``names`` :meth:`feasible` would yield, in the order given."""
+        by_name = _by_name(shape, self.personal)
+        kinds = None if by_name else self._eligible_kind_set(shape)
+        out = []
+        for name in names:
+            if name not in self.nodes or count_fitting(self.cache[name], demand) <= 0:
+                continue
+            if (self._kind[name] in kinds) if kinds is not None else \
+                    ineligibility(shape, self.nodes[name]) is None:
+                out.append(name)
+        return out
 
     def _eligible_kind_set(self, shape: PodShape) -> tuple[int, ...]:
         found = self._eligible_kinds.get(shape)
@@ -258,9 +318,12 @@ class ClusterModel:
                 self.gangs.pop(gang.key, None)
             self._changed()
 
-    def add_pod(self, pod: PodInfo, membership: Membership | None) -> None:
+    def add_pod(self, pod: PodInfo, membership: Membership | None, *,
+                preferred: Preferred = ()) -> None:
         """A pod appears (created pending, or recorded already bound)."""
         self.pods[pod.uid] = pod
+        if preferred:
+            self.preferred[pod.uid] = preferred
         if membership is not None:
             self.memberships[pod.uid] = membership
             self._gang_member(pod.uid, membership.gang, present=True)
@@ -299,12 +362,12 @@ class ClusterModel:
         return pod if pod.node_name is not None else replace(pod, node_name=node)
 
     def _gpu_milli(self, pod: PodInfo) -> int:
-        return demand_of(pod.shape, gpu=self.gpu).gpu_milli
+        return self.demand(pod.shape).gpu_milli
 
     def assume(self, uid: str, node: NodeName) -> None:
         """kube-scheduler reserves ``node`` for the pod while its bind is pending."""
         pod = self.pods[uid]
-        demand = demand_of(pod.shape, gpu=self.gpu)
+        demand = self.demand(pod.shape)
         before = self.cache[node]
         after = take(before, demand)
         self._set_cap(node, after)
@@ -330,32 +393,52 @@ class ClusterModel:
         self.pods[uid] = pod
         self.used_gpu_milli += self._gpu_milli(pod)
         self._bound_on.setdefault(node, set()).add(uid)
-        self._rebase(node)
+        self._rebase(node, added=pod)
         self._changed()
         return pod
 
     def remove_pod(self, uid: str) -> PodInfo | None:
         """The pod finished or was deleted: it holds nothing any more."""
-        if uid in self.assumed:
-            self.forget(uid)
-        pod = self.pods.pop(uid, None)
-        member = self.memberships.pop(uid, None)
-        if member is not None:
-            self._gang_member(uid, member.gang, present=False)
-        if pod is None:
-            return None
-        node = pod.node_name
-        if node is not None and uid in self.on_node.get(node, ()):
-            self.on_node[node].discard(uid)
-            self._bound_on[node].discard(uid)
-            self.used_gpu_milli -= self._gpu_milli(pod)
-            self._recharge(node)
+        return self.remove_pods([uid]).get(uid)
+
+    def remove_pods(self, uids: Iterable[str]) -> dict[str, PodInfo]:
+        """Pods finish together (a gang): each node they leave is recomputed once."""
+        gone: dict[str, PodInfo] = {}
+        left: set[NodeName] = set()
+        for uid in uids:
+            if uid in self.assumed:
+                self.forget(uid)
+            pod = self.pods.pop(uid, None)
+            self.preferred.pop(uid, None)
+            member = self.memberships.pop(uid, None)
+            if member is not None:
+                self._gang_member(uid, member.gang, present=False)
+            if pod is None:
+                continue
+            gone[uid] = pod
+            node = pod.node_name
+            if node is not None and uid in self.on_node.get(node, ()):
+                self.on_node[node].discard(uid)
+                self._bound_on[node].discard(uid)
+                self.used_gpu_milli -= self._gpu_milli(pod)
+                left.add(node)
+        for node in sorted(left):
             self._rebase(node)
-        self._changed()
-        return pod
+            if any(u in self.assumed for u in self.on_node[node]):
+                self._recharge(node)
+            else:  # nothing assumed there: the scheduler cache sees what the extender sees
+                self._set_cap(node, self.base[node])
+        if gone:
+            self._changed()
+        return gone
 
     # checks ----------------------------------------------------------------------------------
     def oversubscribed(self, node: NodeName) -> dict[str, int]:
-        """Resources of ``node`` its bound pods drive below zero, recomputed from scratch."""
+        """Resources of ``node`` its bound pods drive below zero (what the extender observes;
+        the tests check that this kept value equals one recomputed from scratch)."""
+        return self.base[node].oversubscribed()
+
+    def oversubscribed_from_scratch(self, node: NodeName) -> dict[str, int]:
+        """The same, recomputed from the node's bound pods."""
         bound = [self.pods[u] for u in self.on_node[node] if u not in self.assumed]
         return node_capacity(self.nodes[node], bound, gpu=self.gpu).oversubscribed()

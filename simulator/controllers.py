@@ -5,12 +5,17 @@ The simulator skips the intermediate objects and creates what they end in: for e
 the workload's resolved tree, ``replicas x podsPerReplica`` pods from ``Role.template``, each
 with the membership (role, replica index, gang) that :mod:`extender.core.membership` would give
 it in a cluster, computed by the same :func:`~extender.core.workload.gang_key`.
+
+Pods a controller creates go through the API server's Priority admission, which turns the
+template's ``priorityClassName`` (or the ``globalDefault`` class) into ``spec.priority``:
+:func:`admit_priorities` does that once per workload, for its roles and gangs alike.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 
 from extender.core.catalog import Catalog
 from extender.core.descriptor import GangPolicy
@@ -24,6 +29,7 @@ from extender.core.model import (
     freeze_labels,
 )
 from extender.core.workload import gang_key
+from simulator.priority import PriorityClasses
 
 #: Label every simulated pod carries: the workload it was made for.
 WORKLOAD_LABEL = "muster.dev/simulated-workload"
@@ -50,6 +56,30 @@ def membership_for(tree: WorkloadTree, role: Role, replica: int, *,
 def gang_policy(tree: WorkloadTree, catalog: Catalog) -> GangPolicy:
     descriptor = catalog.for_api(tree.ref.api_version, tree.ref.kind)
     return GangPolicy.NONE if descriptor is None else descriptor.gangs.policy
+
+
+def admit_priorities(tree: WorkloadTree, classes: PriorityClasses) -> WorkloadTree:
+    """``tree`` with each role's pod priority resolved from its template's
+    ``priorityClassName`` (or the default class), and each gang's priority the highest of its
+    members', as :func:`~extender.core.workload.resolve_workload` computes it."""
+    shapes = {}
+    for role in tree.roles:
+        spec = role.template.get("spec")
+        priority = classes.resolve(spec if isinstance(spec, Mapping) else {},
+                                   where=f"{tree.ref.key} role {role.name}")
+        if priority is not None and priority != role.shape.priority:
+            shapes[role.name] = replace(role.shape, priority=priority)
+    if not shapes:
+        return tree
+    roles = tuple(replace(r, shape=shapes[r.name]) if r.name in shapes else r for r in tree.roles)
+    gangs = []
+    for gang in tree.gangs:
+        members = tuple(replace(m, shape=shapes[m.role]) if m.role in shapes else m
+                        for m in gang.members)
+        gangs.append(replace(gang, members=members,
+                             priority=max((m.shape.priority for m in members),
+                                          default=gang.priority)))
+    return replace(tree, roles=roles, gangs=tuple(gangs))
 
 
 def create_pods(

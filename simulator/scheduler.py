@@ -2,47 +2,43 @@
 
 Per pod, one scheduling cycle, as kube-scheduler runs it:
 
-1. the queue hands out the pod of highest priority, then earliest arrival;
+1. the queue hands out the pod of highest priority, then earliest queue time (when it was
+   created, or when its last attempt failed: kube-scheduler refreshes the timestamp of a pod
+   it puts back), then the order pods were queued in;
 2. filter plugins: resource fit (GPUs per device, shares of one device), nodeSelector, required
    node affinity, taints, cordons (:mod:`extender.core.constraints`), on the scheduler cache;
-3. in Muster mode, the extender's filter (:func:`~extender.core.decisions.decide_filter`);
-4. scores: NodeResourcesFit's default LeastAllocated (CPU and memory, 0..100) plus, in Muster
-   mode, the extender's 0..10 x weight x 10 (:func:`~extender.core.decisions.decide_prioritize`);
-   the best node wins, ties to the first name;
-5. the pod is assumed on the node; in Muster mode the bind goes through
-   :func:`~extender.core.decisions.decide_bind` and its barrier (held members wait, a barrier
-   older than ``bind_timeout`` on the virtual clock fails them all); otherwise it binds.
+3. in Muster mode, the extender's filter (:mod:`simulator.extender_model`);
+4. scores: kube-scheduler's default plugins (:mod:`simulator.kube_scoring`: LeastAllocated,
+   BalancedAllocation, TaintToleration, preferred NodeAffinity, with the default weights)
+   plus, in Muster mode, the extender's 0..10 x weight x 10; a node drawn uniformly among the
+   best, with the replay's seeded generator;
+5. the pod is assumed on the node; in Muster mode the bind goes through the extender's barrier
+   (held members wait, a barrier older than ``bind_timeout`` on the virtual clock fails them
+   all); otherwise it binds.
 
 A pod that fails goes to the unschedulable pool with a backoff (1 s doubling to 10 s); cluster
-events (pods freed) move the pool back to the queue, and pods left there five minutes are
-flushed back anyway, as kube-scheduler does.
+events (pods freed) move the pool back to the queue (pods still backing off wait for its end),
+and every 30 s pods left there five minutes are moved back anyway, as kube-scheduler does.
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Callable
+import random
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from extender.core.capacity import Demand, NodeCapacity, demand_of, take
-from extender.core.decisions import (
-    BindOutcome,
-    CoreSettings,
-    FilterDecision,
-    FilterOutcome,
-    decide_bind,
-    decide_filter,
-    decide_prioritize,
-    expired_barriers,
-    withdraw,
-)
+from extender.core.capacity import Demand, NodeCapacity
+from extender.core.decisions import BindOutcome, CoreSettings
 from extender.core.ledger import Ledger
-from extender.core.model import GangKey, NodeName, PodInfo
-from extender.core.resources import CPU, MEMORY
+from extender.core.model import GangKey, NodeName, PodInfo, PodShape
 from simulator.cluster import ClusterModel
 from simulator.engine import EventQueue, Priority
+from simulator.extender_model import MusterExtender
+from simulator.kube_scoring import Candidate, Weights, candidate, pick, totals
+from simulator.preferences import Preferred, per_node
 
 
 class Mode(StrEnum):
@@ -59,10 +55,19 @@ class SchedulerSettings:
     """Muster's settings (plan TTL, bind timeout, scoring policy)."""
     extender_weight: int = 10
     """The extender's weight in the scheduler configuration (manifests use 10)."""
+    weights: Weights = field(default_factory=Weights)
+    """kube-scheduler's score plugin weights (its default profile's)."""
     initial_backoff: float = 1.0
     max_backoff: float = 10.0
     unschedulable_timeout: float = 300.0
     """Pods left unschedulable this long go back to the queue without a cluster event."""
+    flush_interval: float = 30.0
+    """How often kube-scheduler looks for such pods."""
+    seed: int = 0
+    """Seeds the draw among nodes with the best score (kube-scheduler draws at random)."""
+    exhaustive: bool = False
+    """Hand the extender every feasible node and every question, as a real cluster would;
+    slower, and the same decisions (see :mod:`simulator.extender_model`)."""
 
     def __post_init__(self) -> None:
         if not 0 < self.initial_backoff <= self.max_backoff:
@@ -76,8 +81,7 @@ class BackoffEnd:
 
 @dataclass(frozen=True, slots=True)
 class Flush:
-    uid: str
-    since: float
+    """kube-scheduler's periodic look for pods left unschedulable too long."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,15 +99,38 @@ class _Waiting:
     """Backoff expiry."""
 
 
-def least_allocated(free_after: NodeCapacity, empty: NodeCapacity) -> int:
-    """kube-scheduler's default NodeResourcesFit score (LeastAllocated, CPU and memory)."""
-    total, count = 0, 0
-    for name in (CPU, MEMORY):
-        capacity = empty.free.get(name, 0)
-        if capacity > 0:
-            total += max(free_after.free.get(name, 0), 0) * 100 // capacity
-            count += 1
-    return total // count if count else 0
+@dataclass(slots=True)
+class Counters:
+    """What the scheduler did, for benchmarks and tests."""
+
+    attempts: int = 0
+    """Scheduling cycles run."""
+    failed: int = 0
+    """Cycles that found no node (the pod backs off)."""
+    held: int = 0
+    """Binds held at Muster's barrier."""
+    withdrawn: int = 0
+    """Gangs whose barrier timed out (their held members failed)."""
+    rejected_binds: int = 0
+    """Held or assumed pods whose bind failed and went back to the queue."""
+
+
+class _Feasible:
+    """kube-scheduler's filter result for one pod: the classes the cache yielded."""
+
+    __slots__ = ("cluster", "demand", "groups", "shape")
+
+    def __init__(self, cluster: ClusterModel, shape: PodShape, demand: Demand,
+                 groups: list[tuple[NodeCapacity, list[NodeName]]]) -> None:
+        self.cluster, self.shape, self.demand, self.groups = cluster, shape, demand, groups
+
+    def all(self) -> list[NodeName]:
+        # Class by class, as the cache yields them; the winner is chosen by score and a draw
+        # over the sorted passed nodes, so sorting 10,000 names here would buy nothing.
+        return [n for _, names in self.groups for n in names]
+
+    def among(self, names: Sequence[NodeName]) -> list[NodeName]:
+        return self.cluster.feasible_among(self.shape, self.demand, names)
 
 
 class SchedulerModel:
@@ -117,27 +144,45 @@ class SchedulerModel:
         self.settings = settings
         self.events = events
         self.on_bound = on_bound
-        self.ledger = Ledger()
+        self.extender = MusterExtender(cluster, settings.core, exhaustive=settings.exhaustive)
+        self.counters = Counters()
+        self._rng = random.Random(settings.seed)
         self._active: list[tuple[int, float, int, str]] = []
         self._in_active: set[str] = set()
         self._seq = itertools.count()
+        self._queued_at: dict[str, float] = {}
+        """Pod -> its queue timestamp: when it was first queued or its last attempt failed."""
         self._attempts: dict[str, int] = {}
         self._unschedulable: dict[str, _Waiting] = {}
         self._backing_off: set[str] = set()
         self._barrier_checks: set[tuple[GangKey, float]] = set()
+        self._flush_due = False
         self._no_fit: dict[object, int] = {}
         """Memo: pod shape -> cache revision at which no node fit it."""
-        self._waiting_memo: dict[tuple[object, ...], FilterDecision] = {}
-        self.attempts = 0
-        self.core_calls = 0
+
+    @property
+    def ledger(self) -> Ledger:
+        return self.extender.ledger
+
+    def stats(self) -> dict[str, int]:
+        c = self.counters
+        return {"attempts": c.attempts, "failed": c.failed, "held": c.held,
+                "withdrawn": c.withdrawn, "rejected_binds": c.rejected_binds,
+                "core_calls": self.extender.core_calls,
+                "answered_by_bound": self.extender.answered_by_bound}
 
     # queue -----------------------------------------------------------------------------------
-    def enqueue(self, uid: str) -> None:
+    def enqueue(self, uid: str, now: float) -> None:
         if uid in self._in_active or uid not in self.cluster.pods:
             return
         pod = self.cluster.pods[uid]
-        heapq.heappush(self._active, (-pod.shape.priority, pod.created, next(self._seq), uid))
+        queued = self._queued_at.setdefault(uid, now)
+        heapq.heappush(self._active, (-pod.shape.priority, queued, next(self._seq), uid))
         self._in_active.add(uid)
+
+    def queued(self) -> list[str]:
+        """The pods in the active queue, in the order the next cycles take them."""
+        return [uid for *_, uid in sorted(self._active)]
 
     def pending(self) -> int:
         return len(self._in_active) + len(self._unschedulable) + len(self._backing_off)
@@ -147,28 +192,42 @@ class SchedulerModel:
         self._unschedulable.pop(uid, None)
         self._backing_off.discard(uid)
         self._attempts.pop(uid, None)
+        self._queued_at.pop(uid, None)
         self.ledger.forget_pod(uid)
 
     def cluster_changed(self, now: float) -> None:
         """Capacity was freed: unschedulable pods go back to the queue (after their backoff)."""
-        for uid in sorted(self._unschedulable, key=lambda u: self._unschedulable[u].since):
+        self._move(list(self._unschedulable), now)
+
+    def _move(self, uids: list[str], now: float) -> None:
+        for uid in sorted(uids, key=lambda u: (self._unschedulable[u].since, u)):
             waiting = self._unschedulable.pop(uid)
             if waiting.until <= now:
-                self.enqueue(uid)
+                self.enqueue(uid, now)
             else:
                 self._backing_off.add(uid)
                 self.events.schedule(waiting.until, BackoffEnd(uid), priority=Priority.RETRY)
+
+    def _flush(self, now: float) -> None:
+        self._flush_due = False
+        timeout = self.settings.unschedulable_timeout
+        self._move([u for u, w in self._unschedulable.items() if w.since + timeout <= now], now)
+        self._schedule_flush(now)
+
+    def _schedule_flush(self, now: float) -> None:
+        if self._unschedulable and not self._flush_due:
+            self._flush_due = True
+            interval = self.settings.flush_interval
+            self.events.schedule((now // interval + 1) * interval, Flush(),
+                                 priority=Priority.RETRY)
 
     def handle(self, event: SchedulerEvent, now: float) -> None:
         if isinstance(event, BackoffEnd):
             if event.uid in self._backing_off:
                 self._backing_off.discard(event.uid)
-                self.enqueue(event.uid)
+                self.enqueue(event.uid, now)
         elif isinstance(event, Flush):
-            waiting = self._unschedulable.get(event.uid)
-            if waiting is not None and waiting.since == event.since:
-                del self._unschedulable[event.uid]
-                self.enqueue(event.uid)
+            self._flush(now)
         else:
             self._barrier_expired(now)
 
@@ -182,121 +241,119 @@ class SchedulerModel:
                 self._attempt(uid, now)
 
     def _fail(self, uid: str, now: float) -> None:
+        self.counters.failed += 1
         n = self._attempts.get(uid, 0) + 1
         self._attempts[uid] = n
-        backoff = min(self.settings.initial_backoff * 2 ** (n - 1), self.settings.max_backoff)
+        self._queued_at[uid] = now
+        # Doubling stops at the cap (and before 2**n overflows a float, after 1,000 tries).
+        backoff = min(self.settings.initial_backoff * 2.0 ** min(n - 1, 64),
+                      self.settings.max_backoff)
         self._unschedulable[uid] = _Waiting(since=now, until=now + backoff)
-        self.events.schedule(now + self.settings.unschedulable_timeout, Flush(uid, now),
-                             priority=Priority.RETRY)
+        self._schedule_flush(now)
 
     # one cycle -------------------------------------------------------------------------------
     def _attempt(self, uid: str, now: float) -> None:
-        self.attempts += 1
+        self.counters.attempts += 1
         pod = self.cluster.pods[uid]
-        demand = demand_of(pod.shape, gpu=self.cluster.gpu)
+        demand = self.cluster.demand(pod.shape)
         revision = self.cluster.cache_revision
         if self._no_fit.get(pod.shape) == revision:
             self._fail(uid, now)
             return
-        classes = list(self.cluster.feasible(pod.shape, demand))
-        if not classes:
+        groups = list(self.cluster.feasible(pod.shape, demand))
+        if not groups:
             self._no_fit[pod.shape] = revision
             self._fail(uid, now)
             return
         if self.settings.mode is Mode.DEFAULT:
-            node = self._best_default(classes, demand)
+            node = self._best_default(pod, groups, demand)
             self.cluster.assume(uid, node)
             self._bind(uid, node, now)
             return
-        # Class by class, as the cache yields them: the extender keeps this order, and the
-        # winner is chosen by score then name, so sorting 10,000 names per pod buys nothing.
-        candidates = [n for _, names in classes for n in names]
-        decision = self._filter(pod, candidates, now)
-        if not decision.passed:
+        passed = self.extender.filter(pod, _Feasible(self.cluster, pod.shape, demand, groups),
+                                      now)
+        if not passed:
             self._fail(uid, now)
             return
-        node = self._best_muster(pod, decision.passed, demand, now)
+        node = self._best_muster(pod, passed, demand, now)
         self.cluster.assume(uid, node)
         self._muster_bind(uid, node, now)
 
-    def _best_default(self, classes: list[tuple[NodeCapacity, list[NodeName]]],
+    def _best_default(self, pod: PodInfo, groups: list[tuple[NodeCapacity, list[NodeName]]],
                       demand: Demand) -> NodeName:
-        best: tuple[int, NodeName] | None = None
-        for cap, names in classes:
-            score = self._score(names[0], cap, demand)
-            key = (-score, names[0])
-            if best is None or key < (-best[0], best[1]):
-                best = (score, names[0])
-        assert best is not None
-        return best[1]
+        """Score classes of alike nodes, not nodes: members of a class score the same."""
+        preferred = self.cluster.preferred.get(pod.uid, ())
+        split = bool(preferred) and per_node(preferred, self.cluster.personal)
+        candidates: list[Candidate] = []
+        members: list[Sequence[NodeName]] = []
+        for cap, names in groups:
+            first = names[0]
+            if split:
+                for name in names:
+                    candidates.append(candidate(cap, self.cluster.empty[name], demand,
+                                                self.cluster.nodes[name]))
+                    members.append((name,))
+            else:
+                candidates.append(candidate(cap, self.cluster.empty[first], demand,
+                                            self.cluster.kind_node(first), size=len(names)))
+                members.append(names)
+        return self._pick(pod, demand, preferred, candidates, members, extender_weight=0)
 
-    def _score(self, node: NodeName, cap: NodeCapacity, demand: Demand) -> int:
-        return least_allocated(take(cap, demand, force=True), self.cluster.empty[node])
-
-    def _filter(self, pod: PodInfo, candidates: list[NodeName], now: float) -> FilterDecision:
-        snapshot = self.cluster.snapshot()
-        member = snapshot.memberships.get(pod.uid)
-        key: tuple[object, ...] | None = None
-        if member is not None and member.gang is not None:
-            # Members of one gang and role ask the same question of the same state.
-            key = (member.gang, member.role, snapshot.revision, self.ledger.version, now)
-            memo = self._waiting_memo.get(key)
-            if memo is not None:
-                return memo
-        self.core_calls += 1
-        decision = decide_filter(pod, candidates, snapshot=snapshot, ledger=self.ledger,
-                                 now=now, settings=self.settings.core)
-        if key is not None and decision.outcome in (FilterOutcome.WAITING,
-                                                    FilterOutcome.REJECTED):
-            if len(self._waiting_memo) > 4096:
-                self._waiting_memo.clear()
-            self._waiting_memo[key] = decision
-        return decision
-
-    def _best_muster(self, pod: PodInfo, passed: tuple[NodeName, ...], demand: Demand,
+    def _best_muster(self, pod: PodInfo, passed: Sequence[NodeName], demand: Demand,
                      now: float) -> NodeName:
-        snapshot = self.cluster.snapshot()
-        self.core_calls += 1
-        extender = decide_prioritize(pod, passed, snapshot=snapshot, ledger=self.ledger,
-                                     now=now, settings=self.settings.core)
-        weight = self.settings.extender_weight * 10
-        ranked = sorted((-(self._score(n, self.cluster.cache[n], demand) + s * weight), n)
-                        for n, s in extender)
-        return ranked[0][1]
+        extender = self.extender.prioritize(pod, passed, now)
+        ordered = sorted(passed)
+        candidates = [candidate(self.cluster.cache[n], self.cluster.empty[n], demand,
+                                self.cluster.nodes[n], extender=extender.get(n, 0))
+                      for n in ordered]
+        return self._pick(pod, demand, self.cluster.preferred.get(pod.uid, ()), candidates,
+                          [(n,) for n in ordered], extender_weight=self.settings.extender_weight)
+
+    def _pick(self, pod: PodInfo, demand: Demand, preferred: Preferred,
+              candidates: list[Candidate], members: list[Sequence[NodeName]], *,
+              extender_weight: int) -> NodeName:
+        scores = totals(pod.shape, demand, preferred, candidates, weights=self.settings.weights,
+                        extender_weight=extender_weight)
+        i, j = pick(scores, [c.size for c in candidates], self._rng)
+        return members[i][j]
 
     def _bind(self, uid: str, node: NodeName, now: float) -> None:
         pod = self.cluster.bind(uid, node)
         self._attempts.pop(uid, None)
+        self._queued_at.pop(uid, None)
         self.on_bound(pod, now)
 
     def _muster_bind(self, uid: str, node: NodeName, now: float) -> None:
-        self.core_calls += 1
-        decision = decide_bind(uid, node, snapshot=self.cluster.snapshot(), ledger=self.ledger,
-                               now=now, settings=self.settings.core)
+        decision = self.extender.bind(uid, node, now)
         if decision.outcome is BindOutcome.BIND:
             for member, where in decision.release:
                 if member in self.cluster.assumed:
                     self._bind(member, where, now)
                     self.ledger.confirm_bound(member, where)
+            if decision.gang is not None:
+                self.extender.settle(decision.gang)
         elif decision.outcome is BindOutcome.WAIT:
-            started = self.ledger.barrier_started(decision.gang) if decision.gang else None
+            self.counters.held += 1
+            started = self.extender.barrier_started(decision.gang) if decision.gang else None
             if decision.gang is not None and started is not None and \
                     (decision.gang, started) not in self._barrier_checks:
                 self._barrier_checks.add((decision.gang, started))
                 self.events.schedule(started + self.settings.core.bind_timeout,
                                      BarrierCheck(decision.gang), priority=Priority.RETRY)
         else:
+            if decision.rejected:
+                self.counters.withdrawn += 1
             self._reject([(uid, node), *decision.rejected], now)
 
     def _reject(self, pairs: list[tuple[str, NodeName]], now: float) -> None:
         for member, _ in sorted(set(pairs)):
             if member in self.cluster.assumed:
+                self.counters.rejected_binds += 1
                 self.cluster.forget(member)
                 self._fail(member, now)
         self.cluster_changed(now)
 
     def _barrier_expired(self, now: float) -> None:
-        for gang in expired_barriers(ledger=self.ledger, now=now, settings=self.settings.core):
-            self.core_calls += 1
-            decision = withdraw(gang, ledger=self.ledger)
+        for decision in self.extender.expired(now):
+            self.counters.withdrawn += 1
             self._reject(list(decision.rejected), now)

@@ -9,16 +9,16 @@ cause. Pods outside gangs run from their own bind.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
-from extender.core.capacity import demand_of
 from extender.core.descriptor import GangPolicy
 from extender.core.model import GangKey, Membership, NodeInfo, PodInfo, WorkloadTree
 from simulator.cluster import ClusterModel
 from simulator.controllers import create_pods
 from simulator.engine import EventQueue, Priority
 from simulator.metrics import Metrics, Report
+from simulator.preferences import Preferred, preferred_affinity
 from simulator.scheduler import (
     BackoffEnd,
     BarrierCheck,
@@ -51,11 +51,22 @@ class Scenario:
     loose_pods: tuple[PodInfo, ...] = ()
     """Pods of no described workload (scheduled one by one, never finish)."""
     name: str = "scenario"
+    loose_arrivals: Mapping[str, float] = field(default_factory=dict)
+    """Pod UID -> when a loose pod appears (seconds; absent: at 0)."""
+    preferred: Mapping[str, Preferred] = field(default_factory=dict)
+    """Pod UID -> preferred node affinity of the pods the input holds (created pods take
+    their role template's)."""
 
 
 @dataclass(frozen=True, slots=True)
 class Arrive:
     workload: int
+
+
+@dataclass(frozen=True, slots=True)
+class ArrivePod:
+    index: int
+    """Into :attr:`Scenario.loose_pods`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,17 +107,20 @@ class Simulation:
         """Arrivals and finishes still to come; once none are left the replay winds down."""
         self.last_progress = 0.0
         self._arrivals_pending = 0
+        self._preferred: dict[tuple[str, str], Preferred] = {}
+        """(workload, role) -> its template's preferred node affinity."""
 
     # driving ---------------------------------------------------------------------------------
     def run(self, *, horizon: float | None = None,
             progress: Callable[[int, int], None] | None = None) -> Result:
         for i, spec in enumerate(self.scenario.workloads):
             self._schedule(spec.arrival, Arrive(i), Priority.ARRIVE)
-        for pod in self.scenario.loose_pods:
-            self.cluster.add_pod(pod, None)
-            self.metrics.pods_created += 1
-            if pod.node_name is None:
-                self.scheduler.enqueue(pod.uid)
+        for i, pod in enumerate(self.scenario.loose_pods):
+            arrival = self.scenario.loose_arrivals.get(pod.uid, 0.0)
+            if arrival > 0:
+                self._schedule(arrival, ArrivePod(i), Priority.ARRIVE)
+            else:
+                self._add_loose(pod, 0.0)
         settle = 2 * (self.settings.core.plan_ttl + self.settings.core.bind_timeout
                       + self.settings.max_backoff)
         total = len(self.scenario.workloads)
@@ -131,8 +145,7 @@ class Simulation:
         report = self.metrics.report(self.settings.mode.value, end=end)
         return Result(report=report, utilization=self.metrics.utilization,
                       waits=self.metrics.waits(),
-                      stats={"attempts": self.scheduler.attempts,
-                             "core_calls": self.scheduler.core_calls})
+                      stats=self.scheduler.stats())
 
     def _schedule(self, time: float, event: object, priority: Priority) -> None:
         self._progress += 1
@@ -149,12 +162,30 @@ class Simulation:
         if isinstance(event, Arrive):
             self._arrivals_pending -= 1
             self._arrive(self.scenario.workloads[event.workload], now)
+        elif isinstance(event, ArrivePod):
+            self._add_loose(self.scenario.loose_pods[event.index], now)
         elif isinstance(event, FinishGang):
             self._finish_gang(event.gang, now)
         elif isinstance(event, FinishPod):
             self._finish_pods([event.uid], now)
 
     # workloads -------------------------------------------------------------------------------
+    def _add_loose(self, pod: PodInfo, now: float) -> None:
+        self.cluster.add_pod(pod, None, preferred=self.scenario.preferred.get(pod.uid, ()))
+        self.metrics.pods_created += 1
+        if pod.node_name is None:
+            self.scheduler.enqueue(pod.uid, now)
+
+    def _preferred_of(self, tree: WorkloadTree, role: str) -> Preferred:
+        key = (tree.ref.key, role)
+        found = self._preferred.get(key)
+        if found is None:
+            template = next((r.template for r in tree.roles if r.name == role), {})
+            spec = template.get("spec")
+            found = preferred_affinity(spec if isinstance(spec, Mapping) else None)
+            self._preferred[key] = found
+        return found
+
     def _arrive(self, spec: WorkloadSpec, now: float) -> None:
         tree = spec.tree
         key = tree.ref.key
@@ -168,8 +199,13 @@ class Simulation:
             if member is not None:
                 existing[member.role] = existing.get(member.role, 0) + 1
         made = create_pods(tree, policy=spec.policy, now=now, existing=existing)
+        recorded = {pod.uid for pod, _ in spec.pods}
         for pod, member in [*spec.pods, *made]:
-            self.cluster.add_pod(pod, member)
+            if pod.uid in recorded:
+                preferred = self.scenario.preferred.get(pod.uid, ())
+            else:
+                preferred = () if member is None else self._preferred_of(tree, member.role)
+            self.cluster.add_pod(pod, member, preferred=preferred)
             self.metrics.pods_created += 1
             self._workload_of_pod[pod.uid] = key
             self._live_pods[key] = self._live_pods.get(key, 0) + 1
@@ -178,14 +214,14 @@ class Simulation:
             if pod.node_name is not None and pod.holds_resources:
                 self._bound(pod, now)
             elif pod.node_name is None:
-                self.scheduler.enqueue(pod.uid)
+                self.scheduler.enqueue(pod.uid, now)
         if not self._live_pods.get(key):
             self._complete(key)
 
     def _bound(self, pod: PodInfo, now: float) -> None:
         member = self.cluster.memberships.get(pod.uid)
         gang = None if member is None else member.gang
-        self.metrics.pod_bound(gang, demand_of(pod.shape, gpu=self.cluster.gpu).gpu_milli,
+        self.metrics.pod_bound(gang, self.cluster.demand(pod.shape).gpu_milli,
                                now=now)
         node = pod.node_name
         if node is not None and self.cluster.oversubscribed(node):
@@ -210,17 +246,14 @@ class Simulation:
         self._finish_pods(uids, now)
 
     def _finish_pods(self, uids: Sequence[str], now: float) -> None:
+        members = {uid: self.cluster.memberships.get(uid) for uid in uids}
         for uid in uids:
-            pod = self.cluster.pods.get(uid)
-            if pod is None:
-                continue
-            member = self.cluster.memberships.get(uid)
-            was_bound = pod.node_name is not None
             self.scheduler.forget_pod(uid)
-            self.cluster.remove_pod(uid)
-            if was_bound:
+        for uid, pod in self.cluster.remove_pods(uids).items():
+            member = members[uid]
+            if pod.node_name is not None:
                 self.metrics.pod_freed(None if member is None else member.gang,
-                                       demand_of(pod.shape, gpu=self.cluster.gpu).gpu_milli)
+                                       self.cluster.demand(pod.shape).gpu_milli)
             key = self._workload_of_pod.pop(uid, "")
             if key in self._live_pods:
                 self._live_pods[key] -= 1
@@ -237,10 +270,5 @@ def simulate(scenario: Scenario, mode: Mode | str, *,
              settings: SchedulerSettings | None = None, horizon: float | None = None,
              progress: Callable[[int, int], None] | None = None) -> Result:
     """Replay ``scenario`` under one scheduler (``default`` or ``muster``)."""
-    base = settings or SchedulerSettings()
-    chosen = SchedulerSettings(mode=Mode(mode), core=base.core,
-                               extender_weight=base.extender_weight,
-                               initial_backoff=base.initial_backoff,
-                               max_backoff=base.max_backoff,
-                               unschedulable_timeout=base.unschedulable_timeout)
+    chosen = replace(settings or SchedulerSettings(), mode=Mode(mode))
     return Simulation(scenario, chosen).run(horizon=horizon, progress=progress)

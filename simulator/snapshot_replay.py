@@ -2,7 +2,8 @@
 
 A snapshot is what ``kubectl get nodes,pods -A -o yaml`` prints (a ``List`` or a multi-document
 stream), plus workload objects of any described kind (JobSet, PyTorchJob, ...), plus
-``WorkloadDescriptor`` objects (added to the catalog), plus at most one ``Timeline``::
+``WorkloadDescriptor`` objects (added to the catalog), ``PriorityClass`` objects, plus at most
+one ``Timeline``::
 
     apiVersion: muster.dev/v1alpha1
     kind: Timeline
@@ -11,8 +12,14 @@ stream), plus workload objects of any described kind (JobSet, PyTorchJob, ...), 
       entries:
         - {workload: JobSet/ml/llama, arrival: 0, runtime: 3600}
 
-A workload without an entry arrives at 0 and runs forever. Pods the snapshot holds stay as
-they are (bound pods keep their node); the controller creates the pods a workload lacks.
+When a workload arrives: its Timeline entry says; without one, a workload still to be
+scheduled (a pod pending, or pods its controller has yet to create) arrives at its
+``metadata.creationTimestamp``, in seconds after the earliest such timestamp among those
+workloads and the pending pods outside workloads; a workload whose pods all run already, or
+one without a timestamp, arrives at 0. Without a runtime a workload runs forever. Pods the
+snapshot holds stay as they are (bound pods keep their node); the controller creates the pods
+a workload lacks. Priorities are resolved from ``priorityClassName`` as the API server's
+admission would (:mod:`simulator.priority`).
 """
 
 from __future__ import annotations
@@ -26,9 +33,13 @@ from extender.core.cluster import build_snapshot
 from extender.core.descriptor import KIND as DESCRIPTOR_KIND
 from extender.core.descriptor import compile_descriptor
 from extender.core.expressions import DescriptorError
-from extender.core.model import Membership, NodeInfo, PodInfo, PodPhase
-from extender.core.objects import ObjectError, node_from_api, pod_from_api
-from simulator.controllers import gang_policy
+from extender.core.model import Membership, NodeInfo, PodInfo, PodPhase, WorkloadTree
+from extender.core.objects import ObjectError, node_from_api, pod_from_api, timestamp
+from extender.core.workload import workload_ref
+from simulator.controllers import admit_priorities, gang_policy
+from simulator.preferences import PreferenceError, Preferred, preferred_affinity
+from simulator.priority import KIND as PRIORITY_CLASS_KIND
+from simulator.priority import PriorityClasses, PriorityError, admitted_spec
 from simulator.simulation import Scenario, WorkloadSpec
 
 TIMELINE_KIND = "Timeline"
@@ -77,6 +88,60 @@ def parse_timeline(obj: Mapping[str, Any]) -> dict[str, TimelineEntry]:
     return out
 
 
+def _admitted_pod(obj: Mapping[str, Any], classes: PriorityClasses) -> Mapping[str, Any]:
+    """The pod with ``spec.priority`` as admission would have set it."""
+    spec = obj.get("spec")
+    if not isinstance(spec, Mapping):
+        return obj
+    meta = obj.get("metadata")
+    name = meta.get("name") if isinstance(meta, Mapping) else None
+    namespace = (meta.get("namespace") if isinstance(meta, Mapping) else None) or "default"
+    admitted = admitted_spec(spec, classes, where=f"pod {namespace}/{name}")
+    return obj if admitted is spec else {**obj, "spec": admitted}
+
+
+def _preferred(spec: object, where: str) -> Preferred:
+    try:
+        return preferred_affinity(spec if isinstance(spec, Mapping) else None)
+    except PreferenceError as err:
+        raise ReplayInputError(f"{where}: {err}") from None
+
+
+def _created_at(objects: Iterable[Mapping[str, Any]]) -> dict[str, float]:
+    """Workload key -> creationTimestamp (epoch seconds) of the objects that carry one."""
+    out: dict[str, float] = {}
+    for obj in objects:
+        meta = obj.get("metadata")
+        stamp = timestamp(meta.get("creationTimestamp")) if isinstance(meta, Mapping) else 0.0
+        if stamp > 0:
+            try:
+                out[workload_ref(obj).key] = stamp
+            except ValueError:
+                continue  # unnamed: it does not resolve into a workload either
+    return out
+
+
+def _arrivals(trees: Mapping[str, WorkloadTree],
+              recorded: Mapping[str, list[tuple[PodInfo, Membership | None]]],
+              created: Mapping[str, float], loose: Iterable[PodInfo]) -> tuple[
+                  dict[str, float], dict[str, float]]:
+    """Arrival seconds of workloads still to schedule and of pending loose pods, by their
+    creation times relative to the earliest of them (see the module docstring)."""
+    waiting: dict[str, float] = {}
+    for key, tree in trees.items():
+        pods = recorded.get(key, [])
+        running = len(pods) >= tree.pods and all(p.node_name is not None for p, _ in pods)
+        if not running and created.get(key, 0.0) > 0:
+            waiting[key] = created[key]
+    pending = {p.uid: p.created for p in loose if p.node_name is None and p.created > 0}
+    stamps = [*waiting.values(), *pending.values()]
+    if not stamps:
+        return {}, {}
+    earliest = min(stamps)
+    return ({k: round(v - earliest, 3) for k, v in waiting.items()},
+            {u: round(v - earliest, 3) for u, v in pending.items()})
+
+
 def scenario_from_objects(objects: Iterable[Mapping[str, Any]], *, catalog: Catalog,
                           name: str = "snapshot") -> Scenario:
     """Nodes, pods, workloads, descriptors and a timeline -> a :class:`Scenario`."""
@@ -86,9 +151,12 @@ def scenario_from_objects(objects: Iterable[Mapping[str, Any]], *, catalog: Cata
     found = []
     timeline: dict[str, TimelineEntry] = {}
     timelines = 0
+    priority_classes: list[Mapping[str, Any]] = []
     for obj in objects:
         kind = obj.get("kind")
-        if kind == "Node":
+        if kind == PRIORITY_CLASS_KIND:
+            priority_classes.append(obj)
+        elif kind == "Node":
             try:
                 nodes.append(node_from_api(obj))
             except ObjectError as err:
@@ -116,6 +184,17 @@ def scenario_from_objects(objects: Iterable[Mapping[str, Any]], *, catalog: Cata
         raise ReplayInputError("the snapshot has no Node objects to schedule onto")
     if found:
         catalog = catalog.merged(found)
+    try:
+        classes = PriorityClasses.of(priority_classes)
+        pods = [_admitted_pod(p, classes) for p in pods]
+    except PriorityError as err:
+        raise ReplayInputError(str(err)) from None
+    preferred: dict[str, Preferred] = {}
+    for obj in pods:
+        info = pod_from_api(obj)
+        terms = _preferred(obj.get("spec"), f"pod {info.key}")
+        if terms:
+            preferred[info.uid] = terms
     snapshot = build_snapshot(nodes=nodes, pods=pods, objects=others, catalog=catalog)
     unknown = sorted(set(timeline) - set(snapshot.workloads))
     if unknown:
@@ -131,11 +210,19 @@ def scenario_from_objects(objects: Iterable[Mapping[str, Any]], *, catalog: Cata
             loose.append(pod)
         else:
             by_workload.setdefault(member.workload.key, []).append((pod, member))
+    created = _created_at([*others, *pods])
+    arrivals, loose_arrivals = _arrivals(snapshot.workloads, by_workload, created, loose)
     workloads = []
     for key, tree in sorted(snapshot.workloads.items()):
-        entry = timeline.get(key, TimelineEntry(0.0, None))
-        workloads.append(WorkloadSpec(tree=tree, policy=gang_policy(tree, catalog),
+        try:
+            admitted = admit_priorities(tree, classes)
+        except PriorityError as err:
+            raise ReplayInputError(str(err)) from None
+        for role in admitted.roles:
+            _preferred(role.template.get("spec"), f"{key} role {role.name}")
+        entry = timeline.get(key, TimelineEntry(arrivals.get(key, 0.0), None))
+        workloads.append(WorkloadSpec(tree=admitted, policy=gang_policy(tree, catalog),
                                       arrival=entry.arrival, runtime=entry.runtime,
                                       pods=tuple(by_workload.get(key, ()))))
     return Scenario(nodes=tuple(nodes), workloads=tuple(workloads), loose_pods=tuple(loose),
-                    name=name)
+                    name=name, loose_arrivals=loose_arrivals, preferred=preferred)

@@ -39,6 +39,9 @@ class SyntheticSpec:
     runtime: tuple[float, float] = (600.0, 7200.0)
     """Run time, uniform between the two, in seconds."""
     namespace: str = "sim"
+    elastic: float = 0.0
+    """Share of PyTorchJobs (with two or more workers) whose workers are elastic: their
+    minimum is half the workers, so members beyond it are bound as surplus."""
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -54,6 +57,8 @@ class SyntheticSpec:
             raise ValueError("synthetic: GPUs per pod must be at least 0")
         if not 0 < self.runtime[0] <= self.runtime[1]:
             raise ValueError("synthetic: runtime needs 0 < low <= high")
+        if not 0 <= self.elastic <= 1:
+            raise ValueError("synthetic: elastic is a share between 0 and 1")
 
 
 def make_nodes(spec: SyntheticSpec) -> tuple[NodeInfo, ...]:
@@ -74,8 +79,9 @@ def _pod_template(gpus: int, cpu: int, memory_gib: int) -> dict[str, Any]:
 
 
 def manifest(kind: str, name: str, *, namespace: str, pods: int, gpus: int, cpu: int,
-             memory_gib: int) -> dict[str, Any]:
-    """A workload of ``kind`` whose one gang has ``pods`` pods of ``gpus`` GPUs each."""
+             memory_gib: int, elastic: bool = False) -> dict[str, Any]:
+    """A workload of ``kind`` whose one gang has ``pods`` pods of ``gpus`` GPUs each
+    (``elastic``: a PyTorchJob whose minimum is half its workers)."""
     template = _pod_template(gpus, cpu, memory_gib)
     meta = {"name": name, "namespace": namespace, "uid": f"uid-{namespace}-{name}"}
     if kind == "JobSet":
@@ -85,22 +91,26 @@ def manifest(kind: str, name: str, *, namespace: str, pods: int, gpus: int, cpu:
                              "template": template}}}]}}
     if kind == "PyTorchJob":
         specs: dict[str, Any] = {"Master": {"replicas": 1, "template": template}}
+        spec: dict[str, Any] = {"pytorchReplicaSpecs": specs}
         if pods > 1:
             specs["Worker"] = {"replicas": pods - 1, "template": template}
+            if elastic and pods > 2:
+                spec["elasticPolicy"] = {"minReplicas": (pods - 1) // 2,
+                                         "maxReplicas": pods - 1}
         return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": meta,
-                "spec": {"pytorchReplicaSpecs": specs}}
+                "spec": spec}
     if kind == "LeaderWorkerSet":
         return {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
                 "metadata": meta, "spec": {"replicas": 1, "leaderWorkerTemplate": {
                     "size": pods, "workerTemplate": template}}}
     if kind == "RayCluster":
         head = _pod_template(0, 2, 8)
-        spec: dict[str, Any] = {"headGroupSpec": {"template": head}, "workerGroupSpecs": []}
+        ray: dict[str, Any] = {"headGroupSpec": {"template": head}, "workerGroupSpecs": []}
         if pods > 1:
-            spec["workerGroupSpecs"] = [{"groupName": "gpu", "replicas": pods - 1,
+            ray["workerGroupSpecs"] = [{"groupName": "gpu", "replicas": pods - 1,
                                          "template": template}]
         return {"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": meta,
-                "spec": spec}
+                "spec": ray}
     raise ValueError(f"unknown synthetic kind {kind!r}")
 
 
@@ -118,9 +128,11 @@ def generate(spec: SyntheticSpec, *, seed: int, catalog: Catalog) -> Scenario:
         pods = rng.choice(spec.gang_sizes)
         gpus = rng.choice(fits)
         runtime = round(rng.uniform(*spec.runtime), 1)
+        # Drawn only when asked for, so days without elastic jobs keep their random stream.
+        elastic = spec.elastic > 0 and kind == "PyTorchJob" and rng.random() < spec.elastic
         obj = manifest(kind, dns_name(kind, i), namespace=spec.namespace, pods=pods, gpus=gpus,
                        cpu=max(1, gpus) * cpu_per_gpu // 2,
-                       memory_gib=max(1, gpus) * mem_per_gpu // 2)
+                       memory_gib=max(1, gpus) * mem_per_gpu // 2, elastic=elastic)
         descriptor = catalog.for_object(obj)
         if descriptor is None:
             raise ValueError(f"the catalog has no descriptor for {kind}")

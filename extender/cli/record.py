@@ -2,9 +2,11 @@
 
 What is written: every Node and Pod, every object of every kind a descriptor targets (packaged,
 ``--descriptors`` files and the cluster's own), the owners pods are found through (Jobs,
-StatefulSets, ...), and the cluster's WorkloadDescriptor objects, as one ``List`` whose
+StatefulSets, ...), the PriorityClasses (pods created in the replay get their priority from
+them), and the cluster's WorkloadDescriptor objects, as one ``List`` whose
 ``muster.dev/recorded-at`` annotation is the time of the recording. ``muster simulate`` replays
-the file; a ``Timeline`` document may be appended by hand.
+the file, workloads arriving at their creation times; a ``Timeline`` document may be appended
+by hand.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from extender.kube.client import Connection, KubeError, NotFound, ResourceType
 from extender.kube.reader import cluster_descriptor_objects, nodes_and_pods
 
 RECORDED_AT = "muster.dev/recorded-at"
+PRIORITY_CLASS = ("scheduling.k8s.io", "PriorityClass")
 #: Fields a replay never reads; dropping them keeps recordings small and readable.
 _DROPPED = ("managedFields",)
 
@@ -69,10 +72,15 @@ def _kinds(descriptors: Iterable[Descriptor],
 
 def record(conn: Connection, descriptors: Iterable[Descriptor], *,
            now: datetime) -> dict[str, Any]:
-    """The cluster as one ``List`` (nodes, pods, workloads, owners, descriptors)."""
+    """The cluster as one ``List`` (nodes, pods, priority classes, workloads, owners,
+    descriptors)."""
     nodes, pods = nodes_and_pods(conn)
     items = [*nodes, *pods]
-    for rtype in _kinds(descriptors, conn.resource_types()):
+    served = conn.resource_types()
+    kinds = _kinds(descriptors, served)
+    if PRIORITY_CLASS in served:
+        kinds.insert(0, served[PRIORITY_CLASS])
+    for rtype in kinds:
         try:
             items.extend(conn.list(rtype))
         except NotFound:

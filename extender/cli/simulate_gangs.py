@@ -2,7 +2,8 @@
 
 Parse, call :mod:`simulator`, render: a side-by-side table for people, or JSON for scripts
 (one report per scheduler: ``gangs {total, admitted, partial}``, ``oversubscribed_nodes``,
-``gpu_utilization``, ``gang_wait_seconds {p50, p95}``).
+``gpu_utilization``, ``gang_wait_seconds {p50, p95}``). ``--seed`` seeds the synthetic day
+and the scheduler's draw among equally scored nodes.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from extender.cli.render import console, emit_data, table
 from extender.files.catalog import packaged_catalog
 from extender.files.snapshot import SnapshotFileError, load_snapshot
 from simulator.plots import plot_replay
-from simulator.scheduler import Mode
+from simulator.scheduler import Mode, SchedulerSettings
 from simulator.simulation import Result, Scenario, simulate
 from simulator.snapshot_replay import ReplayInputError, scenario_from_objects
 from simulator.synthetic import SyntheticSpec, generate
@@ -28,7 +29,7 @@ from simulator.synthetic import SyntheticSpec, generate
 _KEYS = {
     "nodes": "nodes", "gpus": "gpus_per_node", "workloads": "workloads", "kinds": "kinds",
     "sizes": "gang_sizes", "gpus-per-pod": "gpus_per_pod", "rate": "arrival_rate",
-    "runtime": "runtime",
+    "runtime": "runtime", "elastic": "elastic",
 }
 SYNTHETIC_KEYS = tuple(_KEYS)
 
@@ -112,7 +113,8 @@ def run_gangs(args: argparse.Namespace) -> int:
             def step(done: int, total: int, task: Any = task) -> None:
                 progress.update(task, completed=done, total=total)
 
-            results[mode.value] = simulate(scenario, mode, horizon=args.horizon, progress=step)
+            results[mode.value] = simulate(scenario, mode, horizon=args.horizon, progress=step,
+                                           settings=SchedulerSettings(seed=args.seed))
     if args.plot:
         plot_replay({n: (r.utilization, r.waits) for n, r in results.items()}, args.plot,
                     title=f"{scenario.name}: {len(scenario.nodes)} nodes, "

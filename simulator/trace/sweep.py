@@ -2,7 +2,7 @@
 
 Workers receive file paths, not tables, and load each trace once per process; results come
 back as plain values. ``executor="ray"`` runs the same function as Ray tasks when Ray is
-installed (an optional extra); otherwise a clear error says so.
+installed (``pip install 'muster[ray]'``); otherwise a clear error says so.
 """
 
 from __future__ import annotations
@@ -77,19 +77,27 @@ def run_sweep(
 def _run_ray(
     jobs: Sequence[Job], on_done: Callable[[TraceResult], None] | None
 ) -> list[TraceResult]:
+    """The jobs as Ray tasks: on the Ray instance this process is already connected to, else
+    on the cluster ``RAY_ADDRESS`` names, else on a local instance Ray starts (and stops when
+    this process exits). Results come back in the jobs' order; ``on_done`` sees each as it
+    finishes."""
     try:
-        import ray  # type: ignore[import-not-found]  # noqa: PLC0415 - optional extra
+        import ray  # noqa: PLC0415 - an optional extra, imported only when asked for
     except ImportError:
         raise ValueError("--executor ray needs Ray: pip install 'muster[ray]'") from None
     if not ray.is_initialized():
-        ray.init(ignore_reinit_error=True, log_to_driver=False)
+        ray.init(ignore_reinit_error=True, log_to_driver=False, include_dashboard=False)
     remote = ray.remote(run_job)
-    refs = [remote.remote(job) for job in jobs]
-    results: list[TraceResult] = ray.get(refs)
-    if on_done:
-        for result in results:
-            on_done(result)
-    return results
+    pending = {remote.remote(job): i for i, job in enumerate(jobs)}
+    results: dict[int, TraceResult] = {}
+    while pending:
+        done, _ = ray.wait(list(pending), num_returns=1)
+        for ref in done:
+            result: TraceResult = ray.get(ref)
+            results[pending.pop(ref)] = result
+            if on_done:
+                on_done(result)
+    return [results[i] for i in range(len(jobs))]
 
 
 def mean_curves(results: Sequence[TraceResult]) -> dict[str, dict[int, float]]:

@@ -4,6 +4,7 @@ alone does leave partial gangs on a tight cluster; replays are deterministic."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from extender.cli.main import main
-from extender.core.capacity import classes_of, index_of
+from extender.core.capacity import classes_of, index_of, node_capacity
 from extender.core.catalog import Catalog
 from extender.core.snapshot import ClusterSnapshot
 from extender.files.catalog import packaged_catalog
@@ -182,7 +183,8 @@ def test_muster_never_leaves_a_partial_gang_on_random_days(
 @pytest.mark.parametrize("horizon", [5_000.0, 20_000.0])
 def test_incremental_index_equals_the_one_the_core_derives(catalog: Catalog,
                                                            horizon: float) -> None:
-    spec = SyntheticSpec(nodes=8, workloads=40, arrival_rate=0.01, gpus_per_pod=(1, 2, 8))
+    spec = SyntheticSpec(nodes=8, workloads=40, arrival_rate=0.01, gpus_per_pod=(1, 2, 8),
+                         elastic=0.5)
     sim = Simulation(generate(spec, seed=11, catalog=catalog),
                      SchedulerSettings(mode=Mode.MUSTER))
     sim.run(horizon=horizon)
@@ -196,3 +198,9 @@ def test_incremental_index_equals_the_one_the_core_derives(catalog: Catalog,
     assert dict(kept.gang_pods) == dict(fresh.gang_pods)
     assert dict(kept.pods_on) == dict(fresh.pods_on)
     assert classes_of(kept.base) == {c: tuple(n) for c, n in classes_of(fresh.base).items()}
+    # The scheduler cache (bound + assumed pods), kept as pods bind and leave, is the same as
+    # recomputed from each node's pods; so is the oversubscription check read from it.
+    for name in model.nodes:
+        placed = [replace(model.pods[u], node_name=name) for u in model.on_node[name]]
+        assert model.cache[name] == node_capacity(model.nodes[name], placed)
+        assert model.oversubscribed(name) == model.oversubscribed_from_scratch(name) == {}

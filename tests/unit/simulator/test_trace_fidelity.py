@@ -1,7 +1,9 @@
-"""The replay reproduces the FGD paper on the real openb trace (CI-sized: two seeds)."""
+"""The replay reproduces the FGD paper on the real openb trace (CI-sized: two seeds of all six
+policies; ``tests/bench/bench_simulator.py`` checks the paper's ten seeds within 0.5 points)."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -9,37 +11,53 @@ import orjson
 import pytest
 
 from extender.cli.main import main
+from simulator.policies import PAPER_ORDER
 from simulator.trace.openb import load_nodes, load_pods
 from simulator.trace.published import PUBLISHED_MEANS
 from simulator.trace.replay import TraceResult, run_experiment
+from simulator.trace.sweep import jobs_for, run_sweep
 
 SEEDS = (42, 43)
-POLICIES = ("random", "bestfit", "fgd")
-# Per-seed standard deviation is at most ~0.6 pp; two seeds stay well inside 1 pp.
-TOLERANCE = 1.0
+POINTS = (100, 130)
+#: Standard deviation of one seed's allocation (points) over seeds 42..51, the larger of the
+#: two points, as measured by the benchmark (GpuClustering and GpuPacking vary most).
+PER_SEED_SPREAD = {"random": 0.18, "dotprod": 0.39, "gpuclustering": 0.52, "gpupacking": 0.54,
+                   "bestfit": 0.12, "fgd": 0.14}
+
+
+def tolerance(policy: str) -> float:
+    """Three standard errors of a mean over ``SEEDS``: a correct replay stays inside; a model
+    change worth half a point on the low-spread policies (BestFit, FGD, Random) does not."""
+    return 3 * PER_SEED_SPREAD[policy] / math.sqrt(len(SEEDS))
 
 
 @pytest.fixture(scope="module")
 def results(openb_paths: tuple[Path, Path]) -> dict[str, list[TraceResult]]:
-    nodes, pods = load_nodes(openb_paths[0]), load_pods(openb_paths[1])
-    return {
-        policy: [run_experiment(nodes, pods, policy=policy, seed=s, tune=1.3) for s in SEEDS]
-        for policy in POLICIES
-    }
+    swept = run_sweep(jobs_for(*openb_paths, policies=PAPER_ORDER, seeds=SEEDS, tune=1.3),
+                      workers=2)
+    return {p: [r for r in swept if r.policy == p] for p in PAPER_ORDER}
 
 
-@pytest.mark.parametrize("policy", POLICIES)
-@pytest.mark.parametrize("percent", [100, 130])
+def mean_at(runs: list[TraceResult], percent: int) -> float:
+    return float(np.mean([r.allocation_at[percent] for r in runs]))
+
+
+@pytest.mark.parametrize("policy", PAPER_ORDER)
+@pytest.mark.parametrize("percent", POINTS)
 def test_mean_allocation_is_close_to_the_published_mean(
     results: dict[str, list[TraceResult]], policy: str, percent: int
 ) -> None:
-    ours = float(np.mean([r.allocation_at[percent] for r in results[policy]]))
-    assert abs(ours - PUBLISHED_MEANS[policy][percent]) <= TOLERANCE, ours
+    ours = mean_at(results[policy], percent)
+    published = PUBLISHED_MEANS[policy][percent]
+    assert abs(ours - published) <= tolerance(policy), (ours, published, tolerance(policy))
 
 
-def test_policies_rank_fgd_over_bestfit_over_random(results: dict[str, list[TraceResult]]) -> None:
-    mean = {p: np.mean([r.allocation_at[130] for r in rs]) for p, rs in results.items()}
-    assert mean["fgd"] > mean["bestfit"] > mean["random"]
+@pytest.mark.parametrize("percent", POINTS)
+def test_the_six_policies_rank_as_published(results: dict[str, list[TraceResult]],
+                                            percent: int) -> None:
+    ours = sorted(PAPER_ORDER, key=lambda p: mean_at(results[p], percent))
+    published = sorted(PAPER_ORDER, key=lambda p: PUBLISHED_MEANS[p][percent])
+    assert ours == published == list(PAPER_ORDER)
 
 
 def test_the_demand_is_tuned_to_130_percent_and_nothing_is_allocated_beyond_capacity(
