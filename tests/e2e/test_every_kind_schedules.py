@@ -35,8 +35,18 @@ EXAMPLES = {
     "LeaderWorkerSet": "lws/lws__docs__examples__vllm__GPU__lws.yaml",
     "Milvus": "milvus-operator/milvus-operator__config__samples__milvus_default.yaml",
     "PodCliqueSet": "grove/grove__operator__e2e__yaml__auto-mnnvl__mnnvl-comprehensive-mix.yaml",
+    # A base PodGang and a scaled one (a second PCSG replica above minAvailable).
+    "PodCliqueSet (scaled)": "grove/grove__operator__samples__user-guide__01_core-concepts__"
+                             "multi-node-aggregated.yaml",
     "DynamoGraphDeployment": "dynamo/dynamo__examples__backends__vllm__deploy__disagg.yaml",
     "Job": "kai-scheduler/kai__docs__batch__batch-job.yaml",
+}
+
+
+#: Where the cut into gangs is the point: (pods, minimum) of each gang, as INDEX.md gives them.
+GANGS = {
+    "PodCliqueSet (scaled)": [(4, 4), (4, 4)],  # base PodGang + one scaled PodGang
+    "LeaderWorkerSet": [(2, 2), (2, 2)],  # one gang per group
 }
 
 
@@ -54,6 +64,8 @@ def test_the_upstream_example_is_scheduled_whole(kind: str, sandbox: Sandbox, na
         made = submit(conn, doc, catalog, namespace=namespace,
                       scheduler_name="default-scheduler")
         assert len(made.pods) == made.tree.pods
+        if kind in GANGS:
+            assert [(g.pods, g.min_member) for g in made.tree.gangs] == GANGS[kind]
         expected += made.tree.pods
     assert expected > 0
     assert wait_until(lambda: len(bound(pods_in(conn, namespace))) == expected, timeout=90), (
