@@ -17,7 +17,10 @@ class SchedulerMode(StrEnum):
     DEFAULT = "default"
     """kube-scheduler alone: no gang scheduling at all."""
     GANG = "gang"
-    """kube-scheduler with the upstream GangScheduling plugin (Workload/PodGroup v1beta1)."""
+    """kube-scheduler with the upstream GangScheduling plugin (Workload/PodGroup v1beta1).
+
+    The plugin gates only pods that name a PodGroup in ``spec.schedulingGroup``; submit with
+    ``submit(..., workload_api=True)`` so each gang gets its Workload and PodGroup."""
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,696 @@
+"""Muster against its peers on a real control plane: one seeded workload mix, three schedulers.
+
+    .venv/bin/python tests/bench/bench_peers.py [--nodes 200] [--gangs 100] [--singles 150]
+        [--seed 7] [--modes default,gang,muster] [--json FILE]
+
+The same seeded mix of JobSets and LeaderWorkerSets (each gang 2..16 pods of 1, 2, 4 or 8
+GPUs) and bare non-gang pods of 1-2 GPUs goes, in the same order, to one fresh sandbox per
+mode (real etcd, kube-apiserver and kube-scheduler v1.37.2, fake GPU nodes; ``extender/sandbox``):
+
+* ``default``: kube-scheduler alone, no gang scheduling;
+* ``gang``: kube-scheduler with the upstream GangScheduling plugin (gate ``GenericWorkload``);
+  each gang also gets the ``Workload`` and ``PodGroup`` (``scheduling.k8s.io/v1beta1``) a
+  Workload-aware controller would create, and its pods name the PodGroup in
+  ``spec.schedulingGroup.podGroupName``;
+* ``muster``: kube-scheduler with Muster as its extender; ``muster:THREADS`` runs Muster with
+  that many server threads (``MUSTER_THREADS``) instead of the default 32.
+
+First every workload and what its operator makes before pods (Jobs, StatefulSets, and in gang
+mode Workload and PodGroups) is created; then all pods, as their controllers would make them
+(:func:`extender.sandbox.controllers.children`), in one seeded random merge that keeps each
+workload's own order: every controller at once, from ``--creators`` connections. No kubelet
+runs, so no pod ever finishes: this measures the admission phase. From the first pod on, a
+poller lists the bound pods every ``--poll`` seconds; a mode ends when the number of bound
+pods has not changed for ``--quiet`` seconds after the last pod was created, or at
+``--timeout``. Columns (times from the first pod created):
+
+* ``pods/s``: bound pods / ``settle``;
+* ``settle``: when the number of bound pods stopped changing (the quiet window not counted);
+* ``last gang``: when the last gang that is whole at the end became whole;
+* ``gangs whole`` / ``partial end`` / ``none bound``: gangs with at least their minimum, with
+  some but fewer, and with no member bound, at the end; ``partial peak``: the most partial
+  gangs any poll saw (a poll can catch a gang between its members' bindings);
+* ``fit left``: at the end, gangs not whole that Muster's own ``muster fit`` check
+  (:func:`extender.core.fit.fit_workload`, bound members counted) says would fit in the free
+  capacity now. When it is 0, ``settle`` is the time until every gang that can fit is bound;
+  otherwise that moment never came;
+* ``stranded GPUs``: GPUs bound to partial gangs at the end, held for good (nothing finishes);
+* ``partial GPU-s``: GPUs bound to partial gangs, summed over the polls for the first
+  ``--horizon`` seconds (the state after the end held constant).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import random
+import socket
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from extender.core.catalog import Catalog
+from extender.core.cluster import build_snapshot
+from extender.core.fit import fit_workload
+from extender.core.workload import resolve_workload
+from extender.files.catalog import packaged_catalog
+from extender.kube.client import Connection
+from extender.sandbox.config import Ports, SchedulerMode
+from extender.sandbox.controllers import adopt, children, pod_groups
+from extender.sandbox.sandbox import Sandbox, SandboxSpec
+from extender.sandbox.submit import Submitted, create, submit
+
+NAMESPACE = "bench"
+GPU = "nvidia.com/gpu"
+GPUS_PER_POD = (1, 2, 4, 8)
+GPU_WEIGHTS = (2, 3, 3, 2)
+
+
+# -- the workload mix -----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class MixSpec:
+    nodes: int = 200
+    gpus_per_node: int = 8
+    gangs: int = 100
+    singles: int = 150
+    seed: int = 7
+    min_gang: int = 2
+    max_gang: int = 16
+
+
+def _container(gpus: int) -> dict[str, Any]:
+    return {"name": "main", "image": "registry.example/train:1",
+            "resources": {"requests": {"cpu": "1", "memory": "4Gi"},
+                          "limits": {GPU: str(gpus)}}}
+
+
+def _jobset(name: str, rng: random.Random, pods: int) -> dict[str, Any]:
+    """One gang of ``pods``: one replicatedJob, a leader plus workers, or two workers Jobs."""
+    gpus = rng.choices(GPUS_PER_POD, GPU_WEIGHTS)[0]
+    shape = rng.choice(("workers", "leader", "replicas") if pods % 2 == 0 and pods >= 4
+                       else ("workers", "leader"))
+    if shape == "workers":
+        groups = [("workers", 1, pods, gpus)]
+    elif shape == "leader":
+        groups = [("leader", 1, 1, gpus), ("workers", 1, pods - 1, gpus)]
+    else:
+        groups = [("workers", 2, pods // 2, gpus)]
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": {"replicatedJobs": [
+            {"name": rj, "replicas": replicas, "template": {"spec": {
+                "parallelism": per, "completions": per,
+                "template": {"spec": {"restartPolicy": "Never",
+                                      "containers": [_container(g)]}}}}}
+            for rj, replicas, per, g in groups]},
+    }
+
+
+def _lws(name: str, rng: random.Random, groups: int) -> dict[str, Any]:
+    """``groups`` gangs of 2..8 pods each (a leader and size-1 workers)."""
+    size = rng.randint(2, 8)
+    gpus = rng.choices(GPUS_PER_POD, GPU_WEIGHTS)[0]
+    return {
+        "apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": {"replicas": groups, "leaderWorkerTemplate": {
+            "size": size, "workerTemplate": {"spec": {"containers": [_container(gpus)]}}}},
+    }
+
+
+def _single(name: str, rng: random.Random) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": NAMESPACE},
+            "spec": {"containers": [_container(rng.choice((1, 1, 2)))]}}
+
+
+def generate(spec: MixSpec) -> list[dict[str, Any]]:
+    """The workload objects, in submission order: gangs and singles interleaved, seeded."""
+    rng = random.Random(spec.seed)
+    gang_objects: list[dict[str, Any]] = []
+    left = spec.gangs
+    while left > 0:
+        index = len(gang_objects)
+        if rng.random() < 0.6:
+            pods = rng.randint(spec.min_gang, spec.max_gang)
+            gang_objects.append(_jobset(f"train-{index}", rng, pods))
+            left -= 1
+        else:
+            groups = min(left, rng.randint(1, 3))
+            gang_objects.append(_lws(f"serve-{index}", rng, groups))
+            left -= groups
+    singles = [_single(f"single-{i}", rng) for i in range(spec.singles)]
+    order = gang_objects + singles
+    rng.shuffle(order)
+    return order
+
+
+# -- one mode -------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class GangRecord:
+    key: str
+    min_member: int
+    pods: tuple[str, ...]
+    gpus_per_pod: dict[str, int]
+
+
+@dataclass
+class Sample:
+    t: float
+    bound: frozenset[str]
+
+
+@dataclass
+class ModeResult:
+    mode: str
+    up_s: float
+    submit_s: float
+    observed_s: float
+    timed_out: bool
+    pods: int
+    bound: int
+    settle_s: float
+    pods_per_s: float
+    last_gang_s: float | None
+    gangs_complete: int
+    gangs_waiting: int
+    """Gangs with no member bound."""
+    fit_left: int
+    partial_end: int
+    partial_peak: int
+    stranded_gpus: int
+    partial_gpu_s: float = 0.0
+    gpus_bound: int = 0
+    singles_bound: int = 0
+    probe: str = "-"
+    """After quiescence: members bound / pods of a 1-GPU gang one larger than the free GPUs."""
+    notes: list[str] = field(default_factory=list)
+    series: list[tuple[float, int, int, int, int]] = field(default_factory=list)
+    """Per poll: (t, bound pods, whole gangs, partial gangs, GPUs bound to partial gangs)."""
+
+
+def free_ports() -> Ports:
+    with contextlib.ExitStack() as stack:
+        socks = [stack.enter_context(socket.socket()) for _ in range(5)]
+        for sock in socks:
+            sock.bind(("127.0.0.1", 0))
+        etcd, peer, api, sched, muster = (sock.getsockname()[1] for sock in socks)
+    return Ports(etcd=etcd, etcd_peer=peer, apiserver=api, scheduler=sched, muster=muster)
+
+
+def gang_records(sub: Submitted, catalog: Catalog) -> list[GangRecord]:
+    """Each gang of a submitted workload and its pods, by the same mapping gang mode uses."""
+    descriptor = catalog.require(sub.workload)
+    _, pods = children(sub.workload, sub.tree, descriptor)
+    _, groups = pod_groups(sub.workload, sub.tree, descriptor, pods)
+    records = []
+    for gang, group in zip(sub.tree.gangs, groups, strict=True):
+        members = [p for p in pods
+                   if p["spec"].get("schedulingGroup", {}).get("podGroupName")
+                   == group["metadata"]["name"]]
+        gpus = {p["metadata"]["name"]: _pod_gpus(p) for p in members}
+        records.append(GangRecord(gang.key, gang.min_member,
+                                  tuple(p["metadata"]["name"] for p in members), gpus))
+    return records
+
+
+def _pod_gpus(pod: dict[str, Any]) -> int:
+    total = 0
+    for c in pod["spec"].get("containers", []):
+        res = c.get("resources", {})
+        total += int(res.get("limits", {}).get(GPU) or res.get("requests", {}).get(GPU) or 0)
+    return total
+
+
+def bound_pods(conn: Connection) -> frozenset[str]:
+    listing = conn.request("GET", f"/api/v1/namespaces/{NAMESPACE}/pods",
+                           query={"fieldSelector": "spec.nodeName!="})
+    return frozenset(p["metadata"]["name"] for p in listing.get("items", []))
+
+
+class Poller(threading.Thread):
+    """Lists the bound pods every ``interval`` seconds; ``samples`` grows until stopped."""
+
+    def __init__(self, conn: Connection, t0: float, interval: float) -> None:
+        super().__init__(daemon=True)
+        self.conn, self.t0, self.interval = conn, t0, interval
+        self.samples: list[Sample] = []
+        self.errors = 0
+        self.spent = 0.0
+        self._halt = threading.Event()
+
+    def run(self) -> None:
+        while not self._halt.is_set():
+            started = time.monotonic()
+            try:
+                bound = bound_pods(self.conn)
+            except Exception:  # a slow answer under load; the next poll will do
+                self.errors += 1
+            else:
+                self.samples.append(Sample(started - self.t0, bound))
+                self.spent += time.monotonic() - started
+            self._halt.wait(max(0.0, self.interval - (time.monotonic() - started)))
+
+    def mean_poll_ms(self) -> float:
+        return 1000 * self.spent / max(1, len(self.samples))
+
+    def stop(self) -> None:
+        self._halt.set()
+        self.join()
+
+
+def partial_gpus(gangs: list[GangRecord], bound: frozenset[str]) -> tuple[int, int]:
+    """(partial gangs, GPUs bound to them) for one poll."""
+    count = gpus = 0
+    for g in gangs:
+        on = [p for p in g.pods if p in bound]
+        if 0 < len(on) < g.min_member:
+            count += 1
+            gpus += sum(g.gpus_per_pod[p] for p in on)
+    return count, gpus
+
+
+def integrate_partial(samples: list[Sample], gangs: list[GangRecord], horizon: float) -> float:
+    """GPU-seconds held by partial gangs from 0 to ``horizon``, the last state held after."""
+    total = 0.0
+    for i, s in enumerate(samples):
+        if s.t >= horizon:
+            break
+        end = samples[i + 1].t if i + 1 < len(samples) else horizon
+        total += partial_gpus(gangs, s.bound)[1] * (min(end, horizon) - s.t)
+    return total
+
+
+def fit_left(conn: Connection, submitted: list[Submitted], gangs: list[GangRecord],
+             bound: frozenset[str], catalog: Catalog) -> int:
+    """Gangs not complete that :func:`fit_workload` says would fit in the free capacity now."""
+    nodes = conn.request("GET", "/api/v1/nodes").get("items", [])
+    pods = conn.request("GET", f"/api/v1/namespaces/{NAMESPACE}/pods").get("items", [])
+    objects = [s.workload for s in submitted if s.tree.gangs]
+    objects += [o for s in submitted for o in s.intermediates]
+    snapshot = build_snapshot(nodes=nodes, pods=pods, objects=objects, catalog=catalog)
+    complete = {g.key for g in gangs if sum(p in bound for p in g.pods) >= g.min_member}
+    left = 0
+    for sub in submitted:
+        if not sub.tree.gangs or all(g.key in complete for g in sub.tree.gangs):
+            continue
+        result = fit_workload(sub.tree, snapshot)
+        left += sum(1 for g in result.gangs if g.fits and g.name not in complete)
+    return left
+
+
+def stage(conn: Connection, obj: dict[str, Any], catalog: Catalog, *,
+          workload_api: bool) -> tuple[Submitted | None, list[dict[str, Any]]]:
+    """Create what exists before any pod: the workload, the Jobs / StatefulSets its operator
+    makes, and in gang mode its ``Workload`` and ``PodGroup``s. Returns the pods its
+    controllers would then create (owner UIDs filled in), for :func:`interleave`. A bare pod
+    is its own only pod."""
+    if obj["kind"] == "Pod" and obj["apiVersion"] == "v1":
+        return None, [obj]
+    sub = submit(conn, obj, catalog, namespace=NAMESPACE, with_children=False)
+    descriptor = catalog.require(sub.workload)
+    intermediates, pods = children(sub.workload, sub.tree, descriptor)
+    uids: dict[tuple[str, str], str] = {}
+    made = []
+    for item in intermediates:
+        done = create(conn, item, "jobs" if item["kind"] == "Job" else "statefulsets")
+        uids[(done["kind"], done["metadata"]["name"])] = done["metadata"]["uid"]
+        made.append(done)
+    groups: list[dict[str, Any]] = []
+    if workload_api:  # what submit(..., workload_api=True) does, before the pods
+        workload, pod_group_list = pod_groups(sub.workload, sub.tree, descriptor, pods)
+        if workload is not None:
+            done = create(conn, workload, "workloads")
+            uids[("Workload", done["metadata"]["name"])] = done["metadata"]["uid"]
+            groups = [done] + [create(conn, adopt(g, uids), "podgroups")
+                               for g in pod_group_list]
+    staged = Submitted(workload=sub.workload, tree=sub.tree, intermediates=made, pods=[],
+                       groups=groups)
+    return staged, [adopt(pod, uids) for pod in pods]
+
+
+def interleave(sequences: list[list[dict[str, Any]]],
+               rng: random.Random) -> list[dict[str, Any]]:
+    """A uniformly random merge that keeps each workload's own pod order: every controller
+    creates its pods in order, all controllers at once."""
+    slots = [i for i, seq in enumerate(sequences) for _ in seq]
+    rng.shuffle(slots)
+    cursors = [0] * len(sequences)
+    order = []
+    for i in slots:
+        order.append(sequences[i][cursors[i]])
+        cursors[i] += 1
+    return order
+
+
+def create_pods(box: Sandbox, pods: list[dict[str, Any]], *, workers: int) -> None:
+    """POST the pods in order from ``workers`` connections (several controllers at once)."""
+    conns = [box.connection() for _ in range(workers)]
+    for c in conns:
+        c.timeout = 60.0
+    lock = threading.Lock()
+    queue = iter(pods)
+
+    def work(conn: Connection) -> None:
+        while True:
+            with lock:
+                pod = next(queue, None)
+            if pod is None:
+                return
+            create(conn, pod, "pods")
+
+    threads = [threading.Thread(target=work, args=(c,), daemon=True) for c in conns]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
+def parse_mode(text: str) -> tuple[SchedulerMode, int | None]:
+    """``default``, ``gang``, ``muster`` or ``muster:THREADS`` (Muster's gunicorn threads)."""
+    name, _, threads = text.strip().partition(":")
+    mode = SchedulerMode(name)
+    if threads and mode is not SchedulerMode.MUSTER:
+        raise ValueError(f"{text}: only muster takes :THREADS")
+    return mode, int(threads) if threads else None
+
+
+def run_mode(label: str, mix: list[dict[str, Any]], spec: MixSpec, *,
+             catalog: Catalog, options: argparse.Namespace,
+             say: Callable[[str], None]) -> tuple[ModeResult, list[Sample], list[GangRecord]]:
+    mode, threads = parse_mode(label)
+    with contextlib.ExitStack() as stack:
+        if threads is not None:  # muster serve reads MUSTER_THREADS; the sandbox passes it on
+            previous = os.environ.get("MUSTER_THREADS")
+            os.environ["MUSTER_THREADS"] = str(threads)
+            stack.callback(_restore_env, "MUSTER_THREADS", previous)
+        if options.workdir:
+            directory = Path(options.workdir) / label.replace(":", "-")
+        else:
+            directory = Path(stack.enter_context(
+                tempfile.TemporaryDirectory(prefix=f"bench-peers-{mode.value}-")))
+        box = Sandbox(SandboxSpec(directory=directory, nodes=spec.nodes,
+                                  gpus_per_node=spec.gpus_per_node, mode=mode,
+                                  ports=free_ports()), say=lambda _m: None)
+        try:
+            return _observe(box, label, mix, spec, catalog=catalog, options=options, say=say)
+        finally:
+            box.down()
+    raise AssertionError("unreachable")
+
+
+def _restore_env(name: str, value: str | None) -> None:
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value
+
+
+def _observe(box: Sandbox, label: str, mix: list[dict[str, Any]], spec: MixSpec, *,
+             catalog: Catalog, options: argparse.Namespace,
+             say: Callable[[str], None]) -> tuple[ModeResult, list[Sample], list[GangRecord]]:
+    mode = box.spec.mode
+    started = time.monotonic()
+    box.up()
+    up_s = time.monotonic() - started
+    conn = box.connection()
+    conn.timeout = 60.0
+    conn.request("POST", "/api/v1/namespaces", body={"metadata": {"name": NAMESPACE}})
+    say(f"[{label}] sandbox up in {up_s:.1f} s; creating workloads and their owners")
+    submitted: list[Submitted] = []
+    sequences = []
+    for obj in mix:
+        sub, pods_of = stage(conn, obj, catalog, workload_api=mode is SchedulerMode.GANG)
+        if sub is not None:
+            submitted.append(sub)
+        sequences.append(pods_of)
+    order = interleave(sequences, random.Random(spec.seed))
+    gangs = [g for s in submitted for g in gang_records(s, catalog)]
+    say(f"[{label}] creating {len(order)} pods, interleaved, from {options.creators} "
+        "connections")
+    watcher = box.connection()
+    watcher.timeout = 60.0
+    t0 = time.monotonic()
+    poller = Poller(watcher, t0, options.poll)
+    poller.start()
+    try:
+        create_pods(box, order, workers=options.creators)
+        submit_s = time.monotonic() - t0
+        say(f"[{label}] {len(order)} pods created in {submit_s:.1f} s; waiting until "
+            f"bound pods are quiet for {options.quiet:.0f} s")
+        timed_out = _wait_quiet(poller, submit_s, quiet=options.quiet, timeout=options.timeout,
+                                say=say, mode=label)
+    finally:
+        poller.stop()
+    samples = poller.samples
+    notes = [f"{poller.errors} polls failed"] if poller.errors else []
+    notes.append(f"poll took {poller.mean_poll_ms():.0f} ms on average")
+    left = fit_left(conn, submitted, gangs, samples[-1].bound, catalog)
+    gpus_of = {p["metadata"]["name"]: _pod_gpus(p) for p in order}
+    result = summarize(label, samples, gangs, gpus_of=gpus_of, up_s=up_s,
+                       submit_s=submit_s, timed_out=timed_out, fit_left_count=left,
+                       notes=notes)
+    if mode is SchedulerMode.MUSTER:
+        result.notes += muster_notes(box)
+    if options.probe:
+        result.probe = probe(box, catalog, workload_api=mode is SchedulerMode.GANG, say=say,
+                             label=label)
+    return result, samples, gangs
+
+
+def free_gpus(conn: Connection) -> int:
+    """Allocatable GPUs minus the GPUs of bound pods, over all nodes."""
+    nodes = conn.request("GET", "/api/v1/nodes").get("items", [])
+    pods = conn.request("GET", "/api/v1/pods", query={"fieldSelector": "spec.nodeName!="})
+    total = sum(int(n["status"].get("allocatable", {}).get(GPU, 0)) for n in nodes)
+    return total - sum(_pod_gpus(p) for p in pods.get("items", []))
+
+
+def probe(box: Sandbox, catalog: Catalog, *, workload_api: bool, label: str,
+          say: Callable[[str], None], limit: int = 600) -> str:
+    """Does this mode gate a gang that cannot fit? One JobSet of 1-GPU pods, one more than
+    the free GPUs, after the mix has settled: a gang scheduler binds none of it."""
+    conn = box.connection()
+    conn.timeout = 60.0
+    size = free_gpus(conn) + 1
+    if size == 1 or size > limit:
+        return f"n/a ({size - 1} free)"
+    obj = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+           "metadata": {"name": "probe", "namespace": NAMESPACE},
+           "spec": {"replicatedJobs": [{"name": "workers", "replicas": 1, "template": {"spec": {
+               "parallelism": size, "completions": size,
+               "template": {"spec": {"restartPolicy": "Never",
+                                     "containers": [_container(1)]}}}}}]}}
+    _, pods = stage(conn, obj, catalog, workload_api=workload_api)
+    names = {p["metadata"]["name"] for p in pods}
+    say(f"[{label}] probe: a gang of {size} 1-GPU pods, {size - 1} GPUs free")
+    create_pods(box, pods, workers=4)
+    seen: list[int] = []
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        time.sleep(1.0)
+        seen.append(len(names & bound_pods(conn)))
+        if len(seen) >= 25 and len(set(seen[-10:])) == 1:  # Muster's bind timeout is 20 s
+            break
+    return f"{seen[-1]}/{size}"
+
+
+def _wait_quiet(poller: Poller, submit_s: float, *, quiet: float, timeout: float,
+                say: Callable[[str], None], mode: str) -> bool:
+    """Until the bound count has not changed for ``quiet`` s; ``True`` if ``timeout`` hit."""
+    last_report = 0.0
+    while True:
+        time.sleep(poller.interval)
+        samples = poller.samples
+        if not samples:
+            continue
+        now = samples[-1].t
+        if now - last_report >= 15:
+            say(f"[{mode}]   t={now:5.0f} s  bound {len(samples[-1].bound)}")
+            last_report = now
+        changed = _last_change(samples)
+        if now >= submit_s + quiet and now - changed >= quiet:
+            return False
+        if now >= timeout:
+            return True
+
+
+def _last_change(samples: list[Sample]) -> float:
+    """The time of the first poll that saw the final bound count."""
+    final = len(samples[-1].bound)
+    t = samples[-1].t
+    for s in reversed(samples):
+        if len(s.bound) != final:
+            break
+        t = s.t
+    return t
+
+
+def summarize(mode: str, samples: list[Sample], gangs: list[GangRecord], *,
+              gpus_of: dict[str, int], up_s: float, submit_s: float, timed_out: bool,
+              fit_left_count: int, notes: list[str]) -> ModeResult:
+    final = samples[-1].bound
+    settle = _last_change(samples)
+    complete_at: list[float] = []
+    for g in gangs:
+        if sum(p in final for p in g.pods) < g.min_member:
+            continue
+        complete_at.append(next(s.t for s in samples
+                                if sum(p in s.bound for p in g.pods) >= g.min_member))
+    partial_end, stranded = partial_gpus(gangs, final)
+    peak = max(partial_gpus(gangs, s.bound)[0] for s in samples)
+    in_gangs = {p for g in gangs for p in g.pods}
+    waiting = sum(1 for g in gangs if not any(p in final for p in g.pods))
+    series = []
+    for s in samples:
+        whole = sum(1 for g in gangs if sum(p in s.bound for p in g.pods) >= g.min_member)
+        series.append((round(s.t, 2), len(s.bound), whole, *partial_gpus(gangs, s.bound)))
+    pods = len(gpus_of)
+    return ModeResult(
+        mode=mode, up_s=round(up_s, 1), submit_s=round(submit_s, 1),
+        observed_s=round(samples[-1].t, 1), timed_out=timed_out, pods=pods, bound=len(final),
+        settle_s=round(settle, 1),
+        pods_per_s=round(len(final) / settle, 1) if settle > 0 else 0.0,
+        last_gang_s=round(max(complete_at), 1) if complete_at else None,
+        gangs_complete=len(complete_at), fit_left=fit_left_count, partial_end=partial_end,
+        partial_peak=peak, stranded_gpus=stranded,
+        gangs_waiting=waiting, gpus_bound=sum(gpus_of.get(p, 0) for p in final),
+        singles_bound=len(final - in_gangs), notes=notes, series=series)
+
+
+def muster_notes(box: Sandbox) -> list[str]:
+    """A few of Muster's own counters at the end (its /metrics), for the report."""
+    url = f"http://127.0.0.1:{box.spec.ports.muster}/metrics"
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            text = response.read().decode()
+    except OSError as err:
+        return [f"muster /metrics unreachable: {err}"]
+    keep = ("muster_gangs", "muster_decisions_total", "muster_request_seconds_sum",
+            "muster_request_seconds_count")
+    lines = [line for line in text.splitlines()
+             if line.startswith(keep) and not line.startswith("#")]
+    return lines[:30]
+
+
+# -- output ---------------------------------------------------------------------------------------
+COLUMNS = (("mode", "mode", "{}"), ("pods/s", "pods_per_s", "{:.1f}"),
+           ("settle s", "settle_s", "{:.1f}"), ("last gang s", "last_gang_s", "{:.1f}"),
+           ("pods bound", "bound", "{}"), ("GPUs bound", "gpus_bound", "{}"),
+           ("gangs whole", "gangs_complete", "{}"), ("partial end", "partial_end", "{}"),
+           ("partial peak", "partial_peak", "{}"), ("none bound", "gangs_waiting", "{}"),
+           ("fit left", "fit_left", "{}"), ("stranded GPUs", "stranded_gpus", "{}"),
+           ("partial GPU-s", "partial_gpu_s", "{:.0f}"), ("probe", "probe", "{}"))
+
+
+def table(results: list[ModeResult]) -> str:
+    columns = [c for c in COLUMNS if c[1] != "probe" or any(r.probe != "-" for r in results)]
+    rows = [[name for name, _, _ in columns]]
+    for r in results:
+        data = asdict(r)
+        rows.append(["-" if data[key] is None else fmt.format(data[key])
+                     for _, key, fmt in columns])
+    widths = [max(len(row[i]) for row in rows) for i in range(len(columns))]
+    lines = ["  ".join(cell.rjust(w) if i else cell.ljust(w)
+                       for i, (cell, w) in enumerate(zip(row, widths, strict=True)))
+             for row in rows]
+    return "\n".join([lines[0], "  ".join("-" * w for w in widths), *lines[1:]])
+
+
+def configuration(spec: MixSpec, mix: list[dict[str, Any]], catalog: Catalog) -> dict[str, Any]:
+    gangs = pods = gang_pods = gpus = 0
+    kinds: dict[str, int] = {}
+    sizes: list[int] = []
+    for obj in mix:
+        kinds[obj["kind"]] = kinds.get(obj["kind"], 0) + 1
+        tree = resolve_workload({**obj, "metadata": {**obj["metadata"], "uid": "x"}},
+                                catalog.require(obj))
+        pods += tree.pods
+        gpus += tree.gpus
+        gangs += len(tree.gangs)
+        gang_pods += sum(g.pods for g in tree.gangs)
+        sizes += [g.pods for g in tree.gangs]
+    capacity = spec.nodes * spec.gpus_per_node
+    return {"seed": spec.seed, "nodes": spec.nodes, "gpus_per_node": spec.gpus_per_node,
+            "gpu_capacity": capacity, "workloads": kinds, "gangs": gangs,
+            "gang_sizes": f"{min(sizes)}..{max(sizes)} pods" if sizes else "-",
+            "gang_pods": gang_pods, "non_gang_pods": pods - gang_pods, "pods": pods,
+            "gpus_demanded": gpus, "oversubscription": round(gpus / capacity, 2)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else "")
+    parser.add_argument("--nodes", type=int, default=MixSpec.nodes)
+    parser.add_argument("--gpus-per-node", type=int, default=MixSpec.gpus_per_node)
+    parser.add_argument("--gangs", type=int, default=MixSpec.gangs)
+    parser.add_argument("--singles", type=int, default=MixSpec.singles,
+                        help="bare non-gang pods")
+    parser.add_argument("--seed", type=int, default=MixSpec.seed)
+    parser.add_argument("--modes", default="default,gang,muster",
+                        help="comma-separated: default, gang, muster, muster:THREADS "
+                             "(Muster with that many server threads; default 32)")
+    parser.add_argument("--poll", type=float, default=0.5, help="seconds between polls")
+    parser.add_argument("--quiet", type=float, default=40.0,
+                        help="bound pods unchanged this long = quiescent; keep it above "
+                             "Muster's bind timeout (20 s) and plan TTL (30 s)")
+    parser.add_argument("--timeout", type=float, default=300.0,
+                        help="stop observing a mode after this many seconds")
+    parser.add_argument("--horizon", type=float, default=120.0,
+                        help="seconds over which partial gangs' GPU-seconds are summed")
+    parser.add_argument("--creators", type=int, default=4,
+                        help="connections creating pods at once (default 4)")
+    parser.add_argument("--workdir", metavar="DIR",
+                        help="keep each mode's sandbox (logs) in DIR/MODE instead of a temp dir")
+    parser.add_argument("--probe", action="store_true",
+                        help="after each mode, submit a gang one GPU larger than the free "
+                             "GPUs and count its bound members (n/a on a full cluster)")
+    parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    args = parser.parse_args(argv)
+    spec = MixSpec(nodes=args.nodes, gpus_per_node=args.gpus_per_node, gangs=args.gangs,
+                   singles=args.singles, seed=args.seed)
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    for m in modes:
+        parse_mode(m)
+    catalog = packaged_catalog()
+    mix = generate(spec)
+    config = configuration(spec, mix, catalog)
+
+    def say(message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
+
+    print("configuration: " + ", ".join(f"{k}={v}" for k, v in config.items()), flush=True)
+    runs = []
+    for mode in modes:
+        runs.append(run_mode(mode, mix, spec, catalog=catalog, options=args, say=say))
+    horizon = args.horizon
+    for result, samples, gangs in runs:
+        result.partial_gpu_s = round(integrate_partial(samples, gangs, horizon), 1)
+    results = [r for r, _, _ in runs]
+    print()
+    print(table(results))
+    print(f"\npartial GPU-s: over the first {horizon:.0f} s after the first pod; "
+          f"sandbox up / submission / observed, s: " + "; ".join(
+              f"{r.mode} {r.up_s:.0f}/{r.submit_s:.0f}/{r.observed_s:.0f}"
+              + (" (timed out)" if r.timed_out else "") for r in results))
+    for r in results:
+        for note in r.notes:
+            print(f"  {r.mode}: {note}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(
+            {"configuration": config, "horizon_s": horizon,
+             "quiet_s": args.quiet, "poll_s": args.poll,
+             "results": [asdict(r) for r in results]}, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
