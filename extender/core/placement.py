@@ -5,10 +5,10 @@ nodes. The planner runs in two steps:
 
 1. greedy: roles largest shape first; each role's pods go to candidate nodes in the scoring
    policy's order (best fit under binpack), as many per node as fit;
-2. when greedy fails, a bounded depth-first search over pod -> node assignments, with the
-   symmetry of interchangeable pods (same role) and interchangeable nodes (same free capacity
-   and same eligibility) broken, and failed states remembered. On small instances it finishes,
-   so the planner is never weaker than exhaustive search there.
+2. when greedy fails, cheap necessary conditions first (:func:`~extender.core.search.could_fit`:
+   a gang that cannot fit is answered at once), then a bounded depth-first search
+   (:func:`~extender.core.search.search`). On small instances it finishes, so the planner is
+   never weaker than exhaustive search there.
 
 With a topology constraint each domain (sorted) is tried alone and the best plan by the policy's
 :func:`~extender.core.scoring.domain_cost` wins; a preferred constraint falls back to all nodes.
@@ -34,10 +34,13 @@ from extender.core.model import Gang, GangKey, NodeName, PodShape, TopologyConst
 from extender.core.quantity import format_quantity
 from extender.core.resources import GPU, MEMORY
 from extender.core.scoring import Policy, domain_cost, node_order_key
+from extender.core.search import Assignment, could_fit, room_for, search
 from extender.core.snapshot import ClusterSnapshot
 
-SEARCH_BUDGET = 200_000
-"""Node checks the fallback search may spend before giving up (greedy's answer stands)."""
+SEARCH_BUDGET = 10_000
+"""Placements the fallback search may try before giving up (greedy's answer stands). A step
+costs a few microseconds, so a search that runs out takes tens of milliseconds; gangs that
+cannot fit are usually proved so before any search (:func:`~extender.core.search.could_fit`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,8 +114,6 @@ class Infeasible:
     """Pods of the minimum that would fit (best attempt)."""
     needed: int
 
-
-Assignment = dict[tuple[NodeName, str], int]
 
 
 @dataclass
@@ -217,64 +218,17 @@ def _search(
     ordered: list[tuple[RoleDemand, Demand]], eligible: Mapping[str, Sequence[NodeName]], *,
     cap_of: Mapping[NodeName, NodeCapacity], budget: int,
 ) -> _Attempt | None:
-    """Depth-first search for a placement of every required pod; ``None`` if none (or out of
-    budget)."""
-    pods: list[tuple[str, Demand]] = [(rd.role, d) for rd, d in ordered for _ in range(rd.need)]
-    universe = sorted({n for rd, _ in ordered for n in eligible.get(rd.role, ())})
-    position = {n: i for i, n in enumerate(universe)}
-    allowed = {rd.role: sorted(position[n] for n in eligible.get(rd.role, ())) for rd, _ in ordered}
-    signature = {
-        n: tuple(rd.role for rd, _ in ordered if n in set(eligible.get(rd.role, ())))
-        for n in universe
-    }
-    working: dict[NodeName, NodeCapacity] = {}
-    chosen: list[int] = []
-    failed: set[tuple[int, int, tuple[tuple[NodeName, NodeCapacity], ...]]] = set()
-    spent = 0
-
-    def dfs(i: int) -> bool:
-        nonlocal spent
-        if i == len(pods):
-            return True
-        role, demand = pods[i]
-        low = chosen[-1] if i > 0 and pods[i - 1][0] == role else 0
-        state = (i, low, tuple(sorted(working.items())))
-        if state in failed:
-            return False
-        seen: set[tuple[NodeCapacity, tuple[str, ...]]] = set()
-        for idx in allowed[role]:
-            if idx < low:
-                continue
-            spent += 1
-            if spent > budget:
-                return False
-            name = universe[idx]
-            cap = working.get(name) or cap_of[name]
-            twin = (cap, signature[name])
-            if twin in seen or count_fitting(cap, demand) == 0:
-                continue
-            seen.add(twin)
-            previous = working.get(name)
-            working[name] = take(cap, demand)
-            chosen.append(idx)
-            if dfs(i + 1):
-                return True
-            chosen.pop()
-            if previous is None:
-                del working[name]
-            else:
-                working[name] = previous
-        if spent <= budget:
-            failed.add(state)
-        return False
-
-    if not dfs(0):
+    """A placement of every required pod after greedy failed; ``None`` if none exists (proved
+    by :func:`~extender.core.search.could_fit` or by the search) or the budget ran out."""
+    demands = [(rd.role, rd.need, demand) for rd, demand in ordered]
+    if not could_fit(demands, eligible, cap_of=cap_of):
         return None
-    assignment: Assignment = {}
-    for (role, _), idx in zip(pods, chosen, strict=True):
-        slot = (universe[idx], role)
-        assignment[slot] = assignment.get(slot, 0) + 1
-    return _Attempt(assignment=assignment, working=dict(working), placed=len(pods), failed=None)
+    found = search(demands, eligible, cap_of=cap_of, budget=budget)
+    if found is None:
+        return None
+    assignment, working = found
+    return _Attempt(assignment=assignment, working=working, placed=sum(assignment.values()),
+                    failed=None)
 
 
 def _shortage(
@@ -283,6 +237,9 @@ def _shortage(
 ) -> str:
     """Why one more pod of ``role`` fits on none of ``nodes``, naming the largest free."""
     caps = [cap_of[n] for n in nodes]
+    if caps and all(c.pods is not None and c.pods < 1 for c in caps):
+        return (f"a {role} needs a pod slot on one node, and every eligible node has reached "
+                f"its pods limit")
     if demand.whole:
         largest = max((c.whole_free for c in caps), default=0)
         if largest < demand.whole:
@@ -346,25 +303,40 @@ def place_gang(
     if topology is not None and domains is not None:
         allowed = {role: frozenset(nodes) for role, nodes in eligible.items()}
         best: tuple[tuple[int, ...], str, Plan] | None = None
-        best_failure: tuple[int, str, _Attempt] | None = None
+        best_failure: tuple[int, str, _Attempt | None] | None = None
         for value, members in sorted(domains.items()):
             scoped = {role: [n for n in members if n in allowed[role]] for role in eligible}
-            plan, attempt = _plan_in(gang, ordered, scoped, cap_of=cap_of, policy=policy,
-                                     gpu=gpu, budget=budget, domain=value)
-            if plan is not None:
-                after = CapacityView(cap_of, attempt.working)
-                cost = domain_cost(policy, (after[n] for n in members))
-                if best is None or (cost, value) < best[:2]:
-                    best = (cost, value, plan)
-            elif best_failure is None or attempt.placed > best_failure[0]:
-                best_failure = (attempt.placed, value, attempt)
+            attempt: _Attempt | None = None
+            counted = [(rd.role, rd.need, d) for rd, d in ordered]
+            if could_fit(counted, scoped, cap_of=cap_of):
+                plan, attempt = _plan_in(gang, ordered, scoped, cap_of=cap_of, policy=policy,
+                                         gpu=gpu, budget=budget, domain=value)
+                if plan is not None:
+                    after = CapacityView(cap_of, attempt.working)
+                    cost = domain_cost(policy, (after[n] for n in members))
+                    if best is None or (cost, value) < best[:2]:
+                        best = (cost, value, plan)
+                    continue
+                placed = attempt.placed
+            else:
+                # Cannot hold the gang: skip greedy, count how many pods it would take (exact
+                # for one role, an upper bound for several).
+                placed = sum(min(need, room_for(d, scoped.get(role, ()), cap_of=cap_of,
+                                                enough=need)) for role, need, d in counted)
+            if best_failure is None or placed > best_failure[0]:
+                best_failure = (placed, value, attempt)
         if best is not None:
             return best[2]
         if topology.required:
             if best_failure is None:
                 return Infeasible(gang, f"gang {gang}: no node carries the topology label "
                                   f"{topology.key} and is eligible", 0, needed)
-            placed, value, attempt = best_failure
+            placed, value, tried = best_failure
+            members = domains[value]
+            attempt = tried or _greedy(
+                ordered, {role: [n for n in members if n in allowed[role]] for role in eligible},
+                cap_of=cap_of, policy=policy)
+            placed = attempt.placed
             detail = _failure_detail(attempt, eligible, domain_nodes=domains[value],
                                      cap_of=cap_of, gpu=gpu)
             return Infeasible(

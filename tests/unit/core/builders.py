@@ -30,9 +30,9 @@ from extender.core.snapshot import ClusterSnapshot
 def make_node(
     name: str = "n1", *, gpus: int = 8, cpu: int = 64, memory_gi: int = 512,
     labels: dict[str, str] | None = None, taints: Sequence[Taint] = (),
-    unschedulable: bool = False,
+    unschedulable: bool = False, max_pods: int = 110,
 ) -> NodeInfo:
-    alloc = {"cpu": cpu * 1000, "memory": memory_gi * 2**30 * 1000, "pods": 110_000}
+    alloc = {"cpu": cpu * 1000, "memory": memory_gi * 2**30 * 1000, "pods": max_pods * 1000}
     if gpus:
         alloc["nvidia.com/gpu"] = gpus * 1000
     return NodeInfo(name=NodeName(name), allocatable=Resources(alloc),

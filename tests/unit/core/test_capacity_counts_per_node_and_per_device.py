@@ -8,15 +8,17 @@ from extender.core.capacity import (
     DEVICE,
     count_fitting,
     demand_of,
+    describe_free,
     empty_capacity,
     index_of,
     node_capacity,
     take,
 )
-from extender.core.model import PodPhase
+from extender.core.model import NodeInfo, NodeName, PodPhase
+from extender.core.placement import Infeasible, plan_gang
 from extender.core.resources import Resources
 
-from .builders import make_node, make_pod, make_shape, make_snapshot
+from .builders import make_gang, make_node, make_pod, make_shape, make_snapshot
 
 
 def test_bound_pods_are_subtracted_but_terminal_and_pending_pods_are_not() -> None:
@@ -82,3 +84,55 @@ def test_take_refuses_what_does_not_fit() -> None:
 def test_the_index_is_computed_once_per_snapshot_object() -> None:
     snap = make_snapshot([make_node()])
     assert index_of(snap) is index_of(snap)
+
+
+def test_every_pod_takes_one_of_the_nodes_pod_slots() -> None:
+    node = make_node("n1", gpus=0, cpu=64, max_pods=2)
+    full = [make_pod(f"p{i}", shape=make_shape(cpu=1), node="n1") for i in range(2)]
+    cap = node_capacity(node, full)
+    assert cap.pods == 0
+    assert count_fitting(cap, demand_of(make_shape(cpu=1))) == 0
+    assert count_fitting(empty_capacity(node), demand_of(make_shape(cpu=1))) == 2
+
+
+def test_a_node_declaring_no_pods_allocatable_has_no_pod_limit() -> None:
+    node = NodeInfo(name=NodeName("trace"), allocatable=Resources.of(cpu=8))
+    assert empty_capacity(node).pods is None
+    assert count_fitting(empty_capacity(node), demand_of(make_shape(cpu=1))) == 8
+
+
+def test_a_full_node_shows_no_pod_slots_and_too_many_pods_show_as_oversubscribed() -> None:
+    node = make_node("n1", gpus=0, max_pods=1)
+    pods = [make_pod(f"p{i}", shape=make_shape(cpu=1), node="n1") for i in range(2)]
+    assert node_capacity(node, pods).oversubscribed() == {"pods": -1}
+    assert describe_free(node_capacity(node, pods[:1])).endswith("0 pod slots")
+
+
+def test_gangs_are_not_planned_onto_a_node_whose_pod_slots_are_used_up() -> None:
+    nodes = [make_node("n1", gpus=8, max_pods=2)]
+    busy = [make_pod(f"ds{i}", shape=make_shape(cpu=1), node="n1", ns="kube-system")
+            for i in range(2)]
+    gang = make_gang("g", roles=[("worker", 2, make_shape(gpus=1))])
+    snap = make_snapshot(nodes, gangs=[gang], pods=busy)
+    result = plan_gang(gang, snapshot=snap, capacity=index_of(snap).base)
+    assert isinstance(result, Infeasible)
+    assert result.reason == ("gang ml/g: 0 of 2 pods fit; a worker needs a pod slot on one "
+                             "node, and every eligible node has reached its pods limit")
+    roomier = make_snapshot([make_node("n1", gpus=8, max_pods=3)], gangs=[gang], pods=busy)
+    half = plan_gang(gang, snapshot=roomier, capacity=index_of(roomier).base)
+    assert isinstance(half, Infeasible) and half.placed == 1
+
+
+def test_a_pod_listing_fewer_devices_than_its_whole_gpus_is_charged_them_all() -> None:
+    node = make_node("n1", gpus=8)
+    pod = make_pod("w", shape=make_shape(gpus=4), node="n1", devices=(5,))
+    cap = node_capacity(node, [pod])
+    assert cap.whole_free == 4  # not 7
+    assert cap.devices[5] == 0  # the listed device is among them
+    assert sum(1 for d in cap.devices if d == 0) == 4
+
+
+def test_a_pod_listing_its_devices_is_charged_exactly_those() -> None:
+    node = make_node("n1", gpus=4)
+    pod = make_pod("w", shape=make_shape(gpus=2), node="n1", devices=(1, 3))
+    assert node_capacity(node, [pod]).devices == (DEVICE, 0, DEVICE, 0)

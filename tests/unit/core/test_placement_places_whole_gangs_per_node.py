@@ -7,9 +7,10 @@ import itertools
 from hypothesis import given
 from hypothesis import strategies as st
 
-from extender.core.capacity import count_fitting, demand_of, empty_capacity, index_of, take
+from extender.core.capacity import Demand, NodeCapacity, demand_of, empty_capacity, index_of, take
 from extender.core.model import Taint, TopologyConstraint
 from extender.core.placement import Infeasible, Plan, RoleDemand, place_gang, plan_gang
+from extender.core.resources import Resources
 from extender.core.scoring import Policy
 
 from .builders import make_gang, make_node, make_pod, make_shape, make_snapshot
@@ -183,11 +184,36 @@ def test_whenever_exhaustive_search_finds_a_placement_the_planner_does(
     result = place_gang("ns/g", role_demands, capacity=caps, eligible=eligible)  # type: ignore[arg-type]
     assert isinstance(result, Plan) == possible
     if isinstance(result, Plan):
-        work = dict(caps)
+        on: dict[str, list[Demand]] = {n: [] for n in caps}
         for node, role, count in result.slots:
             assert node in eligible[role]
             rd = next(r for r in role_demands if r.role == role)
-            work[node] = take(work[node], demand_of(rd.shape), count)
+            on[node] += [demand_of(rd.shape)] * count
+        assert all(_node_holds(caps[n], ds) for n, ds in on.items())
+
+
+def _shares_pack(bins: tuple[int, ...], shares: tuple[int, ...]) -> bool:
+    if not shares:
+        return True
+    for i, room in enumerate(bins):
+        if room >= shares[0] and room not in bins[:i]:
+            rest = (*bins[:i], room - shares[0], *bins[i + 1:])
+            if _shares_pack(rest, shares[1:]):
+                return True
+    return False
+
+
+def _node_holds(cap: NodeCapacity, demands: list[Demand]) -> bool:
+    """Exact: the pods fit the node, each share on one device, whatever the order."""
+    used = sum((d.scalar for d in demands), start=Resources())
+    if not used.fits_in(cap.free) or (cap.pods is not None and len(demands) > cap.pods):
+        return False
+    whole = sum(d.whole for d in demands)
+    if whole > cap.whole_free:
+        return False
+    bins = tuple(d for d in cap.devices if d > 0)
+    bins = tuple(sorted(bins))[: len(bins) - whole] if whole else bins  # whole ones go first
+    return _shares_pack(bins, tuple(sorted((d.share for d in demands if d.share), reverse=True)))
 
 
 def _exhaustive_eligible(role_demands, caps, eligible) -> bool:  # type: ignore[no-untyped-def]
@@ -196,13 +222,9 @@ def _exhaustive_eligible(role_demands, caps, eligible) -> bool:  # type: ignore[
     for combo in itertools.product(names, repeat=len(pods)):
         if any(n not in eligible[r] for (r, _), n in zip(pods, combo, strict=True)):
             continue
-        work = dict(caps)
-        ok = True
+        on: dict[str, list[Demand]] = {n: [] for n in names}
         for (_, d), n in zip(pods, combo, strict=True):
-            if count_fitting(work[n], d) == 0:
-                ok = False
-                break
-            work[n] = take(work[n], d)
-        if ok:
+            on[n].append(d)
+        if all(_node_holds(caps[n], ds) for n, ds in on.items()):
             return True
     return False
