@@ -4,7 +4,7 @@ A JobSet controller makes Jobs and the Jobs make pods; an LWS controller makes S
 The simulator skips the intermediate objects and creates what they end in: for every role of
 the workload's resolved tree, ``replicas x podsPerReplica`` pods from ``Role.template``, each
 with the membership (role, replica index, gang) that :mod:`extender.core.membership` would give
-it in a cluster, computed by the same :func:`~extender.core.workload.gang_key`.
+it in a cluster, computed by the same :func:`~extender.core.workload.member_gang_key`.
 
 Pods a controller creates go through the API server's Priority admission, which turns the
 template's ``priorityClassName`` (or the ``globalDefault`` class) into ``spec.priority``:
@@ -28,7 +28,7 @@ from extender.core.model import (
     WorkloadTree,
     freeze_labels,
 )
-from extender.core.workload import gang_key
+from extender.core.workload import member_gang_key, replica_indexes
 from simulator.priority import PriorityClasses
 
 #: Label every simulated pod carries: the workload it was made for.
@@ -42,8 +42,11 @@ def dns_name(*parts: object) -> str:
 
 def membership_for(tree: WorkloadTree, role: Role, replica: int, *,
                    policy: GangPolicy) -> Membership:
-    """Where a pod of ``role``/``replica`` belongs: its gang if the tree has one for it."""
-    key = gang_key(tree.ref, policy, role=role.name, replica=replica)
+    """Where the pod of ``role``'s ``replica``-th copy belongs: its gang if the tree has one
+    for it (a copy of a role cut into sub-replicas, a Grove scaling group's, may be in its
+    replica's base gang or in a scaled gang of its own)."""
+    replica, sub_replica = replica_indexes(role, replica)
+    key = member_gang_key(tree.ref, policy, role, replica=replica, sub_replica=sub_replica)
     gang: GangKey | None = None
     if key is not None and policy is not GangPolicy.NONE:
         for candidate in tree.gangs:
