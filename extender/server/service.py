@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -105,7 +106,10 @@ class GangService:
         self._count = count
         self._requeuer: Requeuer = requeuer or MemoryRequeuer()
         self._hold_limit = max(1, settings.threads - max(2, settings.threads // 8))
-        """Binds held at the barrier at most: the rest of the threads stay free for filters."""
+        """Binds held at the barrier at most: the rest of the threads stay free for filters;
+        members beyond it are parked (see :meth:`_pass_barrier`)."""
+        self._binds = ThreadPoolExecutor(max_workers=4, thread_name_prefix="parked-bind")
+        """Binds Muster makes itself, for parked members, off the request threads."""
         self._turned_away: dict[str, _TurnedAway] = {}
         """Pod UID -> why every node failed, until the pod passes, is bound, goes, or is
         requeued."""
@@ -302,7 +306,9 @@ class GangService:
                 return binding_result()  # a retry of a bind that already happened
             self._count("bind", "bound_elsewhere")
             return binding_result(f"pod {ref.key} is already bound to {spec['nodeName']}")
-        outcome, error = self._pass_barrier(ref, NodeName(args.node))
+        outcome, error, direct = self._pass_barrier(ref, NodeName(args.node))
+        for member, member_node in direct:  # parked members of the gang this bind completed
+            self._binds.submit(self._bind_parked, member, member_node)
         if error:
             self._count("bind", outcome)
             return binding_result(error)
@@ -324,16 +330,17 @@ class GangService:
         log.info("verb=bind pod=%s node=%s outcome=%s", ref.key, args.node, outcome)
         return binding_result()
 
-    def _pass_barrier(self, ref: PodRef, node: NodeName) -> tuple[str, str]:
-        """Wait until this pod's gang may bind: (outcome, ``""``) when it may, else (outcome,
-        the reason it may not). Outcomes: bound, released (held, then the gang's minimum
-        came), rejected, timed_out."""
+    def _pass_barrier(self, ref: PodRef, node: NodeName,
+                      ) -> tuple[str, str, list[tuple[PodRef, str]]]:
+        """Wait until this pod's gang may bind: (outcome, ``""``, parked members to bind) when
+        it may, else (outcome, the reason it may not, ``[]``). Outcomes: bound, released
+        (held, then the gang's minimum came), parked, rejected, timed_out."""
         barrier = self._barrier
         with self._cond:
             now = self._clock()
             snapshot = self._prepare(now)
             if barrier.released.pop(ref.uid, None) is not None:
-                return "released", ""
+                return "released", "", []
             decision = decide_bind(ref.uid, node, snapshot=snapshot, ledger=self._ledger, now=now,
                                    settings=self._core)
             gang = decision.gang
@@ -341,48 +348,77 @@ class GangService:
                 self._note(gang, decision.reason)
             if decision.outcome is BindOutcome.REJECT:
                 self._fail_held(decision.rejected, decision.reason, snapshot, gang)
-                return "rejected", decision.reason
+                return "rejected", decision.reason, []
             if decision.outcome is BindOutcome.BIND:
+                direct: list[tuple[PodRef, str]] = []
                 for uid, member_node in decision.release:
-                    if uid != ref.uid and uid in barrier.waiting:
+                    if uid == ref.uid:
+                        continue
+                    if uid in barrier.waiting:
                         barrier.released[uid] = str(member_node)
+                        continue
+                    parked = snapshot.pods.get(uid)
+                    if parked is not None and parked.node_name is None:
+                        direct.append((PodRef(parked.namespace, parked.name, uid),
+                                       str(member_node)))
                 if gang is not None:
                     barrier.releasing.setdefault(gang, set()).update(
-                        uid for uid, _ in decision.release
-                        if uid == ref.uid or uid in barrier.released)
+                        {ref.uid, *barrier.released.keys() & {u for u, _ in decision.release},
+                         *(p.uid for p, _ in direct)})
                 self._cond.notify_all()
                 if len(decision.release) > 1 or gang is not None:
                     self._admitted(snapshot, gang)
-                return "bound", ""
-            # Wait at the barrier in real time, bounded by --bind-timeout. Each held bind
-            # takes a server thread: holding the last ones would leave none for filters or
-            # for the very member that completes the gang, so beyond the limit fail fast.
-            if len(barrier.waiting) >= self._hold_limit and gang is not None:
-                # The gang cannot gather here: fail all its held members, as a timeout would.
-                limit = (f"muster: {len(barrier.waiting)} binds are already held at the gang "
-                         f"barrier, the most its {self._settings.threads} server threads "
-                         "allow; raise --threads above the largest gang's size")
-                withdrawn = withdraw(gang, ledger=self._ledger, also=(ref.uid, node))
-                self._fail_held(withdrawn.rejected, limit, snapshot, gang)
-                return "over_thread_limit", limit
+                return "bound", "", direct
+            # Wait at the barrier in real time, bounded by --bind-timeout. Each held bind takes
+            # a server thread; with every thread that may hold one in use (many gangs arriving
+            # at once, or one gang larger than the pool), the member is *parked* instead: its
+            # bind fails now (kube-scheduler retries it after a backoff), but it stays counted
+            # at the barrier with its node in flight, and when its gang completes Muster binds
+            # it itself. No thread waits, so gangs of any size and number can gather.
+            if gang is not None and len(barrier.waiting) >= self._hold_limit:
+                return "parked", (f"{decision.reason}; not held (every server thread that may "
+                                  "hold a bind is in use): Muster binds this pod when its gang "
+                                  "completes"), []
             barrier.waiting[ref.uid] = (gang, str(node))
             deadline = now + self._settings.bind_timeout
             try:
                 while True:
                     if barrier.released.pop(ref.uid, None) is not None:
-                        return "released", ""
+                        return "released", "", []
                     failed = barrier.failed.pop(ref.uid, None)
                     if failed is not None:
-                        return "timed_out", failed
+                        return "timed_out", failed, []
                     remaining = deadline - self._clock()
                     if remaining <= 0 and gang is not None:
                         timed_out = withdraw(gang, ledger=self._ledger, also=(ref.uid, node))
                         self._fail_held(timed_out.rejected, timed_out.reason, snapshot, gang)
                         barrier.failed.pop(ref.uid, None)
-                        return "timed_out", timed_out.reason
+                        return "timed_out", timed_out.reason, []
                     self._cond.wait(timeout=max(remaining, 0.001))
             finally:
                 barrier.waiting.pop(ref.uid, None)
+
+    def _bind_parked(self, ref: PodRef, node: str) -> None:
+        """Bind a parked member of a gang that just completed (on the bind pool)."""
+        try:
+            self._binder.bind(ref, node)
+        except BindError as err:
+            with self._cond:
+                self._ledger.forget_pod(ref.uid)
+                self._done_releasing(ref.uid)
+            self._count("bind", "parked_error")
+            log.warning("verb=bind pod=%s node=%s outcome=parked-error reason=%r", ref.key,
+                        node, str(err))
+            return
+        except Exception:  # the pool thread must survive; the pod is retried by the scheduler
+            log.exception("verb=bind pod=%s node=%s outcome=parked-error", ref.key, node)
+            return
+        self._state.assume_bound(ref.namespace, ref.name, node)
+        with self._cond:
+            self._ledger.confirm_bound(ref.uid, NodeName(node))
+            self._done_releasing(ref.uid)
+        self._count("bind", "parked_bound")
+        log.info("verb=bind pod=%s node=%s outcome=parked-bound", ref.key, node)
 
     def _done_releasing(self, uid: str) -> None:
         """Under the lock: ``uid``'s Binding is done (or failed); the gang's last one ends its

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -247,16 +248,45 @@ def test_metrics_count_a_barrier_timeout_for_every_held_member() -> None:
     assert _decisions(world)[("bind", "timed_out")] == 3
 
 
-def test_binds_beyond_the_thread_limit_fail_fast_instead_of_starving_the_server() -> None:
-    # 4 threads keep 2 free for filters: at most 2 binds wait at the barrier. A gang of 4 can
-    # never gather there, so its held members fail at once with the 3rd, naming the setting
-    # to raise, and none of the gang is bound.
+def test_members_beyond_the_threads_that_may_hold_binds_are_parked_then_bound() -> None:
+    # 4 threads keep 2 free for filters: at most 2 binds are held at the barrier. The 3rd
+    # member's bind fails at once (kube-scheduler would retry it) but it stays counted; the
+    # 4th completes the gang, and Muster binds the parked member itself. No thread waits for
+    # a gang larger than the pool, and no member binds before the gang's minimum is there.
     world = World(four_gpu_nodes() + train())
-    world.app = create_app(Settings(bind_timeout=1.0, threads=4), world.store, time.time,
+    world.app = create_app(Settings(bind_timeout=5.0, threads=4), world.store, time.time,
                            binder=world.binder, events=world.events)
     world.client = world.app.test_client()
-    results = bind_all(world, [0, 1, 2, 3])
-    assert world.binder.bindings == {}, results
-    assert all(results.values()), results
-    assert any("raise --threads" in e for e in results.values()), results
-    assert _decisions(world)[("bind", "over_thread_limit")] >= 1
+    for i in range(4):
+        world.post("filter", filter_body(jobset_pod("train", i, gpus=8), NODE_NAMES))
+    nodes = {i: world.planned_node(i) for i in range(4)}
+    results: dict[int, str] = {}
+
+    def bind(i: int) -> None:
+        results[i] = world.post("bind", bind_body(jobset_pod("train", i, gpus=8),
+                                                  nodes[i]))["Error"]
+
+    held = [threading.Thread(target=bind, args=(i,)) for i in (0, 1)]
+    for t in held:
+        t.start()
+    assert wait_for(lambda: world.app.extensions["muster.decider"].binds_waiting() == 2)
+    bind(2)
+    assert "Muster binds this pod when its gang completes" in results[2]
+    assert world.binder.bindings == {}  # parked, and nothing bound below the minimum
+    bind(3)
+    for t in held:
+        t.join(10)
+    assert (results[0], results[1], results[3]) == ("", "", "")
+    assert wait_for(lambda: len(world.binder.bindings) == 4)
+    assert world.binder.bindings["ml/train-worker-0-2"] == nodes[2]
+    counts = _decisions(world)
+    assert counts[("bind", "parked")] == 1 and counts[("bind", "parked_bound")] == 1
+
+
+def wait_for(check: Callable[[], bool], timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.02)
+    return check()
