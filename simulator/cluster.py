@@ -89,7 +89,9 @@ def canonical(cap: NodeCapacity) -> NodeCapacity:
     """The capacity with its devices sorted: which index a free device has does not change
     what fits or how a node scores, and ignoring it keeps the number of classes small."""
     ordered = tuple(sorted(cap.devices))
-    return cap if ordered == cap.devices else NodeCapacity(free=cap.free, devices=ordered)
+    if ordered == cap.devices:
+        return cap
+    return NodeCapacity(free=cap.free, devices=ordered, unpacked=cap.unpacked)
 
 
 def devices_taken(before: NodeCapacity, after: NodeCapacity, demand: Demand) -> tuple[int, ...]:

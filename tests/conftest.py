@@ -1,4 +1,9 @@
-"""Shared pytest configuration: Hypothesis profiles (``ci`` by default, ``long`` on demand)."""
+"""Shared pytest configuration: Hypothesis profiles.
+
+``ci`` (the default) is the fast, derandomized profile every run uses. The ``long`` profile
+(random, many more examples) runs on demand: ``pytest --hypothesis-profile=long`` (Hypothesis's
+own option) or ``MUSTER_HYPOTHESIS_PROFILE=long pytest``.
+"""
 
 from __future__ import annotations
 
@@ -15,3 +20,4 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow],
 )
 settings.load_profile(os.environ.get("MUSTER_HYPOTHESIS_PROFILE", "ci"))
+

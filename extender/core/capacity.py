@@ -77,6 +77,11 @@ class NodeCapacity:
     node declares no limit."""
     whole_free: int = field(init=False, compare=False, repr=False)
     """Devices nobody uses at all: what a whole-GPU request can take."""
+    unpacked: bool = False
+    """A pod charged without a device index found no device with room and was charged to one
+    anyway: the per-device picture is then no packing of the pods on the node (they may pack
+    in another order, or not), so where another share would go is unknown and none is placed
+    (see :func:`count_fitting`). Pods listing their devices are charged there and never set it."""
     gpu_milli_free: int = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -116,6 +121,10 @@ def count_fitting(cap: NodeCapacity, demand: Demand) -> int:
     if demand.whole:
         n = min(n, cap.whole_free // demand.whole)
     elif demand.share:
+        # A picture with a device below zero is not a packing of the shares charged (they may
+        # or may not pack in another order), so adding one more could oversubscribe a device.
+        if cap.unpacked:
+            return 0
         n = min(n, sum(d // demand.share for d in cap.devices if d > 0))
     return n
 
@@ -124,7 +133,10 @@ def fits(cap: NodeCapacity, demand: Demand) -> bool:
     return count_fitting(cap, demand) > 0
 
 
-def _take_devices(devices: list[int], demand: Demand, count: int, *, force: bool) -> None:
+def _take_devices(devices: list[int], demand: Demand, count: int, *, force: bool) -> bool:
+    """Charge ``count`` pods of ``demand`` to ``devices`` in place; whether any was forced
+    onto a device without room."""
+    forced = False
     for _ in range(count):
         if demand.whole:
             taken = 0
@@ -139,6 +151,7 @@ def _take_devices(devices: list[int], demand: Demand, count: int, *, force: bool
                     raise ValueError("not enough whole GPU devices")
                 # Observed pods may already oversubscribe; charge the emptiest devices so
                 # the oversubscription shows on a device instead of vanishing.
+                forced = True
                 for _ in range(demand.whole - taken):
                     if not devices:
                         break
@@ -152,10 +165,12 @@ def _take_devices(devices: list[int], demand: Demand, count: int, *, force: bool
             if best < 0:
                 if not force:
                     raise ValueError("no GPU device has room for the share")
+                forced = True
                 if not devices:
-                    return
+                    return forced
                 best = max(range(len(devices)), key=lambda i: (devices[i], -i))
             devices[best] -= demand.share
+    return forced
 
 
 def take(cap: NodeCapacity, demand: Demand, count: int = 1, *, force: bool = False) -> NodeCapacity:
@@ -168,10 +183,11 @@ def take(cap: NodeCapacity, demand: Demand, count: int = 1, *, force: bool = Fal
     free = cap.free - demand.scalar.scale(count) if demand.scalar else cap.free
     pods = None if cap.pods is None else cap.pods - count
     if not demand.whole and not demand.share:
-        return NodeCapacity(free=free, devices=cap.devices, pods=pods)
+        return NodeCapacity(free=free, devices=cap.devices, pods=pods, unpacked=cap.unpacked)
     devices = list(cap.devices)
-    _take_devices(devices, demand, count, force=force)
-    return NodeCapacity(free=free, devices=tuple(devices), pods=pods)
+    forced = _take_devices(devices, demand, count, force=force)
+    return NodeCapacity(free=free, devices=tuple(devices), pods=pods,
+                        unpacked=cap.unpacked or forced)
 
 
 def charge_pod(cap: NodeCapacity, pod: PodInfo, *, gpu: str = GPU) -> NodeCapacity:
@@ -190,18 +206,21 @@ def charge_pod(cap: NodeCapacity, pod: PodInfo, *, gpu: str = GPU) -> NodeCapaci
     for i in listed:
         devices[i] -= per_device
     missing = demand.whole - len(listed)
-    if missing > 0:
-        _take_devices(devices, Demand(scalar=EMPTY, whole=missing), 1, force=True)
+    forced = missing > 0 and _take_devices(devices, Demand(scalar=EMPTY, whole=missing), 1,
+                                           force=True)
     return NodeCapacity(free=cap.free - demand.scalar, devices=tuple(devices),
-                        pods=None if cap.pods is None else cap.pods - 1)
+                        pods=None if cap.pods is None else cap.pods - 1,
+                        unpacked=cap.unpacked or forced)
 
 
-def _charge_order(pod: PodInfo) -> tuple[int, str]:
-    # Pods with known devices first (they pin devices), then whole-GPU pods, then shares;
-    # the fixed order makes the per-device picture the same on every rebuild.
+def _charge_order(pod: PodInfo) -> tuple[int, int, str]:
+    # Pods with known devices first (they pin devices), then whole-GPU pods, then shares
+    # largest first (best fit decreasing packs what an arbitrary order leaves overfull); the
+    # fixed order makes the per-device picture the same on every rebuild.
     if pod.gpu_devices:
-        return (0, pod.uid)
-    return (1 if pod.shape.gpu_share == 0 else 2, pod.uid)
+        return (0, 0, pod.uid)
+    share = pod.shape.gpu_share
+    return (1, 0, pod.uid) if share == 0 else (2, -share, pod.uid)
 
 
 def node_capacity(

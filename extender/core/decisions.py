@@ -7,55 +7,60 @@ reaching bind), which is why the server calls them under its lock.
 - filter: a member of a planned gang gets only its planned nodes; an unplanned gang is planned
   whole on its first member (or every node fails with the reason); a pod outside any gang is
   kept off capacity reserved for gangs.
-- bind: the barrier. Members are held until the gang's minimum have reached bind or are bound,
-  then released together; a barrier that outlives ``bind_timeout`` fails them all.
+- bind (:mod:`extender.core.binding`, re-exported here): the barrier. Members are held until
+  the gang's minimum have reached bind or are bound, then released together; a barrier that
+  outlives ``bind_timeout`` fails them all; a pod the node no longer has room for is refused.
 - preempt: victims are whole gangs or no gang member at all.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from types import MappingProxyType
 
-from extender.core.capacity import demand_of, describe_free, empty_capacity, fits, index_of
-from extender.core.ledger import INFLIGHT_TTL, Ledger, free_capacity, placed_counts
+from extender.core.binding import (
+    BindDecision,
+    BindOutcome,
+    barrier_expired,
+    decide_bind,
+    expired_barriers,
+    gang_reached,
+    withdraw,
+)
+from extender.core.capacity import (
+    demand_of,
+    describe_free,
+    empty_capacity,
+    empty_of,
+    fits,
+    index_of,
+)
+from extender.core.ledger import Ledger, free_capacity, placed_counts
 from extender.core.model import Gang, GangKey, NodeName, PodInfo
-from extender.core.placement import SEARCH_BUDGET, Infeasible, Plan, plan_gang
-from extender.core.resources import GPU
-from extender.core.scoring import Policy, node_score, policy_named
+from extender.core.placement import Infeasible, Plan, placed_domain, plan_gang
+from extender.core.scoring import node_score
+from extender.core.settings import CoreSettings
 from extender.core.snapshot import ClusterSnapshot
 
+__all__ = [
+    "BindDecision",
+    "BindOutcome",
+    "CoreSettings",
+    "FilterDecision",
+    "FilterOutcome",
+    "barrier_expired",
+    "decide_bind",
+    "decide_filter",
+    "decide_preempt",
+    "decide_prioritize",
+    "expired_barriers",
+    "gang_reached",
+    "withdraw",
+]
+
 _NONE: Mapping[NodeName, str] = MappingProxyType({})
-
-
-@dataclass(frozen=True, slots=True)
-class CoreSettings:
-    """Tunables of the core, validated when built."""
-
-    plan_ttl: float = 30.0
-    """Seconds a gang's plan reserves capacity while its members arrive."""
-    bind_timeout: float = 30.0
-    """Seconds a gang's first member may wait at the bind barrier before all are failed."""
-    scoring: str = Policy.BINPACK.value
-    """Scoring policy: binpack, spread, topology or fragmentation."""
-    gpu_resource: str = GPU
-    """The extended resource counted per device."""
-    inflight_ttl: float = INFLIGHT_TTL
-    """Seconds a pod at bind is charged before it must be observed bound."""
-    search_budget: int = SEARCH_BUDGET
-    """Node checks the placement search may spend after greedy placement fails."""
-
-    def __post_init__(self) -> None:
-        policy_named(self.scoring)  # raises a clear error naming the known policies
-        for name in ("plan_ttl", "bind_timeout", "inflight_ttl"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"CoreSettings.{name} must be positive, got {getattr(self, name)}")
-
-    @property
-    def policy(self) -> Policy:
-        return policy_named(self.scoring)
 
 
 class FilterOutcome(StrEnum):
@@ -105,7 +110,9 @@ def _pinned(
     where = ", ".join(shown[:8]) + (f" and {len(shown) - 8} more" if len(shown) > 8 else "")
     note = f"gang {gang.key} placed this {role} on {where}"
     others = f"gang {gang.key} placed this {role} elsewhere (reserved plan)"
-    unresolvable = {n: others for n in candidates if n not in open_nodes}
+    # Reasons for the other nodes matter only when none passed (kube-scheduler reports them);
+    # a pinned member of a big gang is filtered every cycle, over thousands of nodes.
+    unresolvable = {} if passed else {n: others for n in candidates if n not in open_nodes}
     reason = note if passed else f"{note}, but kube-scheduler offered none of them"
     return FilterDecision(passed, _NONE, MappingProxyType(unresolvable), outcome, reason,
                           gang.key, plan)
@@ -186,14 +193,17 @@ def decide_filter(
     by_role: dict[str, int] = {}
     for (_, r), n in placed_counts(gang.key, snapshot, ledger, gpu=gpu, exclude=pod.uid).items():
         by_role[r] = by_role.get(r, 0) + n
+    domain = _gang_domain(gang, snapshot, ledger, gpu=gpu)
     if plan is not None and (ledger.is_admitted(gang.key) or
                              sum(by_role.values()) >= gang.min_member):
         # The plan is used up and the minimum is covered: this member is extra.
-        return _free_fit(pod, candidates, snapshot=snapshot, ledger=ledger, settings=settings,
-                         outcome=FilterOutcome.SURPLUS, gang=gang.key)
+        extra = _free_fit(pod, candidates, snapshot=snapshot, ledger=ledger, settings=settings,
+                          outcome=FilterOutcome.SURPLUS, gang=gang.key)
+        return _keep_to_domain(extra, gang, domain, snapshot)
     capacity = free_capacity(snapshot, ledger, gpu=gpu, exclude=gang.key)
     result = plan_gang(gang, snapshot=snapshot, capacity=capacity, placed=by_role,
-                       policy=settings.policy, gpu=gpu, budget=settings.search_budget)
+                       policy=settings.policy, gpu=gpu, budget=settings.search_budget,
+                       within=domain)
     if isinstance(result, Infeasible):
         return _infeasible(result, gang, candidates, snapshot=snapshot, settings=settings,
                            placed=by_role)
@@ -202,8 +212,9 @@ def decide_filter(
                       settings=settings, outcome=FilterOutcome.PLANNED)
     if decided is not None:
         return decided
-    return _free_fit(pod, candidates, snapshot=snapshot, ledger=ledger, settings=settings,
-                     outcome=FilterOutcome.SURPLUS, gang=gang.key)
+    extra = _free_fit(pod, candidates, snapshot=snapshot, ledger=ledger, settings=settings,
+                      outcome=FilterOutcome.SURPLUS, gang=gang.key)
+    return _keep_to_domain(extra, gang, result.domain or domain, snapshot)
 
 
 def _infeasible(
@@ -212,8 +223,7 @@ def _infeasible(
 ) -> FilterDecision:
     """Fail every node; unresolvable if even an empty cluster could not hold the gang."""
     gpu = settings.gpu_resource
-    empty = {n: empty_capacity(node, gpu=gpu) for n, node in snapshot.nodes.items()}
-    never = plan_gang(gang, snapshot=snapshot, capacity=empty, placed=placed,
+    never = plan_gang(gang, snapshot=snapshot, capacity=empty_of(snapshot, gpu=gpu), placed=placed,
                       policy=settings.policy, gpu=gpu, budget=settings.search_budget)
     reasons = MappingProxyType(dict.fromkeys(candidates, result.reason))
     if isinstance(never, Infeasible):
@@ -227,8 +237,13 @@ def decide_prioritize(
     pod: PodInfo, candidates: Sequence[NodeName], *, snapshot: ClusterSnapshot, ledger: Ledger,
     now: float, settings: CoreSettings,
 ) -> list[tuple[NodeName, int]]:
-    """0..10 per candidate: a member's planned nodes score 10 and others 0; everyone else is
-    scored by the policy on capacity left outside reservations."""
+    """0..10 per candidate: planned nodes first, then packing, GPU fragments and topology.
+
+    A member's planned nodes score 10 and others 0. Everyone else is scored by the policy on
+    capacity left outside reservations (:func:`~extender.core.scoring.node_score`; under the
+    default ``binpack`` at most 9: inside the topology domain the gang's placed members are in
+    first, then nodes left without a new GPU fragment, the fuller node first).
+    """
     del now  # scores depend on state only; kept for a uniform signature
     gang = snapshot.gang_of(pod.uid)
     if gang is not None:
@@ -248,8 +263,8 @@ def decide_prioritize(
         if node is None:
             out.append((n, 0))
             continue
-        in_domain = (domain is not None and gang is not None and gang.topology is not None
-                     and node.label(gang.topology.key) == domain)
+        in_domain = None if domain is None or gang is None or gang.topology is None else (
+            node.label(gang.topology.key) == domain)
         out.append((n, node_score(settings.policy, capacity[n], demand,
                                   empty=empty_capacity(node, gpu=gpu), in_domain=in_domain)))
     return out
@@ -261,115 +276,28 @@ def _gang_domain(
     """The topology domain most of the gang's placed pods are in (ties: smallest value)."""
     if gang is None or gang.topology is None:
         return None
-    seen: dict[str, int] = {}
+    nodes: dict[NodeName, int] = {}
     for (node, _), n in placed_counts(gang.key, snapshot, ledger, gpu=gpu).items():
-        info = snapshot.nodes.get(node)
-        value = None if info is None else info.label(gang.topology.key)
-        if value is not None:
-            seen[value] = seen.get(value, 0) + n
-    if not seen:
-        return None
-    return min(seen.items(), key=lambda kv: (-kv[1], kv[0]))[0]
+        nodes[node] = nodes.get(node, 0) + n
+    return placed_domain(gang, snapshot, nodes)
 
 
-def gang_reached(gang: Gang, snapshot: ClusterSnapshot, ledger: Ledger, *, gpu: str) -> int:
-    """Members bound or at bind (in flight): what the barrier counts."""
-    inflight = ledger.in_flight()
-    return sum(
-        1 for uid in index_of(snapshot, gpu=gpu).gang_pods.get(gang.key, ())
-        if snapshot.pods[uid].holds_resources
-        or (snapshot.pods[uid].node_name is None and uid in inflight)
-    )
-
-
-class BindOutcome(StrEnum):
-    BIND = "bind"
-    """Post the Binding for every pod in ``release`` (this one included, unless bound)."""
-    WAIT = "wait"
-    """Hold this bind request; a later decision releases or rejects it."""
-    REJECT = "reject"
-    """Fail this bind (and every pod in ``rejected``) so kube-scheduler requeues them."""
-
-
-@dataclass(frozen=True, slots=True)
-class BindDecision:
-    outcome: BindOutcome
-    reason: str
-    gang: GangKey | None = None
-    release: tuple[tuple[str, NodeName], ...] = ()
-    """(pod uid, node) pairs now free to bind."""
-    rejected: tuple[tuple[str, NodeName], ...] = ()
-    """(pod uid, node) pairs held at the barrier that must now fail."""
-
-
-def decide_bind(
-    pod_uid: str, node: NodeName, *, snapshot: ClusterSnapshot, ledger: Ledger, now: float,
-    settings: CoreSettings,
-) -> BindDecision:
-    pod = snapshot.pods.get(pod_uid)
-    if pod is None:
-        return BindDecision(BindOutcome.REJECT, f"no pod with uid {pod_uid} (deleted or replaced)")
-    gang = snapshot.gang_of(pod_uid)
-    key = None if gang is None else gang.key
-    if pod.node_name is not None:
-        if pod.node_name == node:
-            return BindDecision(BindOutcome.BIND, f"pod {pod.key} is already bound to {node}", key)
-        return BindDecision(BindOutcome.REJECT,
-                            f"pod {pod.key} is already bound to {pod.node_name}, not {node}", key)
-    if pod.deleting:
-        return BindDecision(BindOutcome.REJECT, f"pod {pod.key} is being deleted", key)
-    if node not in snapshot.nodes:
-        return BindDecision(BindOutcome.REJECT, f"node {node} is not in the cluster", key)
-    if gang is None and pod_uid in snapshot.unresolved:
-        return BindDecision(BindOutcome.REJECT,
-                            f"pod {pod.key}: {snapshot.unresolved[pod_uid]}; it may be a gang "
-                            "member", key)
-    ledger.mark_bind_requested(pod_uid, node, now=now, ttl=settings.inflight_ttl)
-    if gang is None:
-        return BindDecision(BindOutcome.BIND, f"pod {pod.key} is not in a gang",
-                            release=((pod_uid, node),))
-    if ledger.is_admitted(gang.key):
-        return BindDecision(BindOutcome.BIND, f"gang {gang.key} is already admitted", gang.key,
-                            release=((pod_uid, node),))
-    if barrier_expired(gang.key, ledger=ledger, now=now, settings=settings):
-        return withdraw(gang.key, ledger=ledger, also=(pod_uid, node))
-    ledger.arrive(gang.key, pod_uid, node, now=now)
-    reached = gang_reached(gang, snapshot, ledger, gpu=settings.gpu_resource)
-    if reached >= gang.min_member:
-        released = ledger.admit(gang.key, now=now)
-        return BindDecision(BindOutcome.BIND,
-                            f"gang {gang.key}: {reached} of minimum {gang.min_member} at bind; "
-                            f"releasing {len(released)}", gang.key, release=released)
-    return BindDecision(BindOutcome.WAIT,
-                        f"gang {gang.key}: {reached} of minimum {gang.min_member} at bind; "
-                        f"waiting up to {settings.bind_timeout:g}s for the rest", gang.key)
-
-
-def barrier_expired(
-    gang: GangKey, *, ledger: Ledger, now: float, settings: CoreSettings
-) -> bool:
-    started = ledger.barrier_started(gang)
-    return started is not None and now >= started + settings.bind_timeout
-
-
-def expired_barriers(*, ledger: Ledger, now: float, settings: CoreSettings) -> list[GangKey]:
-    """Gangs whose members have waited at bind too long (the server withdraws each)."""
-    return [g for g, _ in ledger.barriers()
-            if barrier_expired(g, ledger=ledger, now=now, settings=settings)]
-
-
-def withdraw(
-    gang: GangKey, *, ledger: Ledger, also: tuple[str, NodeName] | None = None
-) -> BindDecision:
-    """Fail every member held at the barrier and drop the gang's plan, so its GPUs go to
-    others instead of being held by a gang that cannot complete (scheduler-plugins#713)."""
-    held = ledger.withdraw(gang)
-    if also is not None:
-        ledger.forget_pod(also[0])
-        held = tuple(sorted({*held, also}))
-    return BindDecision(BindOutcome.REJECT,
-                        f"gang {gang}: the minimum did not reach bind in time; "
-                        f"failing {len(held)} held member(s)", gang, rejected=held)
+def _keep_to_domain(
+    decision: FilterDecision, gang: Gang, domain: str | None, snapshot: ClusterSnapshot,
+) -> FilterDecision:
+    """A member beyond the plan of a gang that must stay in one domain: only that domain's
+    nodes may pass."""
+    topology = gang.topology
+    if topology is None or not topology.required or domain is None:
+        return decision
+    outside = [n for n in decision.passed if snapshot.nodes[n].label(topology.key) != domain]
+    if not outside:
+        return decision
+    why = f"gang {gang.key} keeps to {topology.key} {domain}, where its members run"
+    unresolvable = {**decision.unresolvable, **dict.fromkeys(outside, why)}
+    passed = tuple(n for n in decision.passed if n not in set(outside))
+    return replace(decision, passed=passed, unresolvable=MappingProxyType(unresolvable),
+                   reason=decision.reason if passed else why)
 
 
 def decide_preempt(

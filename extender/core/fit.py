@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from extender.core.capacity import CapacityView, demand_of, index_of, take
-from extender.core.decisions import CoreSettings
 from extender.core.ledger import Ledger, placed_counts
 from extender.core.model import GangKey, NodeName, WorkloadTree
 from extender.core.placement import (
@@ -22,8 +21,10 @@ from extender.core.placement import (
     RoleDemand,
     eligible_for,
     place_gang,
+    placed_domain,
     plan_gang,
 )
+from extender.core.settings import CoreSettings
 from extender.core.snapshot import ClusterSnapshot
 
 
@@ -32,9 +33,13 @@ class GangFit:
     name: str
     min_member: int
     placed: int
-    """Pods that would be placed now (plus members already bound)."""
+    """Pods of the gang that hold a node or would: the members already bound plus the pods
+    placed now. When the gang does not fit (nothing of it would start), the members already
+    bound plus how many more would fit at best, as the reason says."""
     plan: Mapping[NodeName, Mapping[str, int]]
-    """Node -> role -> pods, for the pods placed now."""
+    """Node -> role -> pods: the members already bound and, when the gang fits, the pods
+    placed now. So when ``fits``, the plan adds up to ``placed``; when not, it holds only the
+    members already bound."""
     reason: str
     fits: bool
 
@@ -53,8 +58,13 @@ def _charge(view: CapacityView, plan: Plan, *, gpu: str) -> None:
             view.changes[node] = take(view[node], demand_of(shape, gpu=gpu), count)
 
 
-def _frozen(plan: Plan) -> Mapping[NodeName, Mapping[str, int]]:
-    return MappingProxyType({n: MappingProxyType(r) for n, r in plan.by_node().items()})
+def _frozen(*parts: Mapping[tuple[NodeName, str], int]) -> Mapping[NodeName, Mapping[str, int]]:
+    out: dict[NodeName, dict[str, int]] = {}
+    for part in parts:
+        for (node, role), n in sorted(part.items()):
+            per_role = out.setdefault(node, {})
+            per_role[role] = per_role.get(role, 0) + n
+    return MappingProxyType({n: MappingProxyType(r) for n, r in sorted(out.items())})
 
 
 def fit_workload(
@@ -66,22 +76,29 @@ def fit_workload(
     nobody = Ledger()
     results = []
     for gang in tree.gangs:
+        bound = placed_counts(gang.key, snapshot, nobody, gpu=gpu)
         by_role: dict[str, int] = {}
-        for (_, role), n in placed_counts(gang.key, snapshot, nobody, gpu=gpu).items():
+        for (_, role), n in bound.items():
             by_role[role] = by_role.get(role, 0) + n
         already = sum(by_role.values())
+        nodes: dict[NodeName, int] = {}
+        for (node, _), n in bound.items():
+            nodes[node] = nodes.get(node, 0) + n
         outcome = plan_gang(gang, snapshot=snapshot, capacity=view, placed=by_role,
-                            policy=settings.policy, gpu=gpu, budget=settings.search_budget)
+                            policy=settings.policy, gpu=gpu, budget=settings.search_budget,
+                            within=placed_domain(gang, snapshot, nodes))
         if isinstance(outcome, Infeasible):
             results.append(GangFit(gang.key, gang.min_member, already + outcome.placed,
-                                   MappingProxyType({}), outcome.reason, False))
+                                   _frozen(bound), outcome.reason, False))
             continue
         _charge(view, outcome, gpu=gpu)
-        where = ", ".join(f"{n}: {sum(r.values())}" for n, r in sorted(outcome.by_node().items()))
+        plan = _frozen(bound, {(n, r): c for n, r, c in outcome.slots})
+        where = ", ".join(f"{n}: {sum(r.values())}" for n, r in plan.items())
+        note = f"; {already} already bound" if already else ""
         reason = (f"gang {gang.key}: {already + outcome.pods} pods placed (minimum "
-                  f"{gang.min_member})" + (f" on {where}" if where else ""))
-        results.append(GangFit(gang.key, gang.min_member, already + outcome.pods,
-                               _frozen(outcome), reason, True))
+                  f"{gang.min_member}{note})" + (f" on {where}" if where else ""))
+        results.append(GangFit(gang.key, gang.min_member, already + outcome.pods, plan, reason,
+                               True))
     if not tree.gangs:
         results = _fit_pods_one_by_one(tree, snapshot, view, settings)
     return FitResult(tree.ref.key, all(g.fits for g in results), tuple(results))

@@ -2,9 +2,15 @@
 
 Ordering edges come from the descriptor (JobSet dependsOn, LWS leader-first): ``(a, b)`` means
 role ``b`` starts once ``a`` has. A cycle there means the workload can never start, so it is
-an error naming the cycle. The wait-for graph links gangs held at the bind barrier to the gangs
-whose reservations or held members occupy the nodes they need; a cycle there is a deadlock,
-broken by choosing one gang to yield: the lower priority, then the younger.
+an error naming the cycle. The wait-for graph links gangs held at the bind barrier that cannot
+complete (:func:`blocked_gangs`) to the blocked gangs whose reservations or held members occupy
+the nodes they need; a cycle there is a deadlock, broken by choosing one gang to yield: the
+lower priority, then the younger (:mod:`extender.core.yields` decides it each cycle).
+
+Where such a cycle comes from: plans are made whole, so two gangs never plan over each other.
+But a plan can stop holding while its members wait at the barrier (the node it named is lost,
+or capacity on it is taken behind Muster's back), and the capacity left may be what another
+waiting gang holds, while that gang, hit the same way, waits for this one.
 """
 
 from __future__ import annotations
@@ -15,9 +21,16 @@ import networkx as nx
 
 from extender.core.capacity import demand_of, fits
 from extender.core.ledger import Ledger, free_capacity, placed_counts
-from extender.core.model import Gang, GangKey, WorkloadTree
-from extender.core.placement import eligible_for, gang_demands
+from extender.core.model import Gang, GangKey, NodeName, WorkloadTree
+from extender.core.placement import (
+    SEARCH_BUDGET,
+    Infeasible,
+    eligible_for,
+    gang_demands,
+    plan_gang,
+)
 from extender.core.resources import GPU
+from extender.core.scoring import Policy
 from extender.core.snapshot import ClusterSnapshot
 
 
@@ -76,39 +89,74 @@ def role_stages(tree: WorkloadTree) -> list[list[str]]:
     return [sorted(stage) for stage in nx.topological_generations(roles)]
 
 
-def wait_for_graph(
-    snapshot: ClusterSnapshot, ledger: Ledger, *, gpu: str = GPU
-) -> nx.DiGraph:
-    """Edge ``A -> B`` when gang A has members held at the barrier, still lacks pods for its
-    minimum, and some node A could use for them is occupied by B's reservation or held pods."""
-    g = nx.DiGraph()
-    holders: dict[str, set[GangKey]] = {}
-    for key, res in ledger.reservations():
-        for node, _, _ in res.plan.slots:
-            holders.setdefault(node, set()).add(key)
-    for key, _ in ledger.barriers():
-        for _, node in ledger.waiting(key):
-            holders.setdefault(node, set()).add(key)
+def blocked_gangs(
+    snapshot: ClusterSnapshot, ledger: Ledger, *, gpu: str = GPU,
+    policy: Policy = Policy.BINPACK, budget: int = SEARCH_BUDGET,
+) -> list[GangKey]:
+    """Gangs held at the bind barrier that cannot place the rest of their minimum now, even
+    with their own reservation free: their plan no longer holds (a node lost, capacity taken
+    behind Muster's back) and nothing free elsewhere replaces it. Sorted."""
+    out = []
     for key, _ in ledger.barriers():
         gang = snapshot.gangs.get(key)
-        if gang is None:
+        if gang is None or ledger.is_admitted(key) or not ledger.waiting(key):
             continue
-        g.add_node(key)
         by_role: dict[str, int] = {}
         for (_, role), n in placed_counts(key, snapshot, ledger, gpu=gpu).items():
             by_role[role] = by_role.get(role, 0) + n
+        if not any(rd.need for rd in gang_demands(gang, by_role)):
+            continue
         free = free_capacity(snapshot, ledger, gpu=gpu, exclude=key)
-        for rd in gang_demands(gang, by_role):
-            if not rd.need:
+        plan = plan_gang(gang, snapshot=snapshot, capacity=free, placed=by_role, policy=policy,
+                         gpu=gpu, budget=budget)
+        if isinstance(plan, Infeasible):
+            out.append(key)
+    return out
+
+
+def wait_for_graph(
+    snapshot: ClusterSnapshot, ledger: Ledger, *, gpu: str = GPU,
+    policy: Policy = Policy.BINPACK, budget: int = SEARCH_BUDGET,
+) -> nx.DiGraph:
+    """Nodes: the :func:`blocked_gangs`. Edge ``A -> B`` when B holds capacity (members in
+    flight or at the barrier, or an unfilled reservation) on a node where a pod A still needs
+    does not fit now and would once B let go. A cycle is a deadlock: every gang in it waits
+    for one that waits too."""
+    g = nx.DiGraph()
+    blocked = blocked_gangs(snapshot, ledger, gpu=gpu, policy=policy, budget=budget)
+    g.add_nodes_from(blocked)
+    if len(blocked) < 2:
+        return g
+    held = {key: _held_nodes(key, snapshot, ledger) for key in blocked}
+    for key in blocked:
+        gang = snapshot.gangs[key]
+        by_role: dict[str, int] = {}
+        for (_, role), n in placed_counts(key, snapshot, ledger, gpu=gpu).items():
+            by_role[role] = by_role.get(role, 0) + n
+        needed = [(demand_of(rd.shape, gpu=gpu), frozenset(eligible_for(rd.shape, snapshot,
+                                                                       gpu=gpu)))
+                  for rd in gang_demands(gang, by_role) if rd.need]
+        free = free_capacity(snapshot, ledger, gpu=gpu, exclude=key)
+        for other in blocked:
+            if other == key:
                 continue
-            demand = demand_of(rd.shape, gpu=gpu)
-            for node in eligible_for(rd.shape, snapshot, gpu=gpu):
-                if fits(free[node], demand):
-                    continue
-                for other in sorted(holders.get(node, ())):
-                    if other != key:
-                        g.add_edge(key, other)
+            twin = ledger.clone()
+            twin.withdraw(other)  # what this gang would see if the other let go
+            after = free_capacity(snapshot, twin, gpu=gpu, exclude=key)
+            if any(node in free and not fits(free[node], demand) and fits(after[node], demand)
+                   for node in held[other] for demand, allowed in needed if node in allowed):
+                g.add_edge(key, other)
     return g
+
+
+def _held_nodes(gang: GangKey, snapshot: ClusterSnapshot, ledger: Ledger) -> list[NodeName]:
+    """Nodes where the gang holds what withdrawing it would free: its members at the barrier
+    and its reservation (sorted)."""
+    nodes = {node for _, node in ledger.waiting(gang)}
+    plan = ledger.plan_for(gang)
+    if plan is not None:
+        nodes.update(n for n, _, _ in plan.slots)
+    return sorted(n for n in nodes if n in snapshot.nodes)
 
 
 def deadlocks(g: nx.DiGraph) -> list[list[GangKey]]:

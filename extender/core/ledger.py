@@ -12,9 +12,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from extender.core.capacity import CapacityView, NodeCapacity, demand_of, index_of, take
+from extender.core.capacity import (
+    CapacityView,
+    Demand,
+    NodeCapacity,
+    demand_of,
+    index_of,
+    take,
+)
 from extender.core.model import GangKey, NodeName
-from extender.core.placement import Plan, plan_gang
+from extender.core.placement import Plan, placed_domain, plan_gang
 from extender.core.resources import GPU
 from extender.core.snapshot import ClusterSnapshot
 
@@ -78,6 +85,13 @@ class Ledger:
     def reserve(self, plan: Plan, *, now: float, ttl: float) -> None:
         self._plans[plan.gang] = Reservation(plan=plan, reserved_at=now, deadline=now + ttl)
         self.version += 1
+
+    def drop_plan(self, gang: GangKey) -> None:
+        """End the gang's plan only; its barrier and held members stay. For a plan the cluster
+        no longer honours (a slot taken behind Muster's back): the next member's filter plans
+        the rest of the gang again around the members already held."""
+        if self._plans.pop(gang, None) is not None:
+            self.version += 1
 
     def release(self, gang: GangKey) -> None:
         """Drop the gang's plan and barrier (its in-flight pods stay until observed)."""
@@ -227,18 +241,21 @@ class Ledger:
         order = sorted(snapshot.gangs.values(), key=lambda g: (-g.priority, g.created, g.key))
         for gang in order:
             placed: dict[str, int] = {}
+            nodes: dict[NodeName, int] = {}
             for uid in index.gang_pods.get(gang.key, ()):
                 pod = snapshot.pods[uid]
-                if pod.holds_resources:
+                if pod.holds_resources and pod.node_name is not None:
                     role = snapshot.memberships[uid].role
                     placed[role] = placed.get(role, 0) + 1
+                    nodes[pod.node_name] = nodes.get(pod.node_name, 0) + 1
             if not placed:
                 continue
             self._admitted[gang.key] = now
             if sum(placed.values()) >= gang.min_member:
                 continue
             capacity = free_capacity(snapshot, self, gpu=gpu)
-            plan = plan_gang(gang, snapshot=snapshot, capacity=capacity, placed=placed, gpu=gpu)
+            plan = plan_gang(gang, snapshot=snapshot, capacity=capacity, placed=placed, gpu=gpu,
+                             within=placed_domain(gang, snapshot, nodes))
             if isinstance(plan, Plan) and plan.slots:
                 self.reserve(plan, now=now, ttl=ttl)
         self.version += 1
@@ -267,19 +284,42 @@ def placed_counts(
     return counts
 
 
-def free_capacity(
-    snapshot: ClusterSnapshot, ledger: Ledger, *, gpu: str = GPU,
-    exclude: GangKey | None = None, reservations: bool = True,
-) -> CapacityView:
-    """Per node: allocatable - bound - in flight - other gangs' unfilled reservations."""
+def in_flight_demands(
+    snapshot: ClusterSnapshot, ledger: Ledger, *, gpu: str = GPU, without: str | None = None,
+    node: NodeName | None = None,
+) -> list[tuple[NodeName, str, Demand]]:
+    """``(node, pod uid, demand)`` of the pods in flight that the snapshot does not charge yet
+    (on ``node`` only, if given), largest demand first (then by uid): the order placement packs
+    devices in, so a gang's members held at bind are charged the way its plan packed them,
+    whatever order they came in.
+    """
     index = index_of(snapshot, gpu=gpu)
-    changes: dict[NodeName, NodeCapacity] = {}
-    for uid, flight in sorted(ledger.in_flight().items()):
+    out = []
+    for uid, flight in ledger.in_flight().items():
+        if uid == without or (node is not None and flight.node != node):
+            continue
         pod = snapshot.pods.get(uid)
         if pod is None or pod.node_name is not None or flight.node not in index.base:
             continue  # gone, or already charged by the snapshot
-        cap = changes.get(flight.node) or index.base[flight.node]
-        changes[flight.node] = take(cap, demand_of(pod.shape, gpu=gpu), force=True)
+        demand = demand_of(pod.shape, gpu=gpu)
+        out.append((demand.sort_key(), uid, flight.node, demand))
+    return [(node, uid, demand) for _, uid, node, demand in sorted(out)]
+
+
+def free_capacity(
+    snapshot: ClusterSnapshot, ledger: Ledger, *, gpu: str = GPU,
+    exclude: GangKey | None = None, reservations: bool = True, without: str | None = None,
+) -> CapacityView:
+    """Per node: allocatable - bound - in flight - other gangs' unfilled reservations.
+
+    ``exclude`` leaves one gang's reservation out (its own members may use it); ``without``
+    leaves one pod in flight out (the pod whose bind is being decided, when it retries).
+    """
+    index = index_of(snapshot, gpu=gpu)
+    changes: dict[NodeName, NodeCapacity] = {}
+    for node, _, demand in in_flight_demands(snapshot, ledger, gpu=gpu, without=without):
+        cap = changes.get(node) or index.base[node]
+        changes[node] = take(cap, demand, force=True)
     if not reservations:
         return CapacityView(index.base, changes)
     for gang, res in ledger.reservations():

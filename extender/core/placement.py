@@ -291,15 +291,19 @@ def place_gang(
     policy: Policy = Policy.BINPACK,
     gpu: str = GPU,
     budget: int = SEARCH_BUDGET,
+    within: str | None = None,
 ) -> Plan | Infeasible:
     """Plan ``demands`` onto nodes, each pod wholly on one node.
 
     ``capacity`` gives each node's free capacity; ``eligible`` gives, per role, the nodes its
-    shape may use (sorted). With ``topology``, ``domains`` maps each domain value to its nodes.
+    shape may use (sorted). With ``topology``, ``domains`` maps each domain value to its nodes;
+    ``within`` names the one domain to use, where the gang's placed members already run.
     """
     ordered = _order(demands, gpu)
     needed = sum(rd.need for rd in demands)
     cap_of: Mapping[NodeName, NodeCapacity] = capacity
+    if topology is not None and domains is not None and within is not None:
+        domains = {within: domains.get(within, ())}
     if topology is not None and domains is not None:
         allowed = {role: frozenset(nodes) for role, nodes in eligible.items()}
         best: tuple[tuple[int, ...], str, Plan] | None = None
@@ -339,12 +343,11 @@ def place_gang(
             placed = attempt.placed
             detail = _failure_detail(attempt, eligible, domain_nodes=domains[value],
                                      cap_of=cap_of, gpu=gpu)
-            return Infeasible(
-                gang,
-                f"gang {gang}: no single {topology.key} domain holds it; the best, {value}, "
-                f"fits {placed} of {needed} pods; {detail}",
-                placed, needed,
-            )
+            where = (f"its placed members run in {topology.key} {value}, which fits {placed} "
+                     f"of the {needed} pods it still needs" if within is not None else
+                     f"no single {topology.key} domain holds it; the best, {value}, fits "
+                     f"{placed} of {needed} pods")
+            return Infeasible(gang, f"gang {gang}: {where}; {detail}", placed, needed)
     plan, attempt = _plan_in(gang, ordered, eligible, cap_of=cap_of, policy=policy, gpu=gpu,
                              budget=budget, domain=None)
     if plan is not None:
@@ -395,6 +398,22 @@ def eligible_for(shape: PodShape, snapshot: ClusterSnapshot, *, gpu: str = GPU) 
     return found
 
 
+def placed_domain(
+    gang: Gang, snapshot: ClusterSnapshot, nodes: Mapping[NodeName, int],
+) -> str | None:
+    """The topology domain most of the gang's placed pods are in (``nodes``: node -> pods),
+    ties to the smallest value; ``None`` without a topology constraint or a placed pod."""
+    if gang.topology is None:
+        return None
+    seen: dict[str, int] = {}
+    for node, n in nodes.items():
+        info = snapshot.nodes.get(node)
+        value = None if info is None else info.label(gang.topology.key)
+        if value is not None and n > 0:
+            seen[value] = seen.get(value, 0) + n
+    return min(seen.items(), key=lambda kv: (-kv[1], kv[0]))[0] if seen else None
+
+
 def plan_gang(
     gang: Gang,
     *,
@@ -404,11 +423,14 @@ def plan_gang(
     policy: Policy = Policy.BINPACK,
     gpu: str = GPU,
     budget: int = SEARCH_BUDGET,
+    within: str | None = None,
 ) -> Plan | Infeasible:
     """Plan the rest of ``gang`` on ``snapshot``'s nodes with ``capacity`` free.
 
     ``placed`` counts, per role, the gang's pods already bound or in flight: they count toward
-    the minimum and are not planned again.
+    the minimum and are not planned again. ``within`` is the topology domain those pods run in
+    (:func:`placed_domain`): the rest keeps to it (a preferred constraint falls back to every
+    node if it cannot).
     """
     demands = gang_demands(gang, placed)
     eligible = {rd.role: eligible_for(rd.shape, snapshot, gpu=gpu) for rd in demands}
@@ -423,4 +445,5 @@ def plan_gang(
         union = sorted({n for nodes in eligible.values() for n in nodes})
         domains = topology_domains(gang.topology, snapshot.nodes, union)
     return place_gang(gang.key, demands, capacity=capacity, eligible=eligible, domains=domains,
-                      topology=gang.topology, policy=policy, gpu=gpu, budget=budget)
+                      topology=gang.topology, policy=policy, gpu=gpu, budget=budget,
+                      within=within)

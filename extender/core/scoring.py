@@ -4,7 +4,8 @@ Placement sorts candidate nodes by :func:`node_order_key`, prioritize turns
 :func:`node_score` into kube-scheduler's 0..10, and topology placement compares whole plans
 by :func:`domain_cost`. The simulator selects the same policies by name.
 
-- ``binpack``: fill the fullest node that still fits, keeping whole nodes free for big gangs.
+- ``binpack`` (the default): fill the fullest node that still fits, keeping whole nodes free for
+  big gangs; prioritize also weighs in GPU fragments left and the gang's topology domain.
 - ``spread``: the emptiest node first (fewer neighbours, more headroom).
 - ``topology``: binpack inside the fullest topology domain that holds the gang.
 - ``fragmentation``: the node whose GPUs are left least fragmented, after the FGD paper's idea
@@ -87,21 +88,34 @@ def _used_fraction(cap: NodeCapacity, empty: NodeCapacity) -> float:
 
 def node_score(
     policy: Policy, cap: NodeCapacity, demand: Demand, *, empty: NodeCapacity,
-    in_domain: bool = False,
+    in_domain: bool | None = None,
 ) -> int:
-    """0..10 for prioritize; ``empty`` is the node with nothing on it (its allocatable)."""
+    """0..10 for prioritize; ``empty`` is the node with nothing on it (its allocatable).
+
+    ``in_domain`` says whether the node is in the topology domain the pod's gang keeps to;
+    ``None`` when no domain applies. Under ``binpack`` (the default) the score is at most 9,
+    so a gang member's planned nodes (10, see
+    :func:`~extender.core.decisions.decide_prioritize`) come first; then nodes inside the
+    gang's domain (5..9, with a domain); then nodes the pod leaves without a new GPU fragment
+    (5..9 without a domain, 2 more with one); the fuller node first within each band.
+    """
     after = take(cap, demand, 1, force=True)
     used = min(max(_used_fraction(after, empty), 0.0), 1.0)
     if policy is Policy.SPREAD:
         return round(10 * (1.0 - used))
+    added = fragmentation(after, empty=empty) - fragmentation(cap, empty=empty)
     if policy is Policy.FRAGMENTATION:
-        added = fragmentation(after, empty=empty) - fragmentation(cap, empty=empty)
         total = max(len(empty.devices) * DEVICE, 1)
         return max(0, min(10, round(10 * (1.0 - max(added, 0) / total))))
     if policy is Policy.TOPOLOGY:
         # Half the scale for staying inside the gang's domain, half for packing.
         return min(10, (5 if in_domain else 0) + round(5 * used))
-    return round(10 * used)
+    # In order: inside the gang's domain; no new GPU fragment (a sliver of a device, or free
+    # GPUs stranded without CPU); the fuller node.
+    tidy = added <= 0
+    if in_domain is None:
+        return (5 if tidy else 0) + round(4 * used)
+    return (5 if in_domain else 0) + (2 if tidy else 0) + round(2 * used)
 
 
 def domain_cost(policy: Policy, caps_after: Iterable[NodeCapacity]) -> tuple[int, ...]:

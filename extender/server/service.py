@@ -30,6 +30,7 @@ from extender.core.ledger import Ledger
 from extender.core.model import GangKey, NodeName, PodInfo
 from extender.core.objects import pod_from_api
 from extender.core.snapshot import ClusterSnapshot
+from extender.core.yields import decide_yields
 from extender.server.inspect import describe_gangs
 from extender.server.settings import Settings
 from extender.server.wire import (
@@ -60,6 +61,9 @@ from extender.state.store import StateStore
 
 log = logging.getLogger("muster.service")
 
+_YIELD_EVERY = 2.0
+"""Seconds between checks for gangs deadlocked at the bind barrier (see ``_break_deadlocks``)."""
+
 
 @dataclass
 class _Barrier:
@@ -69,8 +73,8 @@ class _Barrier:
     """Pod UID -> (gang, node) of every bind request currently held."""
     released: dict[str, str] = field(default_factory=dict)
     """Pod UID -> node: the gang reached its minimum; this member may bind now."""
-    failed: dict[str, str] = field(default_factory=dict)
-    """Pod UID -> reason: the gang timed out; this member's bind fails."""
+    failed: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """Pod UID -> (outcome, reason): the gang timed out or yielded; this member's bind fails."""
     releasing: dict[GangKey, set[str]] = field(default_factory=dict)
     """Gang -> UIDs of members released to bind whose Binding is not done yet; when the last
     is done the gang's plan is settled (once per gang, not once per member)."""
@@ -127,6 +131,7 @@ class GangService:
         self._expired_total = 0
         self._rebuilt = False
         self._swept_revision = -1
+        self._next_yield_check = 0.0
 
     # --- readiness -----------------------------------------------------------------------------
 
@@ -387,7 +392,7 @@ class GangService:
                         return "released", "", []
                     failed = barrier.failed.pop(ref.uid, None)
                     if failed is not None:
-                        return "timed_out", failed, []
+                        return failed[0], failed[1], []
                     remaining = deadline - self._clock()
                     if remaining <= 0 and gang is not None:
                         timed_out = withdraw(gang, ledger=self._ledger, also=(ref.uid, node))
@@ -432,21 +437,36 @@ class GangService:
                 return
 
     def _fail_held(self, rejected: Sequence[tuple[str, NodeName]], reason: str,
-                   snapshot: ClusterSnapshot, gang: GangKey | None) -> None:
+                   snapshot: ClusterSnapshot, gang: GangKey | None, *,
+                   outcome: str = "timed_out", event: str = "GangBindTimeout") -> None:
         """Wake every held member the core failed, so kube-scheduler requeues them all."""
         if not rejected:
             return
         for uid, _node in rejected:
             if uid in self._barrier.waiting:
-                self._barrier.failed[uid] = reason
+                self._barrier.failed[uid] = (outcome, reason)
         self._cond.notify_all()
         if gang is not None:
             self._note(gang, reason)
             for pod in snapshot.pods_of_gang(gang):
                 if pod.node_name is None:
-                    self._event(pod, EventType.WARNING, "GangBindTimeout", reason)
+                    self._event(pod, EventType.WARNING, event, reason)
         log.warning("verb=bind gang=%s outcome=withdrawn members=%d reason=%r", gang,
                     len(rejected), reason)
+
+    def _break_deadlocks(self, snapshot: ClusterSnapshot, now: float) -> None:
+        """Under the lock: gangs held at the barrier that wait for each other (each holds what
+        the next needs) would all time out together and may deadlock again; the core picks
+        one per cycle to yield now, so the others complete. Checked at most every
+        ``_YIELD_EVERY`` seconds: gangs are rarely stuck, and the check plans every held gang."""
+        if now < self._next_yield_check:
+            return
+        self._next_yield_check = now + _YIELD_EVERY
+        for y in decide_yields(snapshot=snapshot, ledger=self._ledger, now=now,
+                               settings=self._core):
+            gone = withdraw(y.gang, ledger=self._ledger, reason=y.reason)
+            self._fail_held(gone.rejected, gone.reason, snapshot, y.gang, outcome="yielded",
+                            event="GangYielded")
 
     def _admitted(self, snapshot: ClusterSnapshot, gang: GangKey | None) -> None:
         if gang is None:
@@ -489,6 +509,8 @@ class GangService:
         with self._cond:
             now = self._clock()
             snapshot = self._prepare(now) if ready else self._state.snapshot()
+            if ready:
+                self._break_deadlocks(snapshot, now)
             plans = {g for g, _ in self._ledger.reservations()}
             due: dict[str, list[PodRef]] = {}
             for uid, away in list(self._turned_away.items()):

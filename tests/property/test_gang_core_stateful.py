@@ -1,22 +1,27 @@
 """The core beside a naive model of kube-scheduler and the cluster, through random histories.
 
 The machine plays kube-scheduler: it picks a pending pod, computes the candidate nodes the
-way kube-scheduler's own filters would (constraints, and scalar fit counting bound pods and the
-pods it has assumed), asks the core to filter, picks a passed node, and asks the core to bind.
-Pods held at the bind barrier stay assumed on their node. Between steps the clock advances,
-pods are deleted, nodes are lost, and the informer confirms binds.
+way kube-scheduler's own filters would (constraints, pod count and scalar fit counting bound
+pods and the pods it has assumed), asks the core to filter and assumes the pod on a passed
+node. The bind comes later, as a separate step, so plans can expire, other gangs can be
+planned and nodes can go in between. Pods held at the bind barrier stay assumed on their
+node. Between steps the clock advances, pods and nodes go, new gangs and lone pods arrive,
+the informer confirms binds, the extender restarts (its ledger rebuilt from the cluster), and
+housekeeping breaks deadlocks between gangs.
 
-After every step: no node's resources, and no GPU device, are oversubscribed (checked by a
-naive exact packing, not by the core's arithmetic); no gang ever has fewer than its minimum
-bound once any member is bound; no plan outlives its deadline; the same inputs give the same
-decision.
+After every step: no node's resources, pod slots or GPU devices are oversubscribed (checked by
+an exact packing of the pods actually on each node, not by the core's arithmetic); no gang ever
+has fewer than its minimum bound once any member is bound; no plan outlives its deadline; no
+member waits at the barrier past the timeout. Every filter and bind is asked twice of
+identical inputs and must answer the same.
 """
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import replace
+from functools import cache
 
+from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -28,6 +33,7 @@ from hypothesis.stateful import (
 
 from extender.core.constraints import ineligibility
 from extender.core.decisions import (
+    BindDecision,
     BindOutcome,
     CoreSettings,
     decide_bind,
@@ -37,44 +43,54 @@ from extender.core.decisions import (
 )
 from extender.core.ledger import Ledger
 from extender.core.model import Gang, Membership, NodeInfo, NodeName, PodInfo, PodPhase
-from extender.core.resources import GPU
+from extender.core.resources import GPU, PODS
 from extender.core.snapshot import ClusterSnapshot
+from extender.core.yields import decide_yields
 from tests.unit.core.builders import gang_pods, make_gang, make_node, make_pod, make_shape, tree_of
 
 SETTINGS = CoreSettings(plan_ttl=10.0, bind_timeout=5.0)
+STEPS = 80
+EXAMPLES = 150
+"""At least this many histories, whatever the profile: fewer miss the races between filter and
+bind this machine exists to find."""
+MAX_GANGS = 6
 
-node_specs = st.lists(st.tuples(st.sampled_from([4, 8]), st.sampled_from([8, 16, 32])),
-                      min_size=1, max_size=4)
-role_specs = st.lists(
-    st.tuples(st.integers(1, 3), st.integers(1, 8), st.integers(1, 6), st.booleans()),
-    min_size=1, max_size=2,
+# Small, crowded clusters: contention between gangs, lone pods and GPU shares is the point.
+node_specs = st.lists(
+    st.tuples(st.sampled_from([1, 2, 2, 4]), st.sampled_from([8, 16, 32]),
+              st.sampled_from([3, 6, 110, 110])),
+    min_size=1, max_size=3,
 )
-loner_specs = st.lists(st.tuples(st.integers(0, 2), st.sampled_from([0, 0, 300, 500, 700])),
-                       max_size=3)
+# (pods, whole GPUs, CPUs, elastic, milli of one GPU for a sharing pod or 0)
+role_spec = st.tuples(st.integers(1, 3), st.sampled_from([0, 1, 1, 2, 4]), st.integers(1, 6),
+                      st.booleans(), st.sampled_from([0, 300, 500, 700]))
+role_specs = st.lists(role_spec, min_size=1, max_size=2)
+loner_spec = st.tuples(st.integers(0, 2), st.sampled_from([0, 300, 500, 700]))
+
+
+@cache
+def _shares_pack(bins: tuple[int, ...], shares: tuple[int, ...]) -> bool:
+    """Exact: whether ``shares`` (sorted, largest first) fit into devices with ``bins`` free."""
+    if not shares:
+        return True
+    first, rest = shares[0], shares[1:]
+    tried = set()
+    for i, room in enumerate(bins):
+        if room >= first and room not in tried:
+            tried.add(room)
+            left = tuple(sorted((*bins[:i], room - first, *bins[i + 1:])))
+            if _shares_pack(left, rest):
+                return True
+    return False
 
 
 def _devices_fit(gpus: int, whole: list[int], shares: list[int]) -> bool:
-    """Naive exact check: whole-GPU pods take whole devices, and the shares pack onto the
-    devices left (first-fit over every order of the shares, which is exact for so few)."""
+    """Naive exact check: whole-GPU pods take whole devices; the shares must pack onto the
+    devices left, each share on one device."""
     free_devices = gpus - sum(whole)
     if free_devices < 0:
         return False
-    if not shares:
-        return True
-    for order in itertools.permutations(sorted(shares)):
-        bins = [1000] * free_devices
-        ok = True
-        for s in order:
-            for i, b in enumerate(bins):
-                if b >= s:
-                    bins[i] -= s
-                    break
-            else:
-                ok = False
-                break
-        if ok:
-            return True
-    return False
+    return _shares_pack((1000,) * free_devices, tuple(sorted(shares, reverse=True)))
 
 
 class GangCoreMachine(RuleBasedStateMachine):
@@ -86,34 +102,46 @@ class GangCoreMachine(RuleBasedStateMachine):
         self.pods: dict[str, PodInfo] = {}
         self.memberships: dict[str, Membership] = {}
         self.gangs: dict[str, Gang] = {}
+        self.assumed: dict[str, NodeName] = {}
+        """Pods kube-scheduler assumed after filter, their bind not asked yet."""
         self.held: dict[str, NodeName] = {}
         """Pods kube-scheduler assumed and the core holds at the bind barrier."""
         self.ever_bound: dict[str, set[str]] = {}
+        self.loners = 0
 
     @initialize(nodes=node_specs, gangs=st.lists(role_specs, min_size=1, max_size=3),
-                loners=loner_specs)
-    def build(self, nodes: list[tuple[int, int]], gangs: list[list[tuple[int, int, int, bool]]],
+                loners=st.lists(loner_spec, max_size=3))
+    def build(self, nodes: list[tuple[int, int, int]],
+              gangs: list[list[tuple[int, int, int, bool, int]]],
               loners: list[tuple[int, int]]) -> None:
-        for i, (gpus, cpu) in enumerate(nodes):
-            node = make_node(f"n{i}", gpus=gpus, cpu=cpu)
+        for i, (gpus, cpu, max_pods) in enumerate(nodes):
+            node = make_node(f"n{i}", gpus=gpus, cpu=cpu, max_pods=max_pods)
             self.nodes[node.name] = node
-        for g, roles in enumerate(gangs):
-            gang = make_gang(
-                f"g{g}", created=float(g),
-                roles=[(f"r{r}", count, make_shape(gpus=gpus, cpu=cpu))
-                       for r, (count, gpus, cpu, _) in enumerate(roles)],
-                minimum={f"r{r}": count - 1 if elastic and count > 1 else count
-                         for r, (count, _, _, elastic) in enumerate(roles)},
-            )
-            self.gangs[gang.key] = gang
-            self.ever_bound[gang.key] = set()
-            pods, members = gang_pods(gang)
-            self.pods.update({p.uid: p for p in pods})
-            self.memberships.update(members)
-        for i, (gpus, share) in enumerate(loners):
-            pod = make_pod(f"loner{i}", shape=make_shape(gpus=0 if share else gpus, cpu=1,
-                                                          share=share))
-            self.pods[pod.uid] = pod
+        for roles in gangs:
+            self._add_gang(roles)
+        for gpus, share in loners:
+            self._add_loner(gpus, share)
+
+    def _add_gang(self, roles: list[tuple[int, int, int, bool, int]]) -> None:
+        g = len(self.gangs)
+        gang = make_gang(
+            f"g{g}", created=self.now + g / 100,
+            roles=[(f"r{r}", count, make_shape(gpus=0 if share else gpus, cpu=cpu, share=share))
+                   for r, (count, gpus, cpu, _, share) in enumerate(roles)],
+            minimum={f"r{r}": count - 1 if elastic and count > 1 else count
+                     for r, (count, _, _, elastic, _) in enumerate(roles)},
+        )
+        self.gangs[gang.key] = gang
+        self.ever_bound[gang.key] = set()
+        pods, members = gang_pods(gang)
+        self.pods.update({p.uid: p for p in pods})
+        self.memberships.update(members)
+
+    def _add_loner(self, gpus: int, share: int) -> None:
+        pod = make_pod(f"loner{self.loners}",
+                       shape=make_shape(gpus=0 if share else gpus, cpu=1, share=share))
+        self.loners += 1
+        self.pods[pod.uid] = pod
 
     # -- the cluster as the core sees it ---------------------------------------------------
     def snapshot(self) -> ClusterSnapshot:
@@ -121,44 +149,65 @@ class GangCoreMachine(RuleBasedStateMachine):
         members = {u: m for u, m in self.memberships.items() if u in self.pods}
         return ClusterSnapshot.of(self.nodes.values(), self.pods.values(), trees, members)
 
-    def _on_node(self, node: NodeName) -> list[PodInfo]:
+    def _on_node(self, node: NodeName, *, assumed: bool) -> list[PodInfo]:
+        """Pods bound to ``node`` or held there at the barrier (and, for kube-scheduler's own
+        view, the pods it assumed there and has not asked to bind yet)."""
         out = [p for p in self.pods.values() if p.node_name == node]
-        out += [self.pods[u] for u, n in self.held.items() if n == node]
+        out += [self.pods[u] for u, n in sorted(self.held.items()) if n == node]
+        if assumed:
+            out += [self.pods[u] for u, n in sorted(self.assumed.items()) if n == node]
         return out
 
     def candidates(self, pod: PodInfo) -> list[NodeName]:
-        """kube-scheduler's view: constraints, then scalar fit of bound plus assumed pods."""
+        """kube-scheduler's view: constraints, then pod count and scalar fit of bound plus
+        assumed pods (it knows nothing of GPU devices)."""
         out = []
         for name, node in sorted(self.nodes.items()):
             if ineligibility(pod.shape, node) is not None:
                 continue
+            on = self._on_node(name, assumed=True)
             used = pod.shape.requests
-            for other in self._on_node(name):
+            for other in on:
                 used = used + other.shape.requests
-            if used.fits_in(node.allocatable):
+            if used.fits_in(node.allocatable) and len(on) + 1 <= node.allocatable[PODS] // 1000:
                 out.append(name)
         return out
 
     def pending(self) -> list[str]:
         return sorted(u for u, p in self.pods.items()
-                      if p.node_name is None and u not in self.held)
+                      if p.node_name is None and u not in self.held and u not in self.assumed)
 
     def _bind(self, uid: str, node: NodeName) -> None:
         self.held.pop(uid, None)
+        self.assumed.pop(uid, None)
         self.pods[uid] = replace(self.pods[uid], node_name=node, phase=PodPhase.RUNNING)
         member = self.memberships.get(uid)
         if member is not None and member.gang is not None:
             self.ever_bound[member.gang].add(uid)
 
+    def _unassume(self, uid: str) -> None:
+        self.held.pop(uid, None)
+        self.assumed.pop(uid, None)
+
     # -- rules ------------------------------------------------------------------------------
     @precondition(lambda self: bool(self.pending()))
-    @rule(data=st.data())
-    def schedule_one(self, data: st.DataObject) -> None:
-        uid = data.draw(st.sampled_from(self.pending()))
+    @rule(data=st.data(), pods=st.integers(1, 3), bind_now=st.booleans())
+    def schedule(self, data: st.DataObject, pods: int, bind_now: bool) -> None:
+        """kube-scheduler's scheduling cycles for a few pending pods: filter, then assume the
+        pod on a passed node; its bind is asked now or in a later step."""
+        for _ in range(pods):
+            if not self.pending():
+                return
+            uid = data.draw(st.sampled_from(self.pending()))
+            node = self._filter(uid, data)
+            if node is not None and bind_now:
+                self._ask_bind(uid)
+
+    def _filter(self, uid: str, data: st.DataObject) -> NodeName | None:
         pod = self.pods[uid]
         candidates = self.candidates(pod)
         if not candidates:
-            return  # kube-scheduler would not call the extender at all
+            return None  # kube-scheduler would not call the extender at all
         snap = self.snapshot()
         twin = self.ledger.clone()
         decision = decide_filter(pod, candidates, snapshot=snap, ledger=self.ledger,
@@ -171,28 +220,61 @@ class GangCoreMachine(RuleBasedStateMachine):
             again.reason), "identical inputs gave different decisions"
         assert set(decision.passed) <= set(candidates)
         if not decision.passed:
-            return
-        node = decision.passed[0]
-        self.held[uid] = node  # assumed by kube-scheduler while bind runs
+            return None
+        node: NodeName = data.draw(st.sampled_from(decision.passed))
+        self.assumed[uid] = node
+        return node
+
+    @precondition(lambda self: bool(self.assumed))
+    @rule(data=st.data(), pods=st.integers(1, 3))
+    def bind(self, data: st.DataObject, pods: int) -> None:
+        """kube-scheduler's binding cycles for a few pods it assumed earlier."""
+        for _ in range(pods):
+            if not self.assumed:
+                return
+            self._ask_bind(data.draw(st.sampled_from(sorted(self.assumed))))
+
+    def _ask_bind(self, uid: str) -> None:
+        node = self.assumed[uid]
+        snap = self.snapshot()
+        twin = self.ledger.clone()
         bind = decide_bind(uid, node, snapshot=snap, ledger=self.ledger, now=self.now,
                            settings=SETTINGS)
+        again = decide_bind(uid, node, snapshot=snap, ledger=twin, now=self.now,
+                            settings=SETTINGS)
+        assert _same(bind, again), "identical inputs gave different bind decisions"
         if bind.outcome is BindOutcome.BIND:
             for released, where in bind.release:
-                self._bind(released, where)
+                if released == uid or released in self.held:
+                    self._bind(released, where)
             if not bind.release:
-                self.held.pop(uid, None)
-        elif bind.outcome is BindOutcome.REJECT:
-            self.held.pop(uid, None)
+                self._unassume(uid)
+        elif bind.outcome is BindOutcome.WAIT:
+            del self.assumed[uid]
+            self.held[uid] = node
+        else:
+            self._unassume(uid)
             for rejected, _ in bind.rejected:
-                self.held.pop(rejected, None)
+                self._unassume(rejected)
 
-    @rule(dt=st.sampled_from([0.5, 1.0, 3.0, 6.0, 11.0]))
+    @rule(dt=st.sampled_from([0.5, 3.0, 11.0]))
     def advance_clock(self, dt: float) -> None:
+        """Time passes; the server's housekeeping tick: plans expire, barriers past their
+        timeout are withdrawn, and deadlocked gangs yield."""
         self.now += dt
-        self.ledger.expire(self.now)  # the server's housekeeping tick
+        self.ledger.expire(self.now)
         for gang in expired_barriers(ledger=self.ledger, now=self.now, settings=SETTINGS):
             for uid, _ in withdraw(gang, ledger=self.ledger).rejected:
-                self.held.pop(uid, None)
+                self._unassume(uid)
+        snap = self.snapshot()
+        twin = self.ledger.clone()
+        yields = decide_yields(snapshot=snap, ledger=self.ledger, now=self.now,
+                               settings=SETTINGS)
+        assert yields == decide_yields(snapshot=snap, ledger=twin, now=self.now,
+                                       settings=SETTINGS)
+        for y in yields:
+            for uid, _ in withdraw(y.gang, ledger=self.ledger, reason=y.reason).rejected:
+                self._unassume(uid)
 
     @rule()
     def informer_confirms_binds(self) -> None:
@@ -200,6 +282,26 @@ class GangCoreMachine(RuleBasedStateMachine):
             pod = self.pods.get(uid)
             if pod is not None and pod.node_name is not None:
                 self.ledger.confirm_bound(uid, flight.node)
+        self.ledger.settle(self.snapshot())
+
+    @rule(coin=st.integers(0, 2))
+    def extender_restarts(self, coin: int) -> None:
+        """Held binds fail with the connection; the new process rebuilds from the cluster."""
+        if coin:
+            return
+        for uid in sorted(self.held):
+            self._unassume(uid)
+        self.ledger = Ledger()
+        self.ledger.rebuild(self.snapshot(), now=self.now, ttl=SETTINGS.plan_ttl)
+
+    @rule(roles=role_specs, loner=st.none() | loner_spec)
+    def arrivals(self, roles: list[tuple[int, int, int, bool, int]],
+                 loner: tuple[int, int] | None) -> None:
+        """A new gang (up to a few in all) or a new lone pod."""
+        if loner is not None and self.loners < 6:
+            self._add_loner(*loner)
+        elif loner is None and len(self.gangs) < MAX_GANGS:
+            self._add_gang(roles)
 
     @precondition(lambda self: bool(self.pods))
     @rule(data=st.data(), coin=st.integers(0, 3))
@@ -208,7 +310,7 @@ class GangCoreMachine(RuleBasedStateMachine):
             return  # deletions are rarer than scheduling, as in a real cluster
         uid = data.draw(st.sampled_from(sorted(self.pods)))
         del self.pods[uid]
-        self.held.pop(uid, None)
+        self._unassume(uid)
         self.ledger.forget_pod(uid)
 
     @precondition(lambda self: len(self.nodes) > 1)
@@ -221,15 +323,16 @@ class GangCoreMachine(RuleBasedStateMachine):
         for uid in [u for u, p in self.pods.items() if p.node_name == name]:
             del self.pods[uid]  # the pod garbage collector removes pods of a lost node
             self.ledger.forget_pod(uid)
-        for uid in [u for u, n in self.held.items() if n == name]:
-            del self.held[uid]
+        for uid in [u for u, n in {**self.held, **self.assumed}.items() if n == name]:
+            self._unassume(uid)
             self.ledger.forget_pod(uid)
 
     # -- invariants ---------------------------------------------------------------------------
     @invariant()
-    def no_node_or_device_is_oversubscribed(self) -> None:
+    def no_node_pod_slot_or_device_is_oversubscribed(self) -> None:
         for name, node in self.nodes.items():
-            on = self._on_node(name)
+            on = self._on_node(name, assumed=False)
+            assert len(on) <= node.allocatable[PODS] // 1000, f"{name}: too many pods"
             used = sum((p.shape.requests for p in on), start=type(node.allocatable)())
             scalar = {k: v for k, v in used.items() if k != GPU}
             for k, v in scalar.items():
@@ -257,4 +360,17 @@ class GangCoreMachine(RuleBasedStateMachine):
             assert self.now < started + SETTINGS.bind_timeout, gang
 
 
+def _same(a: BindDecision, b: BindDecision) -> bool:
+    return (a.outcome, a.reason, a.gang, a.release, a.rejected) == (
+        b.outcome, b.reason, b.gang, b.release, b.rejected)
+
+
 TestGangCore = GangCoreMachine.TestCase
+TestGangCore.settings = settings(settings.default, stateful_step_count=STEPS,
+                                 max_examples=max(EXAMPLES, settings.default.max_examples))
+
+
+class TestGangCoreLongHistories(GangCoreMachine.TestCase):  # type: ignore[name-defined]
+    """Longer histories: many plans expiring, restarts, gangs arriving (fewer of them)."""
+
+    settings = settings(settings.default, stateful_step_count=4 * STEPS)

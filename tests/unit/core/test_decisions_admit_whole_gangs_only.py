@@ -29,8 +29,8 @@ TWO_BY_EIGHT = [make_node("n1", gpus=8), make_node("n2", gpus=8)]
 ALL = [NodeName("n1"), NodeName("n2")]
 
 
-def _filter(snap, ledger, pod_uid, now=0.0):  # type: ignore[no-untyped-def]
-    return decide_filter(snap.pods[pod_uid], ALL, snapshot=snap, ledger=ledger, now=now,
+def _filter(snap, ledger, pod_uid, now=0.0, candidates=ALL):  # type: ignore[no-untyped-def]
+    return decide_filter(snap.pods[pod_uid], candidates, snapshot=snap, ledger=ledger, now=now,
                          settings=SETTINGS)
 
 
@@ -80,7 +80,12 @@ def test_planned_members_are_pinned_to_their_nodes_only() -> None:
     second = _filter(snap, ledger, uid(gang, "worker", 1), now=1)
     assert second.outcome is FilterOutcome.PINNED
     assert second.passed == ("n2",)
-    assert "n1" in second.unresolvable
+    # Only the passed node matters to kube-scheduler; reasons for the rest cost time only.
+    assert not second.unresolvable
+    # Offered none of its planned nodes, the member fails them all, saying why.
+    offered = _filter(snap, ledger, uid(gang, "worker", 1), now=1, candidates=("n1",))
+    assert offered.passed == ()
+    assert "elsewhere (reserved plan)" in offered.unresolvable["n1"]
 
 
 def test_a_non_gang_pod_is_kept_off_reserved_capacity_only() -> None:

@@ -121,8 +121,22 @@ def test_fit_counts_bound_members_toward_the_minimum() -> None:
     gang = make_gang("g", roles=[("worker", 2, make_shape(gpus=8))])
     snap = make_snapshot(nodes, gangs=[gang], bound={"g-worker-0": "a"})
     result = fit_workload(tree_of(gang), snap)
-    assert result.fits and result.gangs[0].placed == 2
-    assert dict(result.gangs[0].plan) == {"b": {"worker": 1}}
+    (fit,) = result.gangs
+    assert result.fits and fit.placed == 2
+    # The plan shows where every placed pod is, the bound member included: it adds up.
+    assert dict(fit.plan) == {"a": {"worker": 1}, "b": {"worker": 1}}
+    assert sum(n for roles in fit.plan.values() for n in roles.values()) == fit.placed
+    assert fit.reason == "gang ml/g: 2 pods placed (minimum 2; 1 already bound) on a: 1, b: 1"
+
+
+def test_fit_of_a_gang_that_does_not_fit_shows_only_its_bound_members_in_the_plan() -> None:
+    nodes = [make_node("a", gpus=8), make_node("b", gpus=4)]
+    gang = make_gang("g", roles=[("worker", 3, make_shape(gpus=8))])
+    snap = make_snapshot(nodes, gangs=[gang], bound={"g-worker-0": "a"})
+    (fit,) = fit_workload(tree_of(gang), snap).gangs
+    assert not fit.fits
+    assert fit.placed == 1  # the bound member; no other pod of 8 GPUs fits
+    assert dict(fit.plan) == {"a": {"worker": 1}}
 
 
 def test_fit_places_pods_of_a_gangless_workload_one_by_one() -> None:

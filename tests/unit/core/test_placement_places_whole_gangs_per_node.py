@@ -8,12 +8,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from extender.core.capacity import Demand, NodeCapacity, demand_of, empty_capacity, index_of, take
-from extender.core.model import Taint, TopologyConstraint
+from extender.core.decisions import FilterOutcome, decide_filter
+from extender.core.fit import fit_workload
+from extender.core.ledger import Ledger
+from extender.core.model import NodeName, PodInfo, Taint, TopologyConstraint
 from extender.core.placement import Infeasible, Plan, RoleDemand, place_gang, plan_gang
 from extender.core.resources import Resources
 from extender.core.scoring import Policy
+from extender.core.settings import CoreSettings
 
-from .builders import make_gang, make_node, make_pod, make_shape, make_snapshot
+from .builders import make_gang, make_node, make_pod, make_shape, make_snapshot, tree_of, uid
 
 
 def _plan(gang, snapshot, **kw):  # type: ignore[no-untyped-def]
@@ -228,3 +232,71 @@ def _exhaustive_eligible(role_demands, caps, eligible) -> bool:  # type: ignore[
         if all(_node_holds(caps[n], ds) for n, ds in on.items()):
             return True
     return False
+
+
+# ---- the rest of a partly placed gang keeps to the domain its members run in -------------
+
+_RACKS = [make_node(f"{r}{i}", gpus=8, labels={"rack": r}) for r in "xy" for i in range(2)]
+
+
+def _fuller_y() -> list[PodInfo]:
+    """Rack y is fuller than x, so binpack would plan a fresh gang (or a 4-GPU pod) there."""
+    return [make_pod("y0-busy", shape=make_shape(gpus=6), node="y0", ns="other"),
+            make_pod("y1-busy", shape=make_shape(gpus=4), node="y1", ns="other")]
+
+
+def test_after_a_restart_the_rest_of_a_rack_bound_gang_is_planned_in_its_rack() -> None:
+    gang = make_gang("g", roles=[("worker", 2, make_shape(gpus=4))],
+                     topology=TopologyConstraint("rack", required=True))
+    snap = make_snapshot(_RACKS, gangs=[gang], pods=_fuller_y(), bound={"g-worker-0": "x0"})
+    fresh = _plan(gang, snap, placed={"worker": 1})
+    assert isinstance(fresh, Plan) and fresh.domain == "y"  # what it did before
+    ledger = Ledger()
+    ledger.rebuild(snap, now=0, ttl=30)
+    plan = ledger.plan_for(gang.key)
+    assert plan is not None and plan.domain == "x"
+    assert {n for n, _, _ in plan.slots} <= {"x0", "x1"}
+    x_full = [make_pod("x1-full", shape=make_shape(gpus=8), node="x1", ns="other"),
+              make_pod("x0-more", shape=make_shape(gpus=4), node="x0", ns="other")]
+    full = make_snapshot(_RACKS, gangs=[gang], pods=[*_fuller_y(), *x_full],
+                         bound={"g-worker-0": "x0"})
+    result = _plan(gang, full, placed={"worker": 1}, within="x")
+    assert isinstance(result, Infeasible)
+    assert result.reason.startswith("gang ml/g: its placed members run in rack x, which fits 0 "
+                                    "of the 1 pods it still needs; a worker needs 4")
+
+
+def test_an_elastic_extra_of_a_rack_bound_gang_is_filtered_to_its_rack() -> None:
+    gang = make_gang("g", roles=[("worker", 4, make_shape(gpus=4))], minimum={"worker": 2},
+                     topology=TopologyConstraint("rack", required=True))
+    snap = make_snapshot(_RACKS, gangs=[gang], pods=_fuller_y(),
+                         bound={"g-worker-0": "x0", "g-worker-1": "x0"})
+    names = [n.name for n in _RACKS]
+    # No plan left: the extras are planned, inside rack x.
+    ledger = Ledger()
+    ledger.admit(gang.key, now=0)
+    extra = snap.pods[uid(gang, "worker", 2)]
+    planned = decide_filter(extra, names, snapshot=snap, ledger=ledger, now=1,
+                            settings=CoreSettings())
+    assert planned.passed == ("x1",)
+    # A plan used up (its slots filled): the extra goes where it fits, still inside rack x.
+    used_up = Ledger()
+    used_up.reserve(Plan(gang.key, ((NodeName("x0"), "worker", 2),),
+                         shapes=(("worker", gang.members[0].shape),), domain="x"),
+                    now=0, ttl=30)
+    used_up.admit(gang.key, now=0)
+    surplus = decide_filter(extra, names, snapshot=snap, ledger=used_up, now=1,
+                            settings=CoreSettings())
+    assert surplus.outcome is FilterOutcome.SURPLUS
+    assert surplus.passed == ("x1",)
+    assert surplus.unresolvable["y1"] == "gang ml/g keeps to rack x, where its members run"
+
+
+def test_fit_plans_the_rest_of_a_gang_in_the_rack_its_bound_members_are_in() -> None:
+    gang = make_gang("g", roles=[("worker", 2, make_shape(gpus=4))],
+                     topology=TopologyConstraint("rack", required=True))
+    busy = [make_pod("x0-busy", shape=make_shape(gpus=4), node="x0", ns="other")]
+    snap = make_snapshot(_RACKS, gangs=[gang], pods=busy, bound={"g-worker-0": "y1"})
+    assert _plan(gang, snap, placed={"worker": 1}).domain == "x"  # type: ignore[union-attr]
+    (fit,) = fit_workload(tree_of(gang), snap).gangs
+    assert fit.fits and dict(fit.plan) == {"y1": {"worker": 2}}

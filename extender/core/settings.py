@@ -1,0 +1,38 @@
+"""The core's tunables: one frozen value, validated when built, passed to every decision."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from extender.core.ledger import INFLIGHT_TTL
+from extender.core.placement import SEARCH_BUDGET
+from extender.core.resources import GPU
+from extender.core.scoring import Policy, policy_named
+
+
+@dataclass(frozen=True, slots=True)
+class CoreSettings:
+    """Tunables of the core, validated when built."""
+
+    plan_ttl: float = 30.0
+    """Seconds a gang's plan reserves capacity while its members arrive."""
+    bind_timeout: float = 30.0
+    """Seconds a gang's first member may wait at the bind barrier before all are failed."""
+    scoring: str = Policy.BINPACK.value
+    """Scoring policy: binpack, spread, topology or fragmentation."""
+    gpu_resource: str = GPU
+    """The extended resource counted per device."""
+    inflight_ttl: float = INFLIGHT_TTL
+    """Seconds a pod at bind is charged before it must be observed bound."""
+    search_budget: int = SEARCH_BUDGET
+    """Placements the placement search may try after greedy placement fails."""
+
+    def __post_init__(self) -> None:
+        policy_named(self.scoring)  # raises a clear error naming the known policies
+        for name in ("plan_ttl", "bind_timeout", "inflight_ttl"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"CoreSettings.{name} must be positive, got {getattr(self, name)}")
+
+    @property
+    def policy(self) -> Policy:
+        return policy_named(self.scoring)
