@@ -52,7 +52,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--no-builtin", action="store_true", default=None,
                    help="leave the packaged descriptor catalog out (MUSTER_NO_BUILTIN)")
     p.add_argument("--bind-timeout", type=float, metavar="S",
-                   help="seconds a bind waits at the gang barrier (default 3)")
+                   help="seconds the gang barrier waits for the next member to reach bind "
+                        "(default 3)")
     p.add_argument("--plan-ttl", type=float, metavar="S",
                    help="seconds a gang plan holds capacity (default 60)")
     p.add_argument("--scoring", help="prioritize policy: binpack, spread, topology, "

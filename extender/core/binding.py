@@ -3,7 +3,8 @@
 - A pod must still fit on its node (:mod:`extender.core.room`): between filter and bind a plan
   can expire and its capacity go to another gang, or a gang be planned over a lone pod's node.
 - Members of a gang are held until its minimum have reached bind or are bound, then released
-  together; a barrier that outlives ``bind_timeout`` fails them all (:func:`withdraw`).
+  together; a barrier whose next member does not come within ``bind_timeout`` fails them all
+  (:func:`withdraw`).
 
 Like filter, bind records what it decided in the ledger (a pod in flight, a member held).
 """
@@ -97,7 +98,7 @@ def decide_bind(
                             f"releasing {len(released)}", gang.key, release=released)
     return BindDecision(BindOutcome.WAIT,
                         f"gang {gang.key}: {reached} of minimum {gang.min_member} at bind; "
-                        f"waiting up to {settings.bind_timeout:g}s for the rest", gang.key)
+                        f"waiting up to {settings.bind_timeout:g}s for the next", gang.key)
 
 
 def _no_room(

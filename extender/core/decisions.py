@@ -8,8 +8,9 @@ reaching bind), which is why the server calls them under its lock.
   whole on its first member (or every node fails with the reason); a pod outside any gang is
   kept off capacity reserved for gangs.
 - bind (:mod:`extender.core.binding`, re-exported here): the barrier. Members are held until
-  the gang's minimum have reached bind or are bound, then released together; a barrier that
-  outlives ``bind_timeout`` fails them all; a pod the node no longer has room for is refused.
+  the gang's minimum have reached bind or are bound, then released together; a barrier whose
+  next member does not come within ``bind_timeout`` fails them all; a pod the node no longer
+  has room for is refused.
 - preempt: victims are whole gangs or no gang member at all.
 """
 

@@ -156,15 +156,24 @@ class Ledger:
 
     # barriers ------------------------------------------------------------------------------
     def arrive(self, gang: GangKey, pod_uid: str, node: NodeName, *, now: float) -> None:
-        """A member reached bind: hold it at the gang's barrier."""
-        self._barrier.setdefault(gang, now)
-        self._waiting.setdefault(gang, {})[pod_uid] = node
+        """A member reached bind: hold it at the gang's barrier.
+
+        A member arriving for the first time is progress: the barrier's clock restarts, so a
+        gang whose members keep coming (a large gang, a busy scheduler queue) is not failed
+        while it gathers, and one whose next member does not come within the timeout is. A
+        member retrying its bind is not progress.
+        """
+        held = self._waiting.setdefault(gang, {})
+        if pod_uid not in held or gang not in self._barrier:
+            self._barrier[gang] = now
+        held[pod_uid] = node
         self.version += 1
 
     def waiting(self, gang: GangKey) -> tuple[tuple[str, NodeName], ...]:
         return tuple(sorted(self._waiting.get(gang, {}).items()))
 
     def barrier_started(self, gang: GangKey) -> float | None:
+        """When the gang's latest new member reached the barrier (``None``: no barrier)."""
         return self._barrier.get(gang)
 
     def barriers(self) -> list[tuple[GangKey, float]]:

@@ -17,7 +17,7 @@ class CoreSettings:
     plan_ttl: float = 30.0
     """Seconds a gang's plan reserves capacity while its members arrive."""
     bind_timeout: float = 30.0
-    """Seconds a gang's first member may wait at the bind barrier before all are failed."""
+    """Seconds the bind barrier waits for a gang's next member before all held are failed."""
     scoring: str = Policy.BINPACK.value
     """Scoring policy: binpack, spread, topology or fragmentation."""
     gpu_resource: str = GPU

@@ -61,6 +61,9 @@ from extender.state.store import StateStore
 
 log = logging.getLogger("muster.service")
 
+_HOLD_GRACE = 1.25
+"""A held bind may wait up to this many times --bind-timeout when its gang's barrier ends by
+then; kube-scheduler's httpTimeout must be at least 1.5 times --bind-timeout."""
 _YIELD_EVERY = 2.0
 """Seconds between checks for gangs deadlocked at the bind barrier (see ``_break_deadlocks``)."""
 
@@ -385,7 +388,12 @@ class GangService:
                                   "hold a bind is in use): Muster binds this pod when its gang "
                                   "completes"), []
             barrier.waiting[ref.uid] = (gang, str(node))
-            deadline = now + self._settings.bind_timeout
+            # The barrier's clock restarts with every new member (see Ledger.arrive), but one
+            # request may be held only about --bind-timeout (kube-scheduler's httpTimeout is
+            # at least 1.5 times it): a little longer if the barrier ends soon after (members
+            # that came together time out together), else the member is parked below.
+            timeout = self._settings.bind_timeout
+            deadline, hold_limit = now + timeout, now + timeout * _HOLD_GRACE
             try:
                 while True:
                     if barrier.released.pop(ref.uid, None) is not None:
@@ -393,7 +401,18 @@ class GangService:
                     failed = barrier.failed.pop(ref.uid, None)
                     if failed is not None:
                         return failed[0], failed[1], []
-                    remaining = deadline - self._clock()
+                    clock = self._clock()
+                    if gang is not None and clock >= deadline:
+                        started = self._ledger.barrier_started(gang)
+                        if started is not None and started + timeout > clock:
+                            deadline = started + timeout
+                            if deadline > hold_limit:
+                                # The gang is still gathering: stop holding, keep counting.
+                                return "parked", (
+                                    f"gang {gang}: held {timeout:g}s while the gang gathers; "
+                                    "not held longer: Muster binds this pod when its gang "
+                                    "completes"), []
+                    remaining = deadline - clock
                     if remaining <= 0 and gang is not None:
                         timed_out = withdraw(gang, ledger=self._ledger, also=(ref.uid, node))
                         self._fail_held(timed_out.rejected, timed_out.reason, snapshot, gang)

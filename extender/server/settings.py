@@ -43,7 +43,9 @@ class Settings:
     """Leave the packaged catalog out: only ``descriptors`` (and, live, the cluster's) describe
     workloads, so a kind the catalog covers can be served from a Karta alone."""
     bind_timeout: float = 3.0
-    """Seconds a bind waits at the gang barrier; keep well under kube-scheduler's httpTimeout."""
+    """Seconds the gang barrier waits for the next member to reach bind (each new member
+    restarts it); one bind is held about this long, so keep well under kube-scheduler's
+    httpTimeout."""
     plan_ttl: float = 60.0
     """Seconds a gang's plan holds capacity while its members have not all arrived."""
     scoring: str = Policy.BINPACK.value

@@ -136,6 +136,38 @@ def test_a_barrier_past_its_timeout_fails_every_held_member_and_frees_the_plan()
     assert ledger.in_flight() == {}
 
 
+def test_the_barrier_waits_while_members_keep_coming_and_fails_when_the_next_does_not() -> None:
+    # A large gang behind a busy scheduler queue: members reach bind 20 s apart, more than the
+    # 30 s timeout in all. Each new member restarts the barrier's clock; a retry does not.
+    gang = make_gang("g", roles=[("worker", 4, make_shape(gpus=4))])
+    snap = make_snapshot(TWO_BY_EIGHT, gangs=[gang])
+    ledger = Ledger()
+    _filter(snap, ledger, uid(gang, "worker", 0))
+
+    def bind(i: int, node: str, now: float) -> BindOutcome:
+        return decide_bind(uid(gang, "worker", i), NodeName(node), snapshot=snap, ledger=ledger,
+                           now=now, settings=SETTINGS).outcome
+
+    assert bind(0, "n1", now=0) is BindOutcome.WAIT
+    assert bind(1, "n1", now=20) is BindOutcome.WAIT
+    assert bind(0, "n1", now=35) is BindOutcome.WAIT  # a retry, not progress
+    assert ledger.barrier_started(gang.key) == 20
+    assert not barrier_expired(gang.key, ledger=ledger, now=39.9, settings=SETTINGS)
+    assert bind(2, "n2", now=40) is BindOutcome.WAIT
+    assert expired_barriers(ledger=ledger, now=69.9, settings=SETTINGS) == []
+    assert bind(3, "n2", now=60) is BindOutcome.BIND  # 60 s after the first, all released
+    # The next member not coming within the timeout fails the barrier, as before.
+    other = make_gang("h", roles=[("worker", 2, make_shape(gpus=8))])
+    snap = make_snapshot(TWO_BY_EIGHT, gangs=[other])
+    ledger = Ledger()
+    _filter(snap, ledger, uid(other, "worker", 0))
+    decide_bind(uid(other, "worker", 0), NodeName("n1"), snapshot=snap, ledger=ledger, now=0,
+                settings=SETTINGS)
+    decide_bind(uid(other, "worker", 0), NodeName("n1"), snapshot=snap, ledger=ledger, now=20,
+                settings=SETTINGS)
+    assert expired_barriers(ledger=ledger, now=30, settings=SETTINGS) == [other.key]
+
+
 def test_bind_verifies_the_pod_and_is_idempotent_for_bound_pods() -> None:
     pod = make_pod("p", shape=make_shape(gpus=1), node="n1")
     snap = make_snapshot(TWO_BY_EIGHT, pods=[pod])

@@ -242,6 +242,39 @@ def test_metrics_count_decisions_by_verb_and_outcome(world: World) -> None:
     assert counts[("bind", "unknown_pod")] == 1
 
 
+def test_a_gang_gathering_longer_than_the_timeout_completes_and_held_members_are_parked(
+) -> None:
+    # Members reach bind 0.6 s apart with a 1 s timeout: 1.8 s from first to last. Each new
+    # member restarts the barrier's clock, so the gang completes; the first member, held as
+    # long as one request may wait, is parked and then bound by Muster itself.
+    world = World(four_gpu_nodes() + train(), bind_timeout=1.0)
+    for i in range(4):
+        world.post("filter", filter_body(jobset_pod("train", i, gpus=8), NODE_NAMES))
+    nodes = {i: world.planned_node(i) for i in range(4)}
+    results: dict[int, str] = {}
+
+    def one(i: int) -> None:
+        results[i] = world.post("bind", bind_body(jobset_pod("train", i, gpus=8), nodes[i]))[
+            "Error"]
+
+    threads = []
+    for i in range(4):
+        threads.append(threading.Thread(target=one, args=(i,)))
+        threads[-1].start()
+        time.sleep(0.6)
+    for t in threads:
+        t.join(10)
+    assert "held 1s while the gang gathers" in results[0]
+    assert results[3] == ""
+    deadline = time.time() + 10
+    while len(world.binder.bindings) < 4 and time.time() < deadline:
+        time.sleep(0.05)
+    assert sorted(world.binder.bindings.values()) == sorted(nodes.values())
+    decisions = _decisions(world)
+    assert decisions[("bind", "parked")] >= 1 and decisions[("bind", "parked_bound")] >= 1
+    assert ("bind", "timed_out") not in decisions
+
+
 def test_metrics_count_a_barrier_timeout_for_every_held_member() -> None:
     world = World(four_gpu_nodes() + train(), bind_timeout=0.3)
     bind_all(world, [0, 1, 2])
