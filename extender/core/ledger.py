@@ -50,7 +50,7 @@ class Ledger:
         self._plans: dict[GangKey, Reservation] = {}
         self._inflight: dict[str, InFlight] = {}
         self._barrier: dict[GangKey, float] = {}
-        """Gang -> when its first member reached bind (while below its minimum)."""
+        """Gang -> when its latest new member reached bind (while below its minimum)."""
         self._waiting: dict[GangKey, dict[str, NodeName]] = {}
         """Gang -> members held at the barrier: pod uid -> node."""
         self._admitted: dict[GangKey, float] = {}
@@ -59,6 +59,19 @@ class Ledger:
         """Bumped on every change, so callers may cache what they derive from the ledger."""
         self._placed_memo: dict[GangKey, tuple[ClusterSnapshot, int, dict[
             tuple[NodeName, str], int]]] = {}
+        self._capacity_memo: tuple[ClusterSnapshot | None, int, dict[
+            tuple[object, ...], dict[NodeName, NodeCapacity]]] = (None, -1, {})
+
+    def capacity_memo(
+        self, snapshot: ClusterSnapshot,
+    ) -> dict[tuple[object, ...], dict[NodeName, NodeCapacity]]:
+        """Free-capacity changes derived from this snapshot and this ledger, kept until either
+        changes (:func:`free_capacity`; every filter asks, most with nothing changed since)."""
+        known, version, memo = self._capacity_memo
+        if known is not snapshot or version != self.version:
+            memo = {}
+            self._capacity_memo = (snapshot, self.version, memo)
+        return memo
 
     def clone(self) -> Ledger:
         """An independent copy (memos dropped): for what-if questions and replay checks."""
@@ -323,23 +336,43 @@ def free_capacity(
 
     ``exclude`` leaves one gang's reservation out (its own members may use it); ``without``
     leaves one pod in flight out (the pod whose bind is being decided, when it retries).
+    Memoised per snapshot and ledger version (:meth:`Ledger.capacity_memo`).
     """
     index = index_of(snapshot, gpu=gpu)
-    changes: dict[NodeName, NodeCapacity] = {}
-    for node, _, demand in in_flight_demands(snapshot, ledger, gpu=gpu, without=without):
-        cap = changes.get(node) or index.base[node]
-        changes[node] = take(cap, demand, force=True)
+    memo = ledger.capacity_memo(snapshot)
+    key = (gpu, without, reservations, exclude if reservations else None)
+    changes = memo.get(key)
+    if changes is None:
+        changes = _free_changes(snapshot, ledger, index.base, memo, gpu=gpu, exclude=exclude,
+                                reservations=reservations, without=without)
+        memo[key] = changes
+    return CapacityView(index.base, changes)
+
+
+def _free_changes(
+    snapshot: ClusterSnapshot, ledger: Ledger, base: Mapping[NodeName, NodeCapacity],
+    memo: dict[tuple[object, ...], dict[NodeName, NodeCapacity]], *, gpu: str,
+    exclude: GangKey | None, reservations: bool, without: str | None,
+) -> dict[NodeName, NodeCapacity]:
+    """The nodes :func:`free_capacity` changes from the base, and their capacity."""
+    flights = memo.get((gpu, without, False, None))
+    if flights is None:
+        flights = {}
+        for node, _, demand in in_flight_demands(snapshot, ledger, gpu=gpu, without=without):
+            flights[node] = take(flights.get(node) or base[node], demand, force=True)
+        memo[(gpu, without, False, None)] = flights
     if not reservations:
-        return CapacityView(index.base, changes)
+        return flights
+    changes = dict(flights)
     for gang, res in ledger.reservations():
         if gang == exclude:
             continue
-        placed = placed_counts(gang, snapshot, ledger, gpu=gpu)
+        placed = ledger.placed(gang, snapshot, gpu=gpu)
         for node, role, count in res.plan.slots:
             left = count - placed.get((node, role), 0)
             shape = res.plan.shape(role)
-            if left <= 0 or shape is None or node not in index.base:
+            if left <= 0 or shape is None or node not in base:
                 continue
-            cap = changes.get(node) or index.base[node]
+            cap = changes.get(node) or base[node]
             changes[node] = take(cap, demand_of(shape, gpu=gpu), left, force=True)
-    return CapacityView(index.base, changes)
+    return changes

@@ -158,3 +158,18 @@ def test_shares_forced_onto_a_full_device_stop_further_shares_but_listed_devices
     assert cap.unpacked and max(cap.devices) == 300
     assert _filter(snap, ledger, late.uid, now=0).passed == ()
     assert _bind(snap, ledger, late.uid, now=0).outcome is BindOutcome.REJECT
+
+
+def test_free_capacity_is_kept_only_while_the_snapshot_and_the_ledger_are_unchanged() -> None:
+    # Every filter asks for free capacity; it is memoised, and any change must show at once.
+    snap = make_snapshot([make_node("n1", gpus=2)], pods=[make_pod("p", shape=make_shape(gpus=1))])
+    ledger = Ledger()
+    assert free_capacity(snap, ledger)[N1].whole_free == 2
+    ledger.mark_bind_requested("uid-ml-p", N1, now=0)
+    assert free_capacity(snap, ledger)[N1].whole_free == 1
+    assert free_capacity(snap, ledger, without="uid-ml-p")[N1].whole_free == 2
+    ledger.forget_pod("uid-ml-p")
+    assert free_capacity(snap, ledger)[N1].whole_free == 2
+    other = make_snapshot([make_node("n1", gpus=2)],
+                          pods=[make_pod("q", shape=make_shape(gpus=2), node="n1")])
+    assert free_capacity(other, ledger)[N1].whole_free == 0
