@@ -121,8 +121,8 @@ def count_fitting(cap: NodeCapacity, demand: Demand) -> int:
     if demand.whole:
         n = min(n, cap.whole_free // demand.whole)
     elif demand.share:
-        # A picture with a device below zero is not a packing of the shares charged (they may
-        # or may not pack in another order), so adding one more could oversubscribe a device.
+        # A share was forced onto a full device: the picture is no packing of the shares
+        # charged (they may or may not pack in another order), so one more could oversubscribe.
         if cap.unpacked:
             return 0
         n = min(n, sum(d // demand.share for d in cap.devices if d > 0))
