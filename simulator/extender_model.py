@@ -43,7 +43,7 @@ from extender.core.decisions import (
     expired_barriers,
     withdraw,
 )
-from extender.core.ledger import Ledger, free_capacity, placed_counts
+from extender.core.ledger import Ledger, free_capacity, per_role, placed_counts
 from extender.core.model import Gang, GangKey, NodeName, PodInfo
 from extender.core.placement import gang_demands
 from extender.core.snapshot import ClusterSnapshot
@@ -132,10 +132,8 @@ class MusterExtender:
     def _cannot_fit(self, gang: Gang, pod: PodInfo, snapshot: ClusterSnapshot) -> bool:
         """True only if no plan for the rest of the gang's minimum can exist now."""
         gpu = self.settings.gpu_resource
-        by_role: dict[str, int] = {}
-        for (_, role), n in placed_counts(gang.key, snapshot, self.ledger, gpu=gpu,
-                                          exclude=pod.uid).items():
-            by_role[role] = by_role.get(role, 0) + n
+        by_role = per_role(placed_counts(gang.key, snapshot, self.ledger, gpu=gpu,
+                                         exclude=pod.uid))
         need: dict[Demand, int] = {}
         for rd in gang_demands(gang, by_role):
             if rd.need:

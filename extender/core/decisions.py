@@ -38,7 +38,7 @@ from extender.core.capacity import (
     fits,
     index_of,
 )
-from extender.core.ledger import Ledger, free_capacity, placed_counts
+from extender.core.ledger import Ledger, free_capacity, per_node, per_role, placed_counts
 from extender.core.model import Gang, GangKey, NodeName, PodInfo
 from extender.core.placement import Infeasible, Plan, placed_domain, plan_gang
 from extender.core.scoring import node_score
@@ -191,9 +191,7 @@ def decide_filter(
         if pinned is not None:
             return pinned
     gpu = settings.gpu_resource
-    by_role: dict[str, int] = {}
-    for (_, r), n in placed_counts(gang.key, snapshot, ledger, gpu=gpu, exclude=pod.uid).items():
-        by_role[r] = by_role.get(r, 0) + n
+    by_role = per_role(placed_counts(gang.key, snapshot, ledger, gpu=gpu, exclude=pod.uid))
     domain = _gang_domain(gang, snapshot, ledger, gpu=gpu)
     if plan is not None and (ledger.is_admitted(gang.key) or
                              sum(by_role.values()) >= gang.min_member):
@@ -277,10 +275,7 @@ def _gang_domain(
     """The topology domain most of the gang's placed pods are in (ties: smallest value)."""
     if gang is None or gang.topology is None:
         return None
-    nodes: dict[NodeName, int] = {}
-    for (node, _), n in placed_counts(gang.key, snapshot, ledger, gpu=gpu).items():
-        nodes[node] = nodes.get(node, 0) + n
-    return placed_domain(gang, snapshot, nodes)
+    return placed_domain(gang, snapshot, per_node(ledger.placed(gang.key, snapshot, gpu=gpu)))
 
 
 def _keep_to_domain(

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from extender.core.capacity import CapacityView, demand_of, index_of, take
-from extender.core.ledger import Ledger, placed_counts
+from extender.core.ledger import Ledger, per_node, per_role, placed_counts
 from extender.core.model import GangKey, NodeName, WorkloadTree
 from extender.core.placement import (
     Infeasible,
@@ -77,13 +77,8 @@ def fit_workload(
     results = []
     for gang in tree.gangs:
         bound = placed_counts(gang.key, snapshot, nobody, gpu=gpu)
-        by_role: dict[str, int] = {}
-        for (_, role), n in bound.items():
-            by_role[role] = by_role.get(role, 0) + n
+        by_role, nodes = per_role(bound), per_node(bound)
         already = sum(by_role.values())
-        nodes: dict[NodeName, int] = {}
-        for (node, _), n in bound.items():
-            nodes[node] = nodes.get(node, 0) + n
         outcome = plan_gang(gang, snapshot=snapshot, capacity=view, placed=by_role,
                             policy=settings.policy, gpu=gpu, budget=settings.search_budget,
                             within=placed_domain(gang, snapshot, nodes))

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 import networkx as nx
 
 from extender.core.capacity import demand_of, fits
-from extender.core.ledger import Ledger, free_capacity, placed_counts
+from extender.core.ledger import Ledger, free_capacity, per_role
 from extender.core.model import Gang, GangKey, NodeName, WorkloadTree
 from extender.core.placement import (
     SEARCH_BUDGET,
@@ -101,9 +101,7 @@ def blocked_gangs(
         gang = snapshot.gangs.get(key)
         if gang is None or ledger.is_admitted(key) or not ledger.waiting(key):
             continue
-        by_role: dict[str, int] = {}
-        for (_, role), n in placed_counts(key, snapshot, ledger, gpu=gpu).items():
-            by_role[role] = by_role.get(role, 0) + n
+        by_role = per_role(ledger.placed(key, snapshot, gpu=gpu))
         if not any(rd.need for rd in gang_demands(gang, by_role)):
             continue
         free = free_capacity(snapshot, ledger, gpu=gpu, exclude=key)
@@ -130,9 +128,7 @@ def wait_for_graph(
     held = {key: _held_nodes(key, snapshot, ledger) for key in blocked}
     for key in blocked:
         gang = snapshot.gangs[key]
-        by_role: dict[str, int] = {}
-        for (_, role), n in placed_counts(key, snapshot, ledger, gpu=gpu).items():
-            by_role[role] = by_role.get(role, 0) + n
+        by_role = per_role(ledger.placed(key, snapshot, gpu=gpu))
         needed = [(demand_of(rd.shape, gpu=gpu), frozenset(eligible_for(rd.shape, snapshot,
                                                                        gpu=gpu)))
                   for rd in gang_demands(gang, by_role) if rd.need]

@@ -259,17 +259,10 @@ class Ledger:
         self._barrier.clear()
         self._waiting.clear()
         self._admitted.clear()
-        index = index_of(snapshot, gpu=gpu)
         order = sorted(snapshot.gangs.values(), key=lambda g: (-g.priority, g.created, g.key))
         for gang in order:
-            placed: dict[str, int] = {}
-            nodes: dict[NodeName, int] = {}
-            for uid in index.gang_pods.get(gang.key, ()):
-                pod = snapshot.pods[uid]
-                if pod.holds_resources and pod.node_name is not None:
-                    role = snapshot.memberships[uid].role
-                    placed[role] = placed.get(role, 0) + 1
-                    nodes[pod.node_name] = nodes.get(pod.node_name, 0) + 1
+            bound = placed_counts(gang.key, snapshot, self, gpu=gpu)  # nothing is in flight
+            placed, nodes = per_role(bound), per_node(bound)
             if not placed:
                 continue
             self._admitted[gang.key] = now
@@ -304,6 +297,22 @@ def placed_counts(
             key = (node, snapshot.memberships[uid].role)
             counts[key] = counts.get(key, 0) + 1
     return counts
+
+
+def per_role(counts: Mapping[tuple[NodeName, str], int]) -> dict[str, int]:
+    """:func:`placed_counts` summed per role."""
+    out: dict[str, int] = {}
+    for (_, role), n in counts.items():
+        out[role] = out.get(role, 0) + n
+    return out
+
+
+def per_node(counts: Mapping[tuple[NodeName, str], int]) -> dict[NodeName, int]:
+    """:func:`placed_counts` summed per node."""
+    out: dict[NodeName, int] = {}
+    for (node, _), n in counts.items():
+        out[node] = out.get(node, 0) + n
+    return out
 
 
 def in_flight_demands(

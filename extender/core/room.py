@@ -14,7 +14,7 @@ Pure: reads the snapshot and the ledger, changes nothing.
 from __future__ import annotations
 
 from extender.core.capacity import Demand, NodeCapacity, demand_of, fits, index_of, take
-from extender.core.ledger import Ledger, in_flight_demands, placed_counts
+from extender.core.ledger import Ledger, in_flight_demands
 from extender.core.model import GangKey, NodeName, PodInfo
 from extender.core.quantity import format_quantity
 from extender.core.resources import GPU, MEMORY
@@ -30,7 +30,7 @@ def _reserved_on(
     for gang, res in ledger.reservations():
         if gang == exclude or not any(n == node for n, _, _ in res.plan.slots):
             continue
-        placed = placed_counts(gang, snapshot, ledger, gpu=gpu)
+        placed = ledger.placed(gang, snapshot, gpu=gpu)
         for n, role, count in res.plan.slots:
             shape = res.plan.shape(role)
             left = count - placed.get((n, role), 0)

@@ -13,6 +13,16 @@ from extender.state.store import DESCRIPTORS, NODES, PODS, StateStore
 GPU = "nvidia.com/gpu"
 
 
+class Clock:
+    """A clock the test moves by hand (``clock.now += 31``)."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 def gpu_node(name: str, *, gpus: int = 8, rack: str = "r1") -> dict[str, Any]:
     alloc = {"cpu": "64", "memory": "512Gi", "pods": "110", GPU: str(gpus)}
     return {"apiVersion": "v1", "kind": "Node",

@@ -18,6 +18,7 @@ from extender.state.memory import MemoryBinder
 from extender.state.ports import MemoryEvents
 from extender.state.store import StateStore
 from tests.unit.server.builders import (
+    Clock,
     bind_body,
     filter_body,
     gpu_node,
@@ -28,14 +29,6 @@ from tests.unit.server.builders import (
 )
 
 NODES = ["n0", "n1", "n2", "n3"]
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def _workload(name: str, created: str) -> list[dict[str, Any]]:

@@ -16,6 +16,7 @@ from extender.state.memory import MemoryBinder
 from extender.state.ports import MemoryEvents, MemoryRequeuer
 from extender.state.store import NODES, StateStore
 from tests.unit.server.builders import (
+    Clock,
     filter_body,
     gpu_node,
     job_of,
@@ -24,14 +25,6 @@ from tests.unit.server.builders import (
     plain_pod,
     store_of,
 )
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def service(store: StateStore, clock: Clock) -> tuple[GangService, MemoryRequeuer]:
