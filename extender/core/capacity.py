@@ -32,6 +32,11 @@ DEVICE = 1000
 
 _MANY = 1 << 30
 
+MAX_DEVICES = 1024
+"""GPU devices modelled per node at most. Real nodes have 4 to 16; a node that reports more
+(a broken device plugin, a hand-edited status) is taken to have this many, so its per-device
+picture stays small. Fewer GPUs than reported never oversubscribes."""
+
 
 @dataclass(frozen=True, slots=True)
 class Demand:
@@ -107,7 +112,7 @@ def empty_capacity(node: NodeInfo, *, gpu: str = GPU) -> NodeCapacity:
     allocatable = node.allocatable.get(gpu, 0)
     slots = node.allocatable.get(PODS, 0)
     scalar = node.allocatable - Resources({gpu: allocatable, PODS: slots})
-    return NodeCapacity(free=scalar, devices=(DEVICE,) * (allocatable // DEVICE),
+    return NodeCapacity(free=scalar, devices=(DEVICE,) * min(allocatable // DEVICE, MAX_DEVICES),
                         pods=slots // 1000 if PODS in node.allocatable else None)
 
 
@@ -135,9 +140,10 @@ def fits(cap: NodeCapacity, demand: Demand) -> bool:
 
 def _take_devices(devices: list[int], demand: Demand, count: int, *, force: bool) -> bool:
     """Charge ``count`` pods of ``demand`` to ``devices`` in place; whether any was forced
-    onto a device without room."""
+    onto a device without room. The work is bounded by the devices, never by ``count`` or the
+    GPUs asked for: an observed pod may ask for a billion GPUs (the API server accepts it)."""
     forced = False
-    for _ in range(count):
+    for _ in range(min(count, len(devices) + 1) if force else count):
         if demand.whole:
             taken = 0
             for i, d in enumerate(devices):
@@ -152,11 +158,7 @@ def _take_devices(devices: list[int], demand: Demand, count: int, *, force: bool
                 # Observed pods may already oversubscribe; charge the emptiest devices so
                 # the oversubscription shows on a device instead of vanishing.
                 forced = True
-                for _ in range(demand.whole - taken):
-                    if not devices:
-                        break
-                    i = max(range(len(devices)), key=lambda j: (devices[j], -j))
-                    devices[i] -= DEVICE
+                _overcharge(devices, demand.whole - taken)
         elif demand.share:
             best = -1
             for i, d in enumerate(devices):
@@ -170,7 +172,29 @@ def _take_devices(devices: list[int], demand: Demand, count: int, *, force: bool
                     return forced
                 best = max(range(len(devices)), key=lambda i: (devices[i], -i))
             devices[best] -= demand.share
+    if force and count > len(devices) + 1 and devices:
+        # Past one pod per device every device is full: the rest are charged in one step.
+        left = count - len(devices) - 1
+        _overcharge(devices, left * demand.whole + -(-left * demand.share // DEVICE))
+        forced = True
     return forced
+
+
+def _overcharge(devices: list[int], whole: int) -> None:
+    """Charge ``whole`` devices' worth to the emptiest devices, one device at a time as far as
+    it tells where the excess lands, then evenly in whole rounds (arithmetic, not a loop per
+    GPU)."""
+    if not devices or whole <= 0:
+        return
+    n = len(devices)
+    rounds, rest = divmod(whole, n) if whole > 2 * n else (0, whole)
+    if rounds:
+        rounds, rest = rounds - 1, rest + n  # keep one round for the emptiest-first order
+        for i in range(n):
+            devices[i] -= rounds * DEVICE
+    for _ in range(rest):
+        i = max(range(n), key=lambda j: (devices[j], -j))
+        devices[i] -= DEVICE
 
 
 def take(cap: NodeCapacity, demand: Demand, count: int = 1, *, force: bool = False) -> NodeCapacity:

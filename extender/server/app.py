@@ -39,7 +39,8 @@ def create_app(settings: Settings, state: StateStore, clock: Clock, *,
         if housekeeping:
             Housekeeper(decider, interval=housekeeping).start()
     app = Flask("muster")
-    app.config["MAX_CONTENT_LENGTH"] = settings.max_request_bytes
+    # No MAX_CONTENT_LENGTH: werkzeug would cut a chunked body at it silently; the verbs read
+    # their bodies with their own bound (routes._read_body), and the other routes take none.
     chosen = decider
     metrics.watch(gangs=chosen.gang_counts, reserved_gpus=chosen.reserved_gpus,
                   binds_waiting=chosen.binds_waiting, ready=lambda: chosen.readiness()[0])

@@ -25,8 +25,15 @@ from extender.server.wire import (
 )
 
 
+class Busy(Exception):
+    """The decider could not take its lock in time: something holds it far too long."""
+
+
 class Decider(Protocol):
     def readiness(self) -> tuple[bool, str]: ...
+    def liveness(self, timeout: float) -> tuple[bool, str]:
+        """Whether requests can still be decided: the lock is free within ``timeout``."""
+        ...
     def filter(self, args: ExtenderArgs) -> ExtenderFilterResultJSON: ...
     def prioritize(self, args: ExtenderArgs) -> list[HostPriorityJSON]: ...
     def bind(self, args: BindingArgs) -> ExtenderBindingResultJSON: ...
@@ -41,6 +48,9 @@ class PassThrough:
     """Answers filter with its input, scores nothing, binds nothing: the baseline."""
 
     def readiness(self) -> tuple[bool, str]:
+        return True, "pass-through extender"
+
+    def liveness(self, timeout: float) -> tuple[bool, str]:
         return True, "pass-through extender"
 
     def filter(self, args: ExtenderArgs) -> ExtenderFilterResultJSON:

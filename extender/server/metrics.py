@@ -6,9 +6,12 @@ Counters and histograms are updated by the routes; gauges about gangs are comput
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from extender.server.decider import Busy
 
 VERBS = ("filter", "prioritize", "bind", "preempt")
 GANG_STATES = ("waiting", "planned", "bound", "expired")
@@ -48,13 +51,23 @@ class Metrics:
 
     def watch(self, *, gangs: Callable[[], Mapping[str, int]], reserved_gpus: Callable[[], float],
               binds_waiting: Callable[[], int], ready: Callable[[], bool]) -> None:
-        """Compute gauges at scrape time from the service's own state."""
+        """Compute gauges at scrape time from the service's own state (NaN while the service
+        is too busy to say, so a scrape of a wedged Muster still answers)."""
         for state in GANG_STATES:
             self.gangs.labels(state=state).set_function(
-                lambda state=state: float(gangs().get(state, 0)))  # type: ignore[misc]
-        self.reserved_gpus.set_function(reserved_gpus)
-        self.binds_waiting.set_function(lambda: float(binds_waiting()))
+                _or_nan(lambda state=state: float(gangs().get(state, 0))))  # type: ignore[misc]
+        self.reserved_gpus.set_function(_or_nan(reserved_gpus))
+        self.binds_waiting.set_function(_or_nan(lambda: float(binds_waiting())))
         self.ready.set_function(lambda: 1.0 if ready() else 0.0)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+def _or_nan(read: Callable[[], float]) -> Callable[[], float]:
+    def gauge() -> float:
+        try:
+            return float(read())
+        except Busy:
+            return math.nan
+    return gauge

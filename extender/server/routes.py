@@ -14,9 +14,8 @@ from collections.abc import Callable
 from typing import Any
 
 from flask import Blueprint, Response, current_app, request
-from werkzeug.exceptions import RequestEntityTooLarge
 
-from extender.server.decider import Decider
+from extender.server.decider import Busy, Decider
 from extender.server.metrics import Metrics
 from extender.server.wire import (
     WireError,
@@ -32,6 +31,41 @@ log = logging.getLogger("muster.server")
 bp = Blueprint("extender", __name__)
 
 JSON = "application/json"
+_CHUNK = 64 * 1024
+_DRAIN_BYTES = 256 * 1024 * 1024
+"""A refused body is read on and discarded up to this many bytes (or 8 times the limit), so
+the connection stays usable (gunicorn drains only 64 KiB itself and otherwise closes a
+connection it has just answered with keep-alive, and Go does not retry a POST on it)."""
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def _read_body(limit: int) -> bytes:
+    """The request body, read in chunks of bounded size whatever its framing (Content-Length
+    or chunked); raises :class:`_TooLarge` past ``limit`` bytes, after draining the rest."""
+    declared = request.content_length
+    stream = request.stream
+    if declared is not None and declared > limit:
+        _drain(stream, max(_DRAIN_BYTES, 8 * limit))
+        raise _TooLarge
+    parts: list[bytes] = []
+    size = 0
+    while True:
+        data = stream.read(_CHUNK)
+        if not data:
+            return b"".join(parts)
+        size += len(data)
+        if size > limit:
+            _drain(stream, max(_DRAIN_BYTES, 8 * limit) - size)
+            raise _TooLarge
+        parts.append(data)
+
+
+def _drain(stream: Any, budget: int) -> None:
+    while budget > 0 and stream.read(min(_CHUNK, budget)):
+        budget -= _CHUNK
 
 
 def _json(value: object, status: int = 200) -> Response:
@@ -53,11 +87,10 @@ def _answer(verb: str, handle: Callable[[bytes], object],
     """Run one verb; turn every failure into a 200 result that names the problem."""
     started = time.perf_counter()
     metrics = _metrics()
+    limit: int = current_app.extensions["muster.settings"].max_request_bytes
     try:
-        body = request.get_data(cache=False)
-        result = handle(body)
-    except RequestEntityTooLarge:
-        limit = current_app.config["MAX_CONTENT_LENGTH"]
+        result = handle(_read_body(limit))
+    except _TooLarge:
         metrics.bad_requests.labels(verb=verb).inc()
         log.warning("verb=%s error=body-too-large limit=%s", verb, limit)
         result = on_error(f"request body larger than the {limit}-byte limit "
@@ -98,8 +131,16 @@ def preempt() -> Response:
                    lambda e: {"NodeNameToMetaVictims": {}})
 
 
+_LIVENESS_WAIT = 0.5
+"""Seconds /healthz waits for the decision lock; inside a probe's default 1 s timeout."""
+
+
 @bp.get("/healthz")
 def healthz() -> Response:
+    alive, reason = _decider().liveness(_LIVENESS_WAIT)
+    if not alive:
+        log.error("probe=healthz alive=false reason=%r", reason)
+        return _json({"status": "wedged", "reason": reason}, 503)
     return _json({"status": "ok"})
 
 
@@ -116,5 +157,8 @@ def metrics() -> Response:
 
 @bp.get("/inspect/gangs")
 def inspect_gangs() -> Response:
-    gangs: list[dict[str, Any]] = _decider().inspect_gangs()
+    try:
+        gangs: list[dict[str, Any]] = _decider().inspect_gangs()
+    except Busy as err:
+        return _json({"gangs": None, "error": f"muster is busy: {err}"}, 503)
     return _json({"gangs": gangs})

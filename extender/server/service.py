@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -31,6 +32,7 @@ from extender.core.model import GangKey, NodeName, PodInfo
 from extender.core.objects import pod_from_api
 from extender.core.snapshot import ClusterSnapshot
 from extender.core.yields import decide_yields
+from extender.server.decider import Busy
 from extender.server.inspect import describe_gangs
 from extender.server.settings import Settings
 from extender.server.wire import (
@@ -64,6 +66,11 @@ log = logging.getLogger("muster.service")
 _HOLD_GRACE = 1.25
 """A held bind may wait up to this many times --bind-timeout when its gang's barrier ends by
 then; kube-scheduler's httpTimeout must be at least 1.5 times --bind-timeout."""
+_INSPECT_WAIT = 1.0
+"""Seconds ``/inspect/gangs`` waits for the lock before it gives up and says it is busy."""
+_GAUGE_WAIT = 0.1
+"""The same for each gauge of a scrape (six of them: a scrape must stay well inside its
+timeout)."""
 _YIELD_EVERY = 2.0
 """Seconds between checks for gangs deadlocked at the bind barrier (see ``_break_deadlocks``)."""
 
@@ -141,6 +148,25 @@ class GangService:
     def readiness(self) -> tuple[bool, str]:
         ready = self._state.readiness()
         return ready.ready, ready.reason
+
+    def liveness(self, timeout: float) -> tuple[bool, str]:
+        """Alive while the lock every decision takes is free within ``timeout``: a wedged
+        service (work under the lock that never ends) fails its liveness probe and is
+        restarted, instead of answering probes while every filter times out."""
+        if not self._cond.acquire(timeout=timeout):
+            return False, f"the service lock was not free within {timeout:g}s"
+        self._cond.release()
+        return True, "ok"
+
+    @contextmanager
+    def _lock_or_busy(self, wait: float = _GAUGE_WAIT) -> Iterator[None]:
+        """The lock, for introspection that must not hang with a wedged service."""
+        if not self._cond.acquire(timeout=wait):
+            raise Busy(f"the service lock was not free within {wait:g}s")
+        try:
+            yield
+        finally:
+            self._cond.release()
 
     # --- filter / prioritize ------------------------------------------------------------------
 
@@ -565,13 +591,13 @@ class GangService:
 
     def inspect_gangs(self) -> list[dict[str, Any]]:
         snapshot = self._state.snapshot()
-        with self._cond:
+        with self._lock_or_busy(_INSPECT_WAIT):
             return describe_gangs(snapshot, self._ledger, last_reason=dict(self._last_reason),
                                   waiting={u: g for u, (g, _) in self._barrier.waiting.items()})
 
     def gang_counts(self) -> Mapping[str, int]:
         snapshot = self._state.snapshot()
-        with self._cond:
+        with self._lock_or_busy():
             gangs = describe_gangs(snapshot, self._ledger, last_reason=dict(self._last_reason),
                                    waiting={u: g for u, (g, _) in self._barrier.waiting.items()})
             counts = {"waiting": 0, "planned": 0, "bound": 0, "expired": self._expired_total}
@@ -581,12 +607,12 @@ class GangService:
 
     def reserved_gpus(self) -> float:
         snapshot = self._state.snapshot()
-        with self._cond:
+        with self._lock_or_busy():
             gangs = describe_gangs(snapshot, self._ledger, last_reason={}, waiting={})
         return float(sum(g["reservedGpus"] for g in gangs))
 
     def binds_waiting(self) -> int:
-        with self._cond:
+        with self._lock_or_busy():
             return len(self._barrier.waiting)
 
 

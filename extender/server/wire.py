@@ -185,6 +185,9 @@ def parse_binding_args(body: bytes) -> BindingArgs:
                        pod_uid=fields["PodUID"], node=fields["Node"])
 
 
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
 def parse_preemption_args(body: bytes) -> PreemptionArgs:
     raw = _object(decode(body), "request body")
     pod = _pod(raw)
@@ -213,6 +216,8 @@ def parse_preemption_args(body: bytes) -> PreemptionArgs:
         count = fields.get("NumPDBViolations") or 0
         if not isinstance(count, int) or isinstance(count, bool):
             raise WireError(f"{where}.NumPDBViolations: expected an integer")
+        if not _INT64_MIN <= count <= _INT64_MAX:  # echoed back: Go decodes it into an int64
+            raise WireError(f"{where}.NumPDBViolations: {count} is outside the int64 range")
         victims[node] = tuple(uids)
         violations[node] = count
     return PreemptionArgs(pod=pod, victims=victims, pdb_violations=violations)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 import os
 import signal
 import socket
@@ -30,6 +31,7 @@ from tests.unit.server.builders import (
 )
 
 ROOT = Path(__file__).resolve().parents[3]
+LIMIT = 64 * 1024
 
 
 def free_port() -> int:
@@ -56,7 +58,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
     items += [jobset_pod("train", i, gpus=8) for i in range(2)]
     snapshot.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": items}))
     port = free_port()
-    env = {**os.environ, "MUSTER_BIND_TIMEOUT": "2", "MUSTER_LOG_LEVEL": "warning"}
+    env = {**os.environ, "MUSTER_BIND_TIMEOUT": "2", "MUSTER_LOG_LEVEL": "warning",
+           "MUSTER_MAX_REQUEST_BYTES": str(LIMIT)}
     proc = subprocess.Popen(
         [sys.executable, "-m", "extender.cli.main", "serve", "--snapshot", str(snapshot),
          "--port", str(port)], cwd=ROOT, env=env, stdout=subprocess.PIPE,
@@ -127,3 +130,48 @@ def test_bad_settings_fail_at_start_with_a_clear_message(tmp_path: Path) -> None
     assert "--port / MUSTER_PORT: must be between 1 and 65535" in result.stderr
     assert "MUSTER_PLAN_TTL='soon': expected a number of seconds" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def _post(conn: http.client.HTTPConnection, path: str, body: object,
+          **headers: str) -> dict[str, Any]:
+    conn.request("POST", path, body, {"Content-Type": "application/json", **headers},  # type: ignore[arg-type]
+                 encode_chunked=headers.get("Transfer-Encoding") == "chunked")
+    response = conn.getresponse()
+    assert response.status == 200
+    result: dict[str, Any] = orjson.loads(response.read())
+    return result
+
+
+def _small_filter() -> bytes:
+    return filter_body(plain_pod("solo", gpus=0), ["n0"])
+
+
+@pytest.mark.parametrize("size", [LIMIT + 1, 20 * LIMIT], ids=["just-over", "twenty-times"])
+def test_a_refused_body_leaves_the_keep_alive_connection_usable(server: int, size: int) -> None:
+    conn = http.client.HTTPConnection("127.0.0.1", server, timeout=10)
+    big = orjson.dumps({"Pod": {"metadata": {"name": "x", "annotations": {"a": "b" * size}}},
+                        "NodeNames": ["n0"]})
+    refused = _post(conn, "/filter", big)
+    assert f"larger than the {LIMIT}-byte limit" in refused["Error"]
+    # kube-scheduler (Go) reuses the connection and does not retry a POST that fails on it
+    assert _post(conn, "/filter", _small_filter())["NodeNames"] == ["n0"]
+
+
+def test_a_chunked_body_over_the_limit_is_refused_as_too_large_not_cut(server: int) -> None:
+    conn = http.client.HTTPConnection("127.0.0.1", server, timeout=10)
+    body = _small_filter()
+    padding = b" " * 4096
+    chunks = iter([body[:-1], *([padding] * (2 * LIMIT // len(padding))), body[-1:]])
+    refused = _post(conn, "/filter", chunks, **{"Transfer-Encoding": "chunked"})
+    assert f"larger than the {LIMIT}-byte limit" in refused["Error"]
+    assert _post(conn, "/filter", iter([body[:10], body[10:]]),
+                 **{"Transfer-Encoding": "chunked"})["NodeNames"] == ["n0"]
+
+
+def test_preempt_refuses_a_pdb_violation_count_beyond_int64(server: int) -> None:
+    pod = plain_pod("solo", gpus=0)
+    victims = {"n0": {"Pods": [{"UID": "v1"}], "NumPDBViolations": 2**63}}
+    status, data = call(server, "/preempt", orjson.dumps(
+        {"Pod": pod, "NodeNameToMetaVictims": victims}))
+    assert status == 200
+    assert orjson.loads(data) == {"NodeNameToMetaVictims": {}}
