@@ -90,6 +90,11 @@ def decide_bind(
         return BindDecision(BindOutcome.BIND, f"gang {gang.key} is already admitted", gang.key,
                             release=((pod_uid, node),))
     ledger.arrive(gang.key, pod_uid, node, now=now)
+    lost = lost_node(gang.key, snapshot=snapshot, ledger=ledger)
+    if lost is not None:
+        # Releasing now would bind a held member to a node that is gone and leave the gang
+        # short of its minimum: fail the gang's held members whole; it is planned again.
+        return withdraw(gang.key, ledger=ledger, reason=lost)
     reached = gang_reached(gang, snapshot, ledger, gpu=settings.gpu_resource)
     if reached >= gang.min_member:
         released = ledger.admit(gang.key, now=now)
@@ -120,6 +125,30 @@ def _no_room(
         ledger.drop_plan(gang.key)
         lack += f"; gang {gang.key} is planned again"
     return BindDecision(BindOutcome.REJECT, lack, gang.key)
+
+
+def lost_node(gang: GangKey, *, snapshot: ClusterSnapshot, ledger: Ledger) -> str | None:
+    """Why the gang's barrier cannot open as it stands: a member is held there for a node the
+    cluster no longer has (``None`` when every held member's node is still there)."""
+    for uid, node in ledger.waiting(gang):
+        if node not in snapshot.nodes:
+            pod = snapshot.pods.get(uid)
+            who = pod.key if pod is not None else uid
+            return (f"gang {gang}: node {node} was deleted while member {who} was held at "
+                    "the bind barrier; the gang is planned again")
+    return None
+
+
+def barriers_on_lost_nodes(*, snapshot: ClusterSnapshot, ledger: Ledger) -> list[
+        tuple[GangKey, str]]:
+    """Gangs held at the barrier with a member on a deleted node, and why (the server
+    withdraws each when the cluster changes, not only when the next member arrives)."""
+    found = []
+    for gang, _ in ledger.barriers():
+        lost = lost_node(gang, snapshot=snapshot, ledger=ledger)
+        if lost is not None:
+            found.append((gang, lost))
+    return found
 
 
 def barrier_expired(

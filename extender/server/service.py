@@ -8,6 +8,7 @@ ledger and the barrier tables; the Binding call to the API server happens outsid
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -20,6 +21,7 @@ from extender.core.decisions import (
     BindOutcome,
     CoreSettings,
     FilterOutcome,
+    barriers_on_lost_nodes,
     decide_bind,
     decide_filter,
     decide_preempt,
@@ -79,10 +81,15 @@ _YIELD_EVERY = 2.0
 class _Barrier:
     """Binds held for gangs that have not reached their minimum yet."""
 
-    waiting: dict[str, tuple[GangKey | None, str]] = field(default_factory=dict)
-    """Pod UID -> (gang, node) of every bind request currently held."""
+    waiting: dict[str, tuple[GangKey | None, str, int]] = field(default_factory=dict)
+    """Pod UID -> (gang, node, ticket) of every bind request currently held. One request per
+    pod: a newer one for the same pod (kube-scheduler gave up on the first and retried)
+    supersedes it (its ticket goes to ``superseded``)."""
+    superseded: set[int] = field(default_factory=set)
+    """Tickets of held requests a newer request for the same pod replaced; each fails."""
     released: dict[str, str] = field(default_factory=dict)
-    """Pod UID -> node: the gang reached its minimum; this member may bind now."""
+    """Pod UID -> node: the gang reached its minimum; this member may bind now, to this node
+    (the one the ledger charged), and to no other."""
     failed: dict[str, tuple[str, str]] = field(default_factory=dict)
     """Pod UID -> (outcome, reason): the gang timed out or yielded; this member's bind fails."""
     releasing: dict[GangKey, set[str]] = field(default_factory=dict)
@@ -136,6 +143,7 @@ class GangService:
         self._cond = threading.Condition()
         self._ledger = Ledger()
         self._barrier = _Barrier()
+        self._tickets = itertools.count(1)
         self._last_reason: dict[GangKey, str] = {}
         self._last_event: dict[str, tuple[str, str]] = {}
         self._expired_total = 0
@@ -222,6 +230,21 @@ class GangService:
                 self._last_reason.pop(gang, None)
         for uid in [u for u in self._ledger.in_flight() if u not in snapshot.pods]:
             self._ledger.forget_pod(uid)
+        for uid in [u for u in self._barrier.waiting if u not in snapshot.pods]:
+            # Fail a deleted pod's held request now: held until its timeout, its failure would
+            # reach kube-scheduler after a newer pod of the same name exists, and kube-
+            # scheduler writes the failure's PodScheduled=False onto that pod by name.
+            self._ledger.forget_pod(uid)
+            self._barrier.failed[uid] = ("pod_gone", f"pod uid {uid} was deleted while its "
+                                                     "bind was held; not binding it")
+            self._cond.notify_all()
+        for uid in [u for u in self._barrier.released if u not in snapshot.pods]:
+            del self._barrier.released[uid]
+            self._done_releasing(uid)
+        for gang, reason in barriers_on_lost_nodes(snapshot=snapshot, ledger=self._ledger):
+            gone = withdraw(gang, ledger=self._ledger, reason=reason)
+            self._fail_held(gone.rejected, gone.reason, snapshot, gang, outcome="node_gone",
+                            event="GangNodeLost")
         # Plans filled by bound pods end here; otherwise they would reserve those pods'
         # capacity again once the pods finish or are deleted.
         self._ledger.settle(snapshot)
@@ -373,8 +396,14 @@ class GangService:
         with self._cond:
             now = self._clock()
             snapshot = self._prepare(now)
-            if barrier.released.pop(ref.uid, None) is not None:
-                return "released", "", []
+            earlier = barrier.waiting.get(ref.uid)
+            if earlier is not None:
+                # kube-scheduler gave up on the earlier request and retried: this one decides.
+                barrier.superseded.add(earlier[2])
+                self._cond.notify_all()
+            released_to = barrier.released.pop(ref.uid, None)
+            if released_to is not None:
+                return self._released(ref, node, released_to)
             decision = decide_bind(ref.uid, node, snapshot=snapshot, ledger=self._ledger, now=now,
                                    settings=self._core)
             gang = decision.gang
@@ -413,7 +442,8 @@ class GangService:
                 return "parked", (f"{decision.reason}; not held (every server thread that may "
                                   "hold a bind is in use): Muster binds this pod when its gang "
                                   "completes"), []
-            barrier.waiting[ref.uid] = (gang, str(node))
+            ticket = next(self._tickets)
+            barrier.waiting[ref.uid] = (gang, str(node), ticket)
             # The barrier's clock restarts with every new member (see Ledger.arrive), but one
             # request may be held only about --bind-timeout (kube-scheduler's httpTimeout is
             # at least 1.5 times it): a little longer if the barrier ends soon after (members
@@ -422,8 +452,13 @@ class GangService:
             deadline, hold_limit = now + timeout, now + timeout * _HOLD_GRACE
             try:
                 while True:
-                    if barrier.released.pop(ref.uid, None) is not None:
-                        return "released", "", []
+                    if ticket in barrier.superseded:
+                        barrier.superseded.discard(ticket)
+                        return "superseded", (f"a newer bind request for pod {ref.key} "
+                                              "replaced this one"), []
+                    released_to = barrier.released.pop(ref.uid, None)
+                    if released_to is not None:
+                        return self._released(ref, node, released_to)
                     failed = barrier.failed.pop(ref.uid, None)
                     if failed is not None:
                         return failed[0], failed[1], []
@@ -446,7 +481,25 @@ class GangService:
                         return "timed_out", timed_out.reason, []
                     self._cond.wait(timeout=max(remaining, 0.001))
             finally:
-                barrier.waiting.pop(ref.uid, None)
+                if barrier.waiting.get(ref.uid, (None, "", 0))[2] == ticket:
+                    del barrier.waiting[ref.uid]
+
+    def _released(self, ref: PodRef, node: NodeName, released_to: str,
+                  ) -> tuple[str, str, list[tuple[PodRef, str]]]:
+        """Under the lock: a member its gang released binds to the node Muster released it to
+        (the one the ledger charged), only while that node still exists, and never elsewhere."""
+        if released_to != node:
+            # The capacity stays charged on the released node, and the release stays for a
+            # request that names it (kube-scheduler's retry, pinned there by filter).
+            self._barrier.released[ref.uid] = released_to
+            return "rejected", (f"pod {ref.key} was released to bind to {released_to}, not "
+                                f"{node}; not binding it elsewhere"), []
+        if node not in self._state.snapshot().nodes:
+            self._ledger.forget_pod(ref.uid)
+            self._done_releasing(ref.uid)
+            return "node_gone", (f"node {node} was deleted before pod {ref.key} could bind "
+                                 "there"), []
+        return "released", "", []
 
     def _bind_parked(self, ref: PodRef, node: str) -> None:
         """Bind a parked member of a gang that just completed (on the bind pool)."""
@@ -593,13 +646,13 @@ class GangService:
         snapshot = self._state.snapshot()
         with self._lock_or_busy(_INSPECT_WAIT):
             return describe_gangs(snapshot, self._ledger, last_reason=dict(self._last_reason),
-                                  waiting={u: g for u, (g, _) in self._barrier.waiting.items()})
+                                  waiting={u: w[0] for u, w in self._barrier.waiting.items()})
 
     def gang_counts(self) -> Mapping[str, int]:
         snapshot = self._state.snapshot()
         with self._lock_or_busy():
             gangs = describe_gangs(snapshot, self._ledger, last_reason=dict(self._last_reason),
-                                   waiting={u: g for u, (g, _) in self._barrier.waiting.items()})
+                                   waiting={u: w[0] for u, w in self._barrier.waiting.items()})
             counts = {"waiting": 0, "planned": 0, "bound": 0, "expired": self._expired_total}
             for g in gangs:
                 counts[g["state"]] = counts.get(g["state"], 0) + 1

@@ -173,3 +173,25 @@ def test_free_capacity_is_kept_only_while_the_snapshot_and_the_ledger_are_unchan
     other = make_snapshot([make_node("n1", gpus=2)],
                           pods=[make_pod("q", shape=make_shape(gpus=2), node="n1")])
     assert free_capacity(other, ledger)[N1].whole_free == 0
+
+
+def test_the_member_completing_a_gang_whose_held_member_lost_its_node_fails_it_whole() -> None:
+    gang = make_gang("a", roles=[("worker", 2, make_shape(gpus=8))])
+    nodes = [make_node("n1", gpus=8), make_node("n2", gpus=8)]
+    snap = make_snapshot(nodes, gangs=[gang])
+    ledger = Ledger()
+    first = decide_filter(snap.pods[uid(gang, "worker", 0)], [N1, NodeName("n2")],
+                          snapshot=snap, ledger=ledger, now=0, settings=SETTINGS)
+    assert first.outcome is FilterOutcome.PLANNED
+    held_on, other = (NodeName(n) for n in first.passed)
+    w0, w1 = uid(gang, "worker", 0), uid(gang, "worker", 1)
+    assert decide_bind(w0, held_on, snapshot=snap, ledger=ledger, now=1,
+                       settings=SETTINGS).outcome is BindOutcome.WAIT
+    # The held member's node is deleted; the next snapshot no longer has it.
+    without = make_snapshot([n for n in nodes if n.name != held_on], gangs=[gang])
+    last = decide_bind(w1, other, snapshot=without, ledger=ledger, now=2, settings=SETTINGS)
+    assert last.outcome is BindOutcome.REJECT
+    assert last.reason.startswith(f"gang ml/a: node {held_on} was deleted while member "
+                                  "ml/a-worker-0 was held at the bind barrier")
+    assert sorted(u for u, _ in last.rejected) == [w0, w1]  # nothing of the gang binds
+    assert ledger.in_flight() == {} and ledger.plan_for(gang.key) is None

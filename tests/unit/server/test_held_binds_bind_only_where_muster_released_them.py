@@ -1,0 +1,131 @@
+"""A member held at the bind barrier binds to the node Muster released it to, or not at all.
+
+Races a chaos run found: two bind requests for one member held at once (kube-scheduler gave up
+on the first and retried elsewhere) each bound to the node *it* named, so an 8-GPU node ended
+with 16 GPUs; a member held while its node was deleted was bound to the deleted node; a deleted
+pod's held request failed only at its timeout, when a newer pod of the same name existed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+import pytest
+
+from extender.server.service import GangService
+from extender.server.settings import Settings
+from extender.server.wire import ExtenderBindingResultJSON, parse_binding_args, parse_extender_args
+from extender.state.memory import MemoryBinder
+from extender.state.ports import MemoryEvents
+from extender.state.store import StateStore
+from tests.unit.server.builders import (
+    Clock,
+    bind_body,
+    filter_body,
+    gpu_node,
+    job_of,
+    jobset,
+    jobset_pod,
+    store_of,
+)
+
+NODES = ["n0", "n1", "n2"]
+W0, W1 = jobset_pod("train", 0, gpus=8), jobset_pod("train", 1, gpus=8)
+
+
+class Rig:
+    def __init__(self) -> None:
+        self.clock = Clock()
+        self.store: StateStore = store_of([*(gpu_node(n, gpus=8) for n in NODES),
+                                           jobset("train", workers=2, gpus=8), job_of("train"),
+                                           W0, W1])
+        self.counted: list[tuple[str, str]] = []
+        self.events = MemoryEvents()
+        self.svc = GangService(self.store, settings=Settings(bind_timeout=30.0, plan_ttl=120.0,
+                                                             threads=16),
+                               clock=self.clock, binder=MemoryBinder(self.store),
+                               events=self.events,
+                               count=lambda verb, outcome: self.counted.append((verb, outcome)))
+        self.pool = ThreadPoolExecutor(max_workers=4)
+
+    def filter(self, pod: dict[str, Any], nodes: list[str]) -> list[str]:
+        answer = self.svc.filter(parse_extender_args(filter_body(pod, nodes)))
+        return list(answer["NodeNames"] or [])
+
+    def bind(self, pod: dict[str, Any], node: str) -> ExtenderBindingResultJSON:
+        return self.svc.bind(parse_binding_args(bind_body(pod, node)))
+
+    def hold(self, pod: dict[str, Any], node: str) -> Future[ExtenderBindingResultJSON]:
+        """Send a bind that the barrier holds; return once it is held (for that node)."""
+        future = self.pool.submit(self.bind, pod, node)
+        deadline = time.monotonic() + 5
+        uid = pod["metadata"]["uid"]
+        while (self.svc._barrier.waiting.get(uid, (None, "", 0))[1] != node
+               and not future.done()):
+            assert time.monotonic() < deadline, "the bind was never held"
+            time.sleep(0.005)
+        return future
+
+    def node_of(self, pod: dict[str, Any]) -> str | None:
+        stored = self.store.pod(pod["metadata"]["namespace"], pod["metadata"]["name"])
+        assert stored is not None
+        node: str | None = (stored.get("spec") or {}).get("nodeName")
+        return node
+
+    def gpus_bound(self) -> dict[str, int]:
+        snapshot = self.store.snapshot()
+        used: dict[str, int] = {}
+        for pod in snapshot.pods.values():
+            if pod.node_name is not None:
+                gpus = pod.shape.requests.get("nvidia.com/gpu", 0) // 1000
+                used[pod.node_name] = used.get(pod.node_name, 0) + gpus
+        return used
+
+
+@pytest.fixture
+def rig() -> Iterator[Rig]:
+    r = Rig()
+    yield r
+    r.pool.shutdown(wait=False, cancel_futures=True)
+
+
+def test_a_retried_bind_to_another_node_supersedes_the_held_one_and_binds_where_charged(
+        rig: Rig) -> None:
+    first, second = rig.filter(W0, NODES)
+    spare = next(n for n in NODES if n not in (first, second))
+    earlier = rig.hold(W0, first)
+    retry = rig.hold(W0, spare)  # kube-scheduler gave up on the first request, tried elsewhere
+    assert earlier.result(timeout=5)["Error"] == (
+        "a newer bind request for pod ml/train-worker-0-0 replaced this one")
+    assert rig.bind(W1, second)["Error"] == ""
+    assert retry.result(timeout=5)["Error"] == ""
+    assert (rig.node_of(W0), rig.node_of(W1)) == (spare, second)
+    assert max(rig.gpus_bound().values()) <= 8
+    assert ("bind", "superseded") in rig.counted
+
+
+def test_a_member_held_while_its_node_is_deleted_is_never_bound_there(rig: Rig) -> None:
+    first, _ = rig.filter(W0, NODES)
+    held = rig.hold(W0, first)
+    rig.store.apply("v1/Node", "DELETED", gpu_node(first, gpus=8))
+    rig.clock.now += 1
+    rig.svc.housekeep()
+    failed = held.result(timeout=5)["Error"]
+    assert failed.startswith(f"gang ml/train: node {first} was deleted while member "
+                             "ml/train-worker-0-0 was held at the bind barrier")
+    assert rig.node_of(W0) is None and rig.node_of(W1) is None
+    assert any(e.reason == "GangNodeLost" for e in rig.events.events())
+
+
+def test_a_deleted_pods_held_bind_fails_at_once_not_at_its_timeout(rig: Rig) -> None:
+    first, _ = rig.filter(W0, NODES)
+    held = rig.hold(W0, first)
+    rig.store.apply("v1/Pod", "DELETED", W0)
+    rig.clock.now += 1
+    rig.svc.housekeep()
+    assert held.result(timeout=5)["Error"] == (
+        "pod uid uid-train-0 was deleted while its bind was held; not binding it")
+    assert rig.svc.binds_waiting() == 0
