@@ -72,3 +72,18 @@ def test_the_alias_budget_is_per_document_and_counts_expanded_nodes():
     assert len(list(load_all(ok + "---\n" + ok))) == 2
     with pytest.raises(Exception, match="aliases expand"):
         list(load_all(f"a: &a {block}\nb: [" + ",".join(["*a"] * (uses + 1)) + "]\n"))
+
+
+def test_half_a_gpu_and_a_list_annotation_are_refused_from_the_command_line(capsys):
+    gpu = HOSTILE / "fractional-gpu-pod.yaml"
+    ran = muster(capsys, "describe", "-f", gpu)
+    assert (ran.code, ran.err.strip()) == (2, f"error: {gpu}:1: pod default/half: spec.containers"
+                                              "[0].resources.limits[nvidia.com/gpu]: must be a "
+                                              "whole number, got '0.5' (only cpu, memory, "
+                                              "ephemeral-storage and hugepages may be fractional) "
+                                              "(container 'trainer')")
+    odd = HOSTILE / "list-annotation-pod.yaml"
+    ran = muster(capsys, "describe", "-f", odd)
+    assert (ran.code, ran.err.strip()) == (2, f"error: {odd}:1: pod default/odd: metadata."
+                                              "annotations: note: expected a string value, got "
+                                              "list")
