@@ -19,10 +19,11 @@ from extender.core.membership import ObjectIndex, find_membership, pending_owner
 from extender.core.model import Membership, NodeInfo, PodInfo, WorkloadTree
 from extender.core.objects import ObjectError, node_from_api, owner_refs, pod_from_api
 from extender.core.snapshot import ClusterSnapshot
-from extender.core.workload import resolve_workload
+from extender.core.workload import DEFAULT_LIMITS, WorkloadLimits, resolve_workload
 
 
 def resolve_objects(objects: Iterable[Mapping[str, Any]], catalog: Catalog,
+                    limits: WorkloadLimits = DEFAULT_LIMITS,
                     ) -> tuple[list[WorkloadTree], list[str]]:
     """Resolve the objects of described kinds; returns the trees and one problem per failure."""
     trees: dict[str, WorkloadTree] = {}
@@ -32,7 +33,7 @@ def resolve_objects(objects: Iterable[Mapping[str, Any]], catalog: Catalog,
         if descriptor is None or _owned_by_described(obj, catalog):
             continue
         try:
-            tree = resolve_workload(obj, descriptor)
+            tree = resolve_workload(obj, descriptor, limits)
         except WorkloadError as err:
             problems.append(str(err))
             continue
@@ -147,7 +148,7 @@ def _node(raw: NodeInfo | Mapping[str, Any]) -> NodeInfo | None:
         return None
 
 
-def _pod(raw: Mapping[str, Any], catalog: Catalog,
+def _pod(raw: Mapping[str, Any], catalog: Catalog, limits: WorkloadLimits,
          ) -> tuple[PodInfo | None, WorkloadTree | str | None]:
     """The pod, and the workload it is when it has no owner (a bare pod)."""
     try:
@@ -155,16 +156,17 @@ def _pod(raw: Mapping[str, Any], catalog: Catalog,
     except ObjectError:
         return None, None
     if _is_bare(raw) and raw.get("kind", "Pod") == "Pod":
-        return info, _tree({"apiVersion": "v1", "kind": "Pod", **raw}, catalog)
+        return info, _tree({"apiVersion": "v1", "kind": "Pod", **raw}, catalog, limits)
     return info, None
 
 
-def _tree(obj: Mapping[str, Any], catalog: Catalog) -> WorkloadTree | str | None:
+def _tree(obj: Mapping[str, Any], catalog: Catalog,
+          limits: WorkloadLimits) -> WorkloadTree | str | None:
     descriptor = catalog.for_object(obj) if isinstance(obj, Mapping) else None
     if descriptor is None or _owned_by_described(obj, catalog):
         return None
     try:
-        return resolve_workload(obj, descriptor)
+        return resolve_workload(obj, descriptor, limits)
     except WorkloadError as err:
         return str(err)
 
@@ -177,6 +179,7 @@ def build_snapshot(
     catalog: Catalog,
     revision: int = 0,
     memo: BuildMemo | None = None,
+    limits: WorkloadLimits = DEFAULT_LIMITS,
 ) -> ClusterSnapshot:
     """Nodes, pods (API mappings or core values) and other objects -> a snapshot.
 
@@ -188,14 +191,14 @@ def build_snapshot(
     memo.start(catalog, object_list)
     node_infos = [n for n in memo.nodes.each(nodes, _node) if n is not None]
     trees: dict[str, WorkloadTree] = {}
-    for found in memo.trees.each(object_list, lambda o: _tree(o, catalog)):
+    for found in memo.trees.each(object_list, lambda o: _tree(o, catalog, limits)):
         if isinstance(found, WorkloadTree):
             trees[found.ref.key] = found
     pod_infos: list[PodInfo] = []
 
     def parsed(p: PodInfo | Mapping[str, Any],
                ) -> tuple[PodInfo | None, WorkloadTree | str | None]:
-        return (p, None) if isinstance(p, PodInfo) else _pod(p, catalog)
+        return (p, None) if isinstance(p, PodInfo) else _pod(p, catalog, limits)
 
     for info, own in memo.pods.each(pods, parsed):
         if info is not None:

@@ -139,14 +139,27 @@ def compile_ref(raw: Mapping[str, Any], at: str, scopes: frozenset[str]) -> Path
 # ---------------------------------------------------------------- counts
 
 
+#: Every count an object holds (replicas, sizes, minimums) is an int32 to the API server.
+INT32_MAX = 2**31 - 1
+
+
 def _as_int(value: object, where: str) -> int:
+    number = _read_int(value, where)
+    if abs(number) > INT32_MAX:
+        shown = str(number) if abs(number) < 10**18 else f"{number:.3e}"
+        raise WorkloadError(f"{where}: {shown} is beyond int32 ({INT32_MAX}), which the API "
+                            "server refuses for a count")
+    return number
+
+
+def _read_int(value: object, where: str) -> int:
     if isinstance(value, bool):
         raise WorkloadError(f"{where}: expected an integer, got a boolean")
     if isinstance(value, int):
         return value
     if isinstance(value, float) and value.is_integer():
         return int(value)
-    if isinstance(value, str):
+    if isinstance(value, str) and len(value) < 64:
         try:
             return int(value.strip())
         except ValueError:
