@@ -248,9 +248,12 @@ def resolve(obj: Mapping[str, Any], descriptors: Descriptors, *, where: str) -> 
     except UnknownKind as err:
         raise CliError(f"{where}: {err}") from None
     try:
-        return resolve_workload(obj, descriptor)
+        tree = resolve_workload(obj, descriptor)
     except WorkloadError as err:
         raise CliError(f"{where}: {err}") from None
+    for warning in tree.warnings:
+        print(f"warning: {where}: {tree.ref.kind}/{tree.ref.name}: {warning}", file=sys.stderr)
+    return tree
 
 
 def _owned_by_described(obj: Mapping[str, Any], catalog: Catalog) -> bool:

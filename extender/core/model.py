@@ -313,6 +313,8 @@ class WorkloadTree:
     edges: tuple[tuple[str, str], ...] = ()
     """Ordering between roles: ``(before, after)`` means ``after`` starts once ``before`` has."""
     descriptor_format: str = "muster"
+    warnings: tuple[str, ...] = field(default=(), compare=False)
+    """What looks wrong but resolves (every role looked for where nothing is)."""
 
     @property
     def pods(self) -> int:

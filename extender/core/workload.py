@@ -23,9 +23,11 @@ from extender.core.expressions import (
     PathRef,
     Scope,
     WorkloadError,
+    type_name,
 )
 from extender.core.gangs import cut_gangs, gang_key, member_gang_key, replica_indexes
 from extender.core.model import Role, SubReplicas, WorkloadRef, WorkloadTree
+from extender.core.paths import compile_path
 from extender.core.phase import phase_of
 from extender.core.podspec import PodSpecError, shape_of
 
@@ -75,10 +77,22 @@ def workload_ref(obj: Mapping[str, Any]) -> WorkloadRef:
     )
 
 
+def _check_container(text: str, obj: Mapping[str, Any]) -> None:
+    """A ``forEach`` path ends in ``[*]`` or ``.*``: what it walks must be a list or a map. A
+    string there (``replicatedJobs: "workers"``) is an error, not a workload without roles."""
+    for wild in ("[*]", ".*"):
+        if text.endswith(wild) and len(text) > len(wild) + 1:
+            for value in compile_path(text[: -len(wild)]).find(obj):
+                if not isinstance(value, list | Mapping):
+                    raise WorkloadError(f"{text[: -len(wild)]}: expected a list or a map, "
+                                        f"got {type_name(value)}")
+
+
 def _items(spec: RoleSpec, obj: Mapping[str, Any]) -> list[tuple[str, object]]:
     if spec.for_each is None:
         return [("", obj)]
     for path in spec.for_each.paths:
+        _check_container(path.text, obj)
         finder = getattr(path, "find_with_keys", None)
         if finder is not None:
             found: list[tuple[str, object]] = finder(obj)
@@ -93,11 +107,16 @@ def _items(spec: RoleSpec, obj: Mapping[str, Any]) -> list[tuple[str, object]]:
 
 
 def _first_mapping(ref: PathRef | None, scope: Scope) -> dict[str, Any] | None:
+    """The first object ``ref`` finds; a path that finds only other values (a template that
+    is a string) is an error naming the path, not a pod without containers."""
     if ref is None:
         return None
-    for value in ref.find(scope):
+    found = ref.find(scope)
+    for value in found:
         if isinstance(value, Mapping):
             return dict(value)
+    if found:
+        raise WorkloadError(f"{ref.text}: expected an object, got {type_name(found[0])}")
     return None
 
 
@@ -247,9 +266,9 @@ def _roles(descriptor: Descriptor, obj: Mapping[str, Any],
                     per, _count(spec.min_pods_per_replica, scope, "minPodsPerReplica")))
                 cut = (None if spec.sub_replicas is None
                        else _cut(spec.sub_replicas, scope, key=key, replicas=replicas))
+                template = pod_template(spec.template, scope)
             except WorkloadError as err:
                 raise WorkloadError(f"{where}: {err}") from err
-            template = pod_template(spec.template, scope)
             try:
                 shape = shape_of(template["spec"], annotations=template["metadata"].get(
                     "annotations") if isinstance(template["metadata"], Mapping) else None)
@@ -270,6 +289,22 @@ def _roles(descriptor: Descriptor, obj: Mapping[str, Any],
     names = {r.name for r in roles}
     edges = sorted({(b, a) for b, a in after if b in names and b != a})
     return roles, edges, outside
+
+
+def _no_roles(descriptor: Descriptor, obj: Mapping[str, Any]) -> tuple[str, ...]:
+    """A warning when every role is looked for at a path that finds nothing (a JobSet without
+    ``spec``): the object most likely lacks a field its kind requires. Only a warning, as some
+    kinds make no pods of their own until an operator's defaulting fills the field in."""
+    paths = [spec.for_each for spec in descriptor.roles]
+    if not paths or any(p is None or _items_found(p, obj) for p in paths):
+        return ()
+    texts = " and ".join(p.text for p in paths if p is not None)
+    return (f"no roles: {texts} found nothing, so it makes no pods (is a field its kind "
+            "requires missing?)",)
+
+
+def _items_found(ref: PathRef, obj: Mapping[str, Any]) -> bool:
+    return any(path.find(obj) for path in ref.paths)
 
 
 def _created(obj: Mapping[str, Any]) -> float:
@@ -311,4 +346,5 @@ def resolve_workload(obj: Mapping[str, Any], descriptor: Descriptor,
         gangs=gangs,
         edges=tuple(edges),
         descriptor_format=descriptor.format,
+        warnings=() if roles else _no_roles(descriptor, obj),
     )

@@ -87,3 +87,20 @@ def test_half_a_gpu_and_a_list_annotation_are_refused_from_the_command_line(caps
     assert (ran.code, ran.err.strip()) == (2, f"error: {odd}:1: pod default/odd: metadata."
                                               "annotations: note: expected a string value, got "
                                               "list")
+
+
+def test_a_list_path_holding_a_string_is_an_error_naming_the_path(capsys):
+    file = HOSTILE / "jobset-replicatedjobs-string.yaml"
+    ran = muster(capsys, "describe", "-f", file)
+    assert (ran.code, ran.err.strip()) == (2, f"error: {file}:1: JobSet/str: $.spec."
+                                              "replicatedJobs: expected a list or a map, got "
+                                              "the string 'workers'")
+
+
+def test_a_workload_without_the_field_its_roles_come_from_is_warned_about(capsys):
+    file = HOSTILE / "jobset-without-spec.yaml"
+    ran = muster(capsys, "describe", "-f", file)
+    assert ran.code == 0 and "Traceback" not in ran.err
+    assert ran.err.strip() == (f"warning: {file}:1: JobSet/nospec: no roles: $.spec."
+                               "replicatedJobs[*] found nothing, so it makes no pods (is a field "
+                               "its kind requires missing?)")

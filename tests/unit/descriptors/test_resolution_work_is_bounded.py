@@ -109,3 +109,36 @@ def test_the_command_line_answers_hostile_replica_counts_at_once(capsys, name: s
     assert time.monotonic() - started < 5
     assert ran.code == 2 and "Traceback" not in ran.err
     assert "pods per workload" in ran.err or "beyond int32" in ran.err
+
+
+def _jobset(spec: object) -> dict[str, Any]:
+    return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+            "metadata": {"name": "js"}, **({} if spec is None else {"spec": spec})}
+
+
+@pytest.mark.parametrize("jobs", ["workers", 3, True])
+def test_a_foreach_container_of_the_wrong_type_is_an_error_naming_it(jobs: object):
+    with pytest.raises(WorkloadError, match=r"^JobSet/js: \$\.spec\.replicatedJobs: expected a "
+                                            "list or a map"):
+        _resolve(_jobset({"replicatedJobs": jobs}))
+
+
+def test_a_template_that_is_not_an_object_is_an_error_naming_role_and_path():
+    spec = {"replicatedJobs": [{"name": "w", "template": {"spec": {"template": "pod"}}}]}
+    with pytest.raises(WorkloadError, match=r"role 'w' \(spec\.roles\[0\]\): "
+                                            r"\$\.template\.spec\.template: expected an object"):
+        _resolve(_jobset(spec))
+
+
+@pytest.mark.parametrize("spec", [None, {}, {"replicatedJobs": []}])
+def test_a_workload_whose_roles_are_found_nowhere_carries_a_warning_naming_the_path(spec):
+    tree = _resolve(_jobset(spec))
+    assert tree.pods == 0
+    assert tree.warnings == ("no roles: $.spec.replicatedJobs[*] found nothing, so it makes no "
+                             "pods (is a field its kind requires missing?)",)
+
+
+def test_roles_left_out_on_purpose_carry_no_warning():
+    spec = {"replicatedJobs": [{"name": "w", "replicas": 0,
+                                "template": {"spec": {"template": {"spec": {}}}}}]}
+    assert _resolve(_jobset(spec)).warnings == ()
