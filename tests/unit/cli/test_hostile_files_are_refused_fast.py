@@ -74,27 +74,21 @@ def test_the_alias_budget_is_per_document_and_counts_expanded_nodes():
         list(load_all(f"a: &a {block}\nb: [" + ",".join(["*a"] * (uses + 1)) + "]\n"))
 
 
-def test_half_a_gpu_and_a_list_annotation_are_refused_from_the_command_line(capsys):
-    gpu = HOSTILE / "fractional-gpu-pod.yaml"
-    ran = muster(capsys, "describe", "-f", gpu)
-    assert (ran.code, ran.err.strip()) == (2, f"error: {gpu}:1: pod default/half: spec.containers"
-                                              "[0].resources.limits[nvidia.com/gpu]: must be a "
-                                              "whole number, got '0.5' (only cpu, memory, "
-                                              "ephemeral-storage and hugepages may be fractional) "
-                                              "(container 'trainer')")
-    odd = HOSTILE / "list-annotation-pod.yaml"
-    ran = muster(capsys, "describe", "-f", odd)
-    assert (ran.code, ran.err.strip()) == (2, f"error: {odd}:1: pod default/odd: metadata."
-                                              "annotations: note: expected a string value, got "
-                                              "list")
-
-
-def test_a_list_path_holding_a_string_is_an_error_naming_the_path(capsys):
-    file = HOSTILE / "jobset-replicatedjobs-string.yaml"
+@pytest.mark.parametrize(("name", "message"), [
+    ("fractional-gpu-pod.yaml", "pod default/half: spec.containers[0].resources.limits[nvidia.com/"
+                                "gpu]: must be a whole number, got '0.5' (only cpu, memory, "
+                                "ephemeral-storage and hugepages may be fractional) (container "
+                                "'trainer')"),
+    ("list-annotation-pod.yaml", "pod default/odd: metadata.annotations: note: expected a string "
+                                 "value, got list"),
+    ("jobset-replicatedjobs-string.yaml", "JobSet/str: $.spec.replicatedJobs: expected a list or "
+                                          "a map, got the string 'workers'"),
+])
+def test_values_the_api_server_refuses_are_refused_naming_object_and_field(
+        capsys, name: str, message: str):
+    file = HOSTILE / name
     ran = muster(capsys, "describe", "-f", file)
-    assert (ran.code, ran.err.strip()) == (2, f"error: {file}:1: JobSet/str: $.spec."
-                                              "replicatedJobs: expected a list or a map, got "
-                                              "the string 'workers'")
+    assert (ran.code, ran.err.strip()) == (2, f"error: {file}:1: {message}")
 
 
 def test_a_workload_without_the_field_its_roles_come_from_is_warned_about(capsys):
