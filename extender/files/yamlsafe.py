@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 from yaml.composer import ComposerError
+from yaml.constructor import ConstructorError
 from yaml.events import AliasEvent
 from yaml.nodes import MappingNode, Node, SequenceNode
 
@@ -65,6 +66,21 @@ class BoundedLoader(yaml.SafeLoader):
         if node is not None:
             node.expanded = _size(node)  # type: ignore[attr-defined]  # read by aliases
         return node
+
+
+#: Longest integer literal read as a number: a count or quantity has a few digits, and Python
+#: refuses to convert more than 4,300 (a ``ValueError`` from deep inside PyYAML).
+MAX_INT_DIGITS = 100
+
+
+def _construct_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> object:
+    if len(node.value) > MAX_INT_DIGITS:
+        raise ConstructorError(None, None, f"an integer of {len(node.value)} digits is too long "
+                               f"(at most {MAX_INT_DIGITS})", node.start_mark)
+    return loader.construct_yaml_int(node)
+
+
+BoundedLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
 
 
 def _expanded(node: Node | None) -> int:

@@ -98,3 +98,10 @@ def test_a_workload_without_the_field_its_roles_come_from_is_warned_about(capsys
     assert ran.err.strip() == (f"warning: {file}:1: JobSet/nospec: no roles: $.spec."
                                "replicatedJobs[*] found nothing, so it makes no pods (is a field "
                                "its kind requires missing?)")
+
+
+def test_an_integer_python_will_not_convert_is_refused_while_reading(capsys):
+    file = HOSTILE / "five-thousand-digit-priority.yaml"
+    ran = muster(capsys, "describe", "-f", file)
+    assert (ran.code, ran.err.strip()) == (2, f"error: {file}:1: not valid YAML (line 5): an "
+                                              "integer of 5000 digits is too long (at most 100)")

@@ -11,6 +11,7 @@ import pytest
 from extender.core.model import LabelError, freeze_labels
 from extender.core.objects import ObjectError, node_from_api, pod_from_api
 from extender.core.podspec import PodSpecError, shape_of
+from extender.core.quantity import QuantityError, parse_quantity
 
 
 def _pod(meta: dict[str, Any] | None = None, **resources: object) -> dict[str, Any]:
@@ -66,3 +67,20 @@ def test_native_resources_may_be_fractional_and_whole_gpus_still_count():
     pod = pod_from_api(_pod(**{"cpu": "250m", "memory": "1.5Gi", "ephemeral-storage": "0.5Gi",
                                "hugepages-2Mi": "1.5Mi", "nvidia.com/gpu": "2"}))
     assert pod.shape.requests["cpu"] == 250 and pod.shape.gpus == 2
+
+
+@pytest.mark.parametrize("amount", ["1e999999999", "1e30", "9" * 40, 10**30, 2**63])
+def test_quantities_beyond_int64_are_refused_not_expanded(amount: object):
+    with pytest.raises(QuantityError, match="is too large"):
+        parse_quantity(amount)
+
+
+@pytest.mark.parametrize("amount", [float("inf"), float("nan"), "1" * 100])
+def test_quantities_that_are_no_number_are_refused(amount: object):
+    with pytest.raises(QuantityError, match="not a Kubernetes quantity"):
+        parse_quantity(amount)
+
+
+def test_the_largest_quantities_kubernetes_uses_still_parse():
+    assert parse_quantity("1E") == 10**21 and parse_quantity("7Ei") == 7 * 2**60 * 1000
+    assert parse_quantity(2**63 - 1) == (2**63 - 1) * 1000
