@@ -14,8 +14,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from extender.cli.errors import EXIT_INPUT, EXIT_UNREACHABLE, CliError
 from extender.core.catalog import Catalog, UnknownKind
 from extender.core.descriptor import API_VERSION, KIND, Descriptor, DescriptorError
@@ -27,7 +25,7 @@ from extender.core.membership import ObjectIndex, find_membership
 from extender.core.model import Membership, PodInfo, WorkloadTree
 from extender.core.objects import ObjectError, owner_refs, pod_from_api
 from extender.core.workload import resolve_workload
-from extender.files.catalog import CatalogError, Problem, packaged_catalog
+from extender.files.catalog import CatalogError, Problem, packaged_catalog, yaml_documents
 from extender.kube.client import Connection, KubeError, NotFound, connect
 from extender.kube.reader import cluster_descriptor_objects
 
@@ -176,16 +174,10 @@ def read_text(path: str) -> str:
 
 def numbered_documents(text: str, file: str) -> Iterator[tuple[int, Any]]:
     """The non-empty documents of a YAML (or JSON) stream, numbered from 1."""
-    doc = 0
     try:
-        for doc, data in enumerate(yaml.safe_load_all(text), start=1):
-            if data is not None:
-                yield doc, data
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        line = f" (line {mark.line + 1})" if mark is not None else ""
-        problem = getattr(err, "problem", None) or str(err).split("\n", 1)[0]
-        raise CliError(f"{file}:{doc + 1}: not valid YAML{line}: {problem}") from None
+        yield from yaml_documents(text, file)
+    except CatalogError as err:
+        raise CliError(str(err)) from None
 
 
 @dataclass(frozen=True)
@@ -256,9 +248,12 @@ def resolve(obj: Mapping[str, Any], descriptors: Descriptors, *, where: str) -> 
     except UnknownKind as err:
         raise CliError(f"{where}: {err}") from None
     try:
-        return resolve_workload(obj, descriptor)
+        tree = resolve_workload(obj, descriptor)
     except WorkloadError as err:
         raise CliError(f"{where}: {err}") from None
+    for warning in tree.warnings:
+        print(f"warning: {where}: {tree.ref.kind}/{tree.ref.name}: {warning}", file=sys.stderr)
+    return tree
 
 
 def _owned_by_described(obj: Mapping[str, Any], catalog: Catalog) -> bool:

@@ -19,10 +19,11 @@ from extender.core.membership import ObjectIndex, find_membership, pending_owner
 from extender.core.model import Membership, NodeInfo, PodInfo, WorkloadTree
 from extender.core.objects import ObjectError, node_from_api, owner_refs, pod_from_api
 from extender.core.snapshot import ClusterSnapshot
-from extender.core.workload import resolve_workload
+from extender.core.workload import DEFAULT_LIMITS, WorkloadLimits, resolve_workload
 
 
 def resolve_objects(objects: Iterable[Mapping[str, Any]], catalog: Catalog,
+                    limits: WorkloadLimits = DEFAULT_LIMITS,
                     ) -> tuple[list[WorkloadTree], list[str]]:
     """Resolve the objects of described kinds; returns the trees and one problem per failure."""
     trees: dict[str, WorkloadTree] = {}
@@ -32,7 +33,7 @@ def resolve_objects(objects: Iterable[Mapping[str, Any]], catalog: Catalog,
         if descriptor is None or _owned_by_described(obj, catalog):
             continue
         try:
-            tree = resolve_workload(obj, descriptor)
+            tree = resolve_workload(obj, descriptor, limits)
         except WorkloadError as err:
             problems.append(str(err))
             continue
@@ -110,7 +111,7 @@ class BuildMemo:
 
     def __init__(self) -> None:
         self._catalog: Catalog | None = None
-        self.nodes: _ByIdentity[NodeInfo | None] = _ByIdentity()
+        self.nodes: _ByIdentity[NodeInfo | str] = _ByIdentity()
         self.pods: _ByIdentity[tuple[PodInfo | None, WorkloadTree | str | None]] = _ByIdentity()
         """Raw pod (or a given PodInfo) -> the pod, and its own tree when it is a bare pod."""
         self.trees: _ByIdentity[WorkloadTree | str | None] = _ByIdentity()
@@ -118,6 +119,13 @@ class BuildMemo:
         self.members: _ByIdentity[tuple[Membership | None, str | None]] = _ByIdentity()
         self._objects: list[Mapping[str, Any]] = []
         self.index: ObjectIndex | None = None
+        self.fresh: list[str] = []
+        """Why objects new to this memo were left out (read once per object: the caller
+        reports each once, not on every build)."""
+
+    def take_fresh(self) -> list[str]:
+        out, self.fresh = self.fresh, []
+        return out
 
     def start(self, catalog: Catalog, objects: list[Mapping[str, Any]]) -> None:
         if catalog is not self._catalog:
@@ -138,33 +146,36 @@ class BuildMemo:
             memo.roll()
 
 
-def _node(raw: NodeInfo | Mapping[str, Any]) -> NodeInfo | None:
+def _node(raw: NodeInfo | Mapping[str, Any]) -> NodeInfo | str:
+    """The node, or why it cannot be read."""
     if isinstance(raw, NodeInfo):
         return raw
     try:
         return node_from_api(raw)
-    except ObjectError:
-        return None
+    except ObjectError as err:
+        return str(err)
 
 
-def _pod(raw: Mapping[str, Any], catalog: Catalog,
+def _pod(raw: Mapping[str, Any], catalog: Catalog, limits: WorkloadLimits,
          ) -> tuple[PodInfo | None, WorkloadTree | str | None]:
-    """The pod, and the workload it is when it has no owner (a bare pod)."""
+    """The pod, and the workload it is when it has no owner (a bare pod); or ``None`` and why
+    the pod cannot be read."""
     try:
         info = pod_from_api(raw)
-    except ObjectError:
-        return None, None
+    except ObjectError as err:
+        return None, str(err)
     if _is_bare(raw) and raw.get("kind", "Pod") == "Pod":
-        return info, _tree({"apiVersion": "v1", "kind": "Pod", **raw}, catalog)
+        return info, _tree({"apiVersion": "v1", "kind": "Pod", **raw}, catalog, limits)
     return info, None
 
 
-def _tree(obj: Mapping[str, Any], catalog: Catalog) -> WorkloadTree | str | None:
+def _tree(obj: Mapping[str, Any], catalog: Catalog,
+          limits: WorkloadLimits) -> WorkloadTree | str | None:
     descriptor = catalog.for_object(obj) if isinstance(obj, Mapping) else None
     if descriptor is None or _owned_by_described(obj, catalog):
         return None
     try:
-        return resolve_workload(obj, descriptor)
+        return resolve_workload(obj, descriptor, limits)
     except WorkloadError as err:
         return str(err)
 
@@ -177,6 +188,7 @@ def build_snapshot(
     catalog: Catalog,
     revision: int = 0,
     memo: BuildMemo | None = None,
+    limits: WorkloadLimits = DEFAULT_LIMITS,
 ) -> ClusterSnapshot:
     """Nodes, pods (API mappings or core values) and other objects -> a snapshot.
 
@@ -186,16 +198,35 @@ def build_snapshot(
     memo = memo or BuildMemo()
     object_list = list(objects)
     memo.start(catalog, object_list)
-    node_infos = [n for n in memo.nodes.each(nodes, _node) if n is not None]
+    fresh = memo.fresh
+
+    def node(n: NodeInfo | Mapping[str, Any]) -> NodeInfo | str:
+        found = _node(n)
+        if isinstance(found, str):
+            fresh.append(found)
+        return found
+
+    def tree(o: Mapping[str, Any]) -> WorkloadTree | str | None:
+        found = _tree(o, catalog, limits)
+        if isinstance(found, str):
+            fresh.append(found)
+        return found
+
+    node_infos = [n for n in memo.nodes.each(nodes, node) if isinstance(n, NodeInfo)]
     trees: dict[str, WorkloadTree] = {}
-    for found in memo.trees.each(object_list, lambda o: _tree(o, catalog)):
+    for found in memo.trees.each(object_list, tree):
         if isinstance(found, WorkloadTree):
             trees[found.ref.key] = found
     pod_infos: list[PodInfo] = []
 
     def parsed(p: PodInfo | Mapping[str, Any],
                ) -> tuple[PodInfo | None, WorkloadTree | str | None]:
-        return (p, None) if isinstance(p, PodInfo) else _pod(p, catalog)
+        if isinstance(p, PodInfo):
+            return p, None
+        found = _pod(p, catalog, limits)
+        if isinstance(found[1], str):
+            fresh.append(found[1])
+        return found
 
     for info, own in memo.pods.each(pods, parsed):
         if info is not None:

@@ -50,19 +50,19 @@ class Scope:
 
 def expect_mapping(raw: object, at: str) -> Mapping[str, Any]:
     if not isinstance(raw, Mapping):
-        raise DescriptorError(at, f"expected an object, got {_type_name(raw)}")
+        raise DescriptorError(at, f"expected an object, got {type_name(raw)}")
     return raw
 
 
 def expect_list(raw: object, at: str) -> list[Any]:
     if not isinstance(raw, list):
-        raise DescriptorError(at, f"expected a list, got {_type_name(raw)}")
+        raise DescriptorError(at, f"expected a list, got {type_name(raw)}")
     return raw
 
 
 def expect_str(raw: object, at: str) -> str:
     if not isinstance(raw, str) or not raw:
-        raise DescriptorError(at, f"expected a non-empty string, got {_type_name(raw)}")
+        raise DescriptorError(at, f"expected a non-empty string, got {type_name(raw)}")
     return raw
 
 
@@ -73,7 +73,7 @@ def check_fields(raw: Mapping[str, Any], at: str, allowed: Sequence[str]) -> Non
             raise DescriptorError(where, f"unknown field; expected one of {', '.join(allowed)}")
 
 
-def _type_name(raw: object) -> str:
+def type_name(raw: object) -> str:
     if raw is None:
         return "nothing"
     if isinstance(raw, bool):
@@ -98,7 +98,7 @@ def compile_paths(raw: object, at: str) -> tuple[ValuePath, ...]:
     for i, text in enumerate(texts):
         where = f"{at}[{i}]" if isinstance(raw, list) else at
         if not isinstance(text, str):
-            raise DescriptorError(where, f"expected a JSONPath string, got {_type_name(text)}")
+            raise DescriptorError(where, f"expected a JSONPath string, got {type_name(text)}")
         try:
             out.append(compile_path(text))
         except PathError as err:
@@ -139,19 +139,32 @@ def compile_ref(raw: Mapping[str, Any], at: str, scopes: frozenset[str]) -> Path
 # ---------------------------------------------------------------- counts
 
 
+#: Every count an object holds (replicas, sizes, minimums) is an int32 to the API server.
+INT32_MAX = 2**31 - 1
+
+
 def _as_int(value: object, where: str) -> int:
+    number = _read_int(value, where)
+    if abs(number) > INT32_MAX:
+        shown = str(number) if abs(number) < 10**18 else f"{number:.3e}"
+        raise WorkloadError(f"{where}: {shown} is beyond int32 ({INT32_MAX}), which the API "
+                            "server refuses for a count")
+    return number
+
+
+def _read_int(value: object, where: str) -> int:
     if isinstance(value, bool):
         raise WorkloadError(f"{where}: expected an integer, got a boolean")
     if isinstance(value, int):
         return value
     if isinstance(value, float) and value.is_integer():
         return int(value)
-    if isinstance(value, str):
+    if isinstance(value, str) and len(value) < 64:
         try:
             return int(value.strip())
         except ValueError:
             pass
-    raise WorkloadError(f"{where}: expected an integer, got {_type_name(value)}")
+    raise WorkloadError(f"{where}: expected an integer, got {type_name(value)}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,7 +221,7 @@ def compile_count(raw: object, at: str, scopes: frozenset[str]) -> Count:
         return Count(literal=raw)
     if not isinstance(raw, Mapping):
         raise DescriptorError(at, f"expected an integer or a count expression, got "
-                              f"{_type_name(raw)}")
+                              f"{type_name(raw)}")
     if "path" in raw:
         check_fields(raw, at, ("path", "scope", "default"))
         default = (compile_count(raw["default"], f"{at}.default", scopes)

@@ -8,7 +8,10 @@ sub-replica 1 of group ``prefill``). :func:`cut_gangs` builds the gangs, :func:`
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from extender.core.descriptor import Descriptor, GangPolicy
+from extender.core.expressions import WorkloadError
 from extender.core.model import Gang, GangKey, GangMember, Role, WorkloadRef
 
 __all__ = ["cut_gangs", "gang_key", "member_gang_key", "replica_indexes"]
@@ -68,9 +71,13 @@ def member_gang_key(ref: WorkloadRef, policy: GangPolicy, role: Role | None, *,
 
 
 def cut_gangs(descriptor: Descriptor, ref: WorkloadRef, roles: list[Role],
-              created: float, *, outside: set[str]) -> tuple[Gang, ...]:
+              created: float, *, outside: set[str], limit: int) -> tuple[Gang, ...]:
     """The workload's gangs under its descriptor's policy; roles in ``outside`` (or not in
-    ``gangs.roles``) and roles without pods are in none."""
+    ``gangs.roles``) and roles without pods are in none.
+
+    More than ``limit`` gangs raise :class:`WorkloadError` before more than ``limit`` are cut,
+    so the work stays bounded whatever the replica counts say.
+    """
     policy = descriptor.gangs.policy
     chosen = [r for r in roles if r.pods > 0 and r.name not in outside and
               (not descriptor.gangs.roles or r.name in descriptor.gangs.roles)]
@@ -83,26 +90,36 @@ def cut_gangs(descriptor: Descriptor, ref: WorkloadRef, roles: list[Role],
         return Gang(key=key, workload=ref, members=tuple(members), priority=priority,
                     created=created)
 
-    if policy is GangPolicy.WORKLOAD:
-        members = [GangMember(role=r.name, count=r.pods, min_count=r.min_pods, shape=r.shape)
-                   for r in chosen]
-        return (gang(gang_key(ref, policy), members),)
-    out = []
-    if policy is GangPolicy.REPLICA:
-        for i in range(max(r.replicas for r in chosen)):
-            members = [_copies(r, 1) for r in chosen if r.replicas > i]
-            out.append(gang(gang_key(ref, policy, replica=i), members))
-        return tuple(out)
-    if policy is GangPolicy.ROLE:
-        return tuple(gang(gang_key(ref, policy, role=r.name), [
-            GangMember(role=r.name, count=r.pods, min_count=r.min_pods, shape=r.shape)])
-            for r in chosen)
-    if policy is GangPolicy.BASE_AND_SCALED:
-        return tuple(gang(key, members) for key, members in _base_and_scaled(ref, chosen))
-    for r in chosen:
-        for i in range(r.replicas):
-            out.append(gang(gang_key(ref, policy, role=r.name, replica=i), [_copies(r, 1)]))
+    out: list[Gang] = []
+    for cut in _cuts(ref, policy, chosen):
+        if len(out) == limit:
+            raise WorkloadError(f"more than the limit of {limit} gangs per workload "
+                                f"(gang policy {policy.value})")
+        out.append(gang(*cut))
     return tuple(out)
+
+
+def _cuts(ref: WorkloadRef, policy: GangPolicy, chosen: list[Role],
+          ) -> Iterator[tuple[GangKey | None, list[GangMember]]]:
+    """Each gang's key and members, lazily: the caller stops at its limit."""
+    if policy is GangPolicy.WORKLOAD:
+        yield gang_key(ref, policy), [
+            GangMember(role=r.name, count=r.pods, min_count=r.min_pods, shape=r.shape)
+            for r in chosen]
+    elif policy is GangPolicy.REPLICA:
+        for i in range(max(r.replicas for r in chosen)):
+            yield gang_key(ref, policy, replica=i), [_copies(r, 1) for r in chosen
+                                                     if r.replicas > i]
+    elif policy is GangPolicy.ROLE:
+        for r in chosen:
+            yield gang_key(ref, policy, role=r.name), [
+                GangMember(role=r.name, count=r.pods, min_count=r.min_pods, shape=r.shape)]
+    elif policy is GangPolicy.BASE_AND_SCALED:
+        yield from _base_and_scaled(ref, chosen)
+    else:
+        for r in chosen:
+            for i in range(r.replicas):
+                yield gang_key(ref, policy, role=r.name, replica=i), [_copies(r, 1)]
 
 
 def _copies(role: Role, copies: int) -> GangMember:
@@ -112,27 +129,27 @@ def _copies(role: Role, copies: int) -> GangMember:
 
 
 def _base_and_scaled(ref: WorkloadRef, roles: list[Role],
-                     ) -> list[tuple[GangKey | None, list[GangMember]]]:
+                     ) -> Iterator[tuple[GangKey | None, list[GangMember]]]:
     """Per replica index: the base gang, then each group's scaled gangs by sub-replica."""
     policy = GangPolicy.BASE_AND_SCALED
 
     def blocks(r: Role) -> int:  # gang replicas the role takes part in
         return r.replicas // max(1, r.sub_replicas.count) if r.sub_replicas else r.replicas
 
-    out: list[tuple[GangKey | None, list[GangMember]]] = []
     for i in range(max(blocks(r) for r in roles)):
         present = [r for r in roles if blocks(r) > i]
         base = [_copies(r, r.sub_replicas.base if r.sub_replicas else 1) for r in present]
         if any(m.count for m in base):
-            out.append((gang_key(ref, policy, replica=i), [m for m in base if m.count]))
+            yield gang_key(ref, policy, replica=i), [m for m in base if m.count]
         groups: dict[str, list[Role]] = {}
         for r in present:
             if r.sub_replicas is not None:
                 groups.setdefault(r.sub_replicas.group, []).append(r)
         for group, members in groups.items():
-            for j in range(max(m.sub_replicas.count for m in members if m.sub_replicas)):
+            cuts = [m.sub_replicas for m in members if m.sub_replicas]
+            # Copies below every base are in the base gang: start past them, not at 0.
+            for j in range(min(c.base for c in cuts), max(c.count for c in cuts)):
                 scaled = [_copies(m, 1) for m in members
                           if m.sub_replicas and m.sub_replicas.base <= j < m.sub_replicas.count]
                 if scaled:
-                    out.append((gang_key(ref, policy, replica=i, scaled=(group, j)), scaled))
-    return out
+                    yield gang_key(ref, policy, replica=i, scaled=(group, j)), scaled

@@ -22,8 +22,22 @@ Labels = tuple[tuple[str, str], ...]
 """Labels as sorted ``(key, value)`` pairs, so that values stay hashable."""
 
 
+class LabelError(ValueError):
+    """A label, annotation or selector entry whose key or value is not a string."""
+
+
 def freeze_labels(raw: Mapping[str, object] | None) -> Labels:
-    return tuple(sorted((str(k), str(v)) for k, v in (raw or {}).items()))
+    """``raw`` as sorted pairs; like the API server (``map[string]string``), a key or value
+    that is not a string is refused rather than turned into one with ``str()`` (which would
+    also expand whatever a YAML alias stands for)."""
+    out = []
+    for k, v in (raw or {}).items():
+        if not isinstance(k, str):
+            raise LabelError(f"key {k!r:.40}: expected a string key, got {type(k).__name__}")
+        if not isinstance(v, str):
+            raise LabelError(f"{k}: expected a string value, got {type(v).__name__}")
+        out.append((k, v))
+    return tuple(sorted(out))
 
 
 class Phase(StrEnum):
@@ -299,6 +313,8 @@ class WorkloadTree:
     edges: tuple[tuple[str, str], ...] = ()
     """Ordering between roles: ``(before, after)`` means ``after`` starts once ``before`` has."""
     descriptor_format: str = "muster"
+    warnings: tuple[str, ...] = field(default=(), compare=False)
+    """What looks wrong but resolves (every role looked for where nothing is)."""
 
     @property
     def pods(self) -> int:

@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from extender.core.model import (
+    LabelError,
     NodeInfo,
     NodeName,
     OwnerRef,
@@ -30,6 +31,13 @@ class ObjectError(ValueError):
 
 def _mapping(value: object) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
+
+
+def _labels(meta: Mapping[str, Any], field: str, what: str) -> tuple[tuple[str, str], ...]:
+    try:
+        return freeze_labels(_mapping(meta.get(field)))
+    except LabelError as err:
+        raise ObjectError(f"{what}: metadata.{field}: {err}") from err
 
 
 def _meta(obj: Mapping[str, Any], what: str) -> tuple[Mapping[str, Any], str]:
@@ -84,7 +92,7 @@ def node_from_api(obj: Mapping[str, Any]) -> NodeInfo:
     return NodeInfo(
         name=NodeName(name),
         allocatable=allocatable,
-        labels=freeze_labels(_mapping(meta.get("labels"))),
+        labels=_labels(meta, "labels", f"node {name}"),
         taints=tuple(taints),
         unschedulable=spec.get("unschedulable") is True,
     )
@@ -97,6 +105,8 @@ def pod_from_api(obj: Mapping[str, Any]) -> PodInfo:
     spec = _mapping(obj.get("spec"))
     status = _mapping(obj.get("status"))
     annotations = _mapping(meta.get("annotations"))
+    labels = _labels(meta, "labels", f"pod {namespace}/{name}")
+    frozen_annotations = _labels(meta, "annotations", f"pod {namespace}/{name}")
     try:
         shape = shape_of(spec, annotations=annotations)
     except PodSpecError as err:
@@ -113,8 +123,8 @@ def pod_from_api(obj: Mapping[str, Any]) -> PodInfo:
         shape=shape,
         node_name=NodeName(node) if isinstance(node, str) and node else None,
         phase=phase,
-        labels=freeze_labels(_mapping(meta.get("labels"))),
-        annotations=freeze_labels(annotations),
+        labels=labels,
+        annotations=frozen_annotations,
         owners=owner_refs(meta),
         scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
         created=timestamp(meta.get("creationTimestamp")),

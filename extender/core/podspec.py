@@ -13,13 +13,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from extender.core.model import (
+    LabelError,
     NodeSelectorRequirement,
     NodeSelectorTerm,
     PodShape,
     Toleration,
     freeze_labels,
 )
-from extender.core.quantity import QuantityError
+from extender.core.quantity import MILLI, QuantityError
 from extender.core.resources import EMPTY, Resources
 
 #: Annotations that ask for a share of one GPU device.
@@ -52,19 +53,40 @@ def _sequence(value: object, path: str) -> Sequence[Any]:
     return value
 
 
+#: Resources a container may ask for in fractions; every other one (extended resources such
+#: as ``nvidia.com/gpu``) must be a whole number, as the API server validates it.
+_FRACTIONAL = frozenset({"cpu", "memory", "ephemeral-storage"})
+
+
+def _whole_only(name: str) -> bool:
+    return name not in _FRACTIONAL and not name.startswith("hugepages-")
+
+
 def _resource_list(raw: object, path: str) -> Resources:
     items = _mapping(raw, path)
     try:
-        return Resources.parse(items)
+        parsed = Resources.parse(items)
     except QuantityError as err:
         raise PodSpecError(path, str(err)) from err
+    for name, amount in parsed.items():
+        if amount % MILLI and _whole_only(name):
+            raise PodSpecError(f"{path}[{name}]", f"must be a whole number, got "
+                               f"{items.get(name)!r:.40} (only cpu, memory, ephemeral-storage "
+                               "and hugepages may be fractional)")
+    return parsed
 
 
 def container_requests(container: Mapping[str, Any], path: str) -> Resources:
     """A container's effective requests: requests, with limits standing in where unset."""
     resources = _mapping(container.get("resources"), f"{path}.resources")
-    requests = _resource_list(resources.get("requests"), f"{path}.resources.requests")
-    limits = _resource_list(resources.get("limits"), f"{path}.resources.limits")
+    try:
+        requests = _resource_list(resources.get("requests"), f"{path}.resources.requests")
+        limits = _resource_list(resources.get("limits"), f"{path}.resources.limits")
+    except PodSpecError as err:
+        name = container.get("name")
+        if not isinstance(name, str):
+            raise
+        raise PodSpecError(err.path, f"{err.message} (container {name!r})") from err
     missing = {k: v for k, v in limits.items() if k not in requests}
     return requests + Resources(missing) if missing else requests
 
@@ -176,10 +198,14 @@ def shape_of(
     """The :class:`PodShape` of a PodSpec (and its pod's annotations)."""
     spec = _mapping(spec, path)
     priority = spec.get("priority")
+    try:
+        selector = freeze_labels(_mapping(spec.get("nodeSelector"), f"{path}.nodeSelector"))
+    except LabelError as err:
+        raise PodSpecError(f"{path}.nodeSelector", str(err)) from err
     return PodShape(
         requests=pod_requests(spec, path),
         gpu_share=gpu_share(annotations),
-        node_selector=freeze_labels(_mapping(spec.get("nodeSelector"), f"{path}.nodeSelector")),
+        node_selector=selector,
         affinity=required_affinity(spec, path),
         tolerations=tolerations(spec, path),
         priority=priority if isinstance(priority, int) and not isinstance(priority, bool) else 0,

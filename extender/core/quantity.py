@@ -7,8 +7,9 @@ comparisons cheap; like the API server, a value finer than a milli-unit is round
 
 from __future__ import annotations
 
+import math
 import re
-from decimal import ROUND_CEILING, Decimal, InvalidOperation
+from decimal import ROUND_CEILING, Decimal
 from functools import lru_cache
 
 MILLI = 1000
@@ -36,23 +37,39 @@ class QuantityError(ValueError):
     """A string that is not a Kubernetes quantity."""
 
 
+#: The largest amount accepted, in whole units: what an int64 holds, as the API server's
+#: ``Quantity.Value()`` does. Beyond it a quantity is refused, never turned into a huge integer.
+MAX_UNITS = 2**63 - 1
+_MAX_TEXT = 64
+
+
 @lru_cache(maxsize=4096)
 def _parse_text(text: str) -> int:
-    match = _PATTERN.match(text.strip())
+    match = _PATTERN.match(text.strip()) if len(text) <= _MAX_TEXT else None
     if match is None:
-        raise QuantityError(f"not a Kubernetes quantity: {text!r}")
+        raise QuantityError(f"not a Kubernetes quantity: {_shown(text)}")
     try:
         number = Decimal(match.group("num"))
-    except InvalidOperation as err:  # pragma: no cover - the regex admits only decimals
-        raise QuantityError(f"not a Kubernetes quantity: {text!r}") from err
-    suffix = match.group("suffix")
-    exponent = match.group("exp")
-    if exponent is not None:
-        number *= Decimal(10) ** int(exponent[1:])
-    elif suffix in _BINARY:
-        number *= _BINARY[suffix]
-    elif suffix is not None:
-        number *= _DECIMAL[suffix]
+        suffix = match.group("suffix")
+        exponent = match.group("exp")
+        if exponent is not None:
+            number = number.scaleb(int(exponent[1:]))
+        elif suffix in _BINARY:
+            number *= _BINARY[suffix]
+        elif suffix is not None:
+            number *= _DECIMAL[suffix]
+    except ArithmeticError as err:  # an exponent beyond what Decimal holds
+        raise QuantityError(f"quantity {text!r} is too large") from err
+    return _milli(number, text)
+
+
+def _shown(text: str) -> str:
+    return repr(text) if len(text) <= _MAX_TEXT else f"{text[:_MAX_TEXT]!r}... ({len(text)} chars)"
+
+
+def _milli(number: Decimal, text: str) -> int:
+    if abs(number) > MAX_UNITS:
+        raise QuantityError(f"quantity {_shown(text)} is too large (more than {MAX_UNITS})")
     return int((number * MILLI).to_integral_value(rounding=ROUND_CEILING))
 
 
@@ -61,9 +78,11 @@ def parse_quantity(value: object) -> int:
     if isinstance(value, bool):
         raise QuantityError(f"not a Kubernetes quantity: {value!r}")
     if isinstance(value, int):
-        return value * MILLI
+        return _milli(Decimal(value), str(value) if abs(value) < 10**30 else "a huge number")
     if isinstance(value, float):
-        return int((Decimal(repr(value)) * MILLI).to_integral_value(rounding=ROUND_CEILING))
+        if not math.isfinite(value):
+            raise QuantityError(f"not a Kubernetes quantity: {value!r}")
+        return _milli(Decimal(repr(value)), repr(value))
     if isinstance(value, str):
         return _parse_text(value)
     raise QuantityError(f"not a Kubernetes quantity: {value!r}")

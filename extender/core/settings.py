@@ -8,6 +8,7 @@ from extender.core.ledger import INFLIGHT_TTL
 from extender.core.placement import SEARCH_BUDGET
 from extender.core.resources import GPU
 from extender.core.scoring import Policy, policy_named
+from extender.core.workload import DEFAULT_LIMITS, WorkloadLimits
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,6 +27,9 @@ class CoreSettings:
     """Seconds a pod at bind is charged before it must be observed bound."""
     search_budget: int = SEARCH_BUDGET
     """Placements the placement search may try after greedy placement fails."""
+    workload_limits: WorkloadLimits = DEFAULT_LIMITS
+    """The most pods and gangs one workload may resolve to; a workload beyond either is
+    refused whole (reported with its name and the limit) instead of being planned."""
 
     def __post_init__(self) -> None:
         policy_named(self.scoring)  # raises a clear error naming the known policies

@@ -10,18 +10,51 @@ the workload and the path; nothing else escapes.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from extender.core.descriptor import Descriptor, RoleSpec, SubReplicaSpec, TemplateSpec
-from extender.core.expressions import ITEM, OBJECT, PathRef, Scope, WorkloadError
+from extender.core.expressions import (
+    INT32_MAX,
+    ITEM,
+    OBJECT,
+    Count,
+    PathRef,
+    Scope,
+    WorkloadError,
+    type_name,
+)
 from extender.core.gangs import cut_gangs, gang_key, member_gang_key, replica_indexes
 from extender.core.model import Role, SubReplicas, WorkloadRef, WorkloadTree
+from extender.core.paths import compile_path
 from extender.core.phase import phase_of
 from extender.core.podspec import PodSpecError, shape_of
 
-__all__ = ["WorkloadError", "gang_key", "member_gang_key", "replica_indexes", "resolve_workload",
-           "workload_ref"]
+__all__ = ["DEFAULT_LIMITS", "WorkloadError", "WorkloadLimits", "gang_key", "member_gang_key",
+           "replica_indexes", "resolve_workload", "workload_ref"]
+
+@dataclass(frozen=True, slots=True)
+class WorkloadLimits:
+    """The most pods and gangs one workload may resolve to.
+
+    Resolution is arithmetic over roles, but every gang is a value the scheduler keeps, plans
+    and reports, so a workload asking for more is refused whole with a :class:`WorkloadError`
+    naming it and the limit, rather than slowing every decision down. The defaults are far
+    above any workload seen (150,000 pods is the largest cluster Kubernetes is tested at).
+    """
+
+    pods: int = 150_000
+    gangs: int = 10_000
+
+    def __post_init__(self) -> None:
+        for name in ("pods", "gangs"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"WorkloadLimits.{name} must be positive, got "
+                                 f"{getattr(self, name)}")
+
+
+DEFAULT_LIMITS = WorkloadLimits()
 
 
 def workload_ref(obj: Mapping[str, Any]) -> WorkloadRef:
@@ -44,10 +77,22 @@ def workload_ref(obj: Mapping[str, Any]) -> WorkloadRef:
     )
 
 
+def _check_container(text: str, obj: Mapping[str, Any]) -> None:
+    """A ``forEach`` path ends in ``[*]`` or ``.*``: what it walks must be a list or a map. A
+    string there (``replicatedJobs: "workers"``) is an error, not a workload without roles."""
+    for wild in ("[*]", ".*"):
+        if text.endswith(wild) and len(text) > len(wild) + 1:
+            for value in compile_path(text[: -len(wild)]).find(obj):
+                if not isinstance(value, list | Mapping):
+                    raise WorkloadError(f"{text[: -len(wild)]}: expected a list or a map, "
+                                        f"got {type_name(value)}")
+
+
 def _items(spec: RoleSpec, obj: Mapping[str, Any]) -> list[tuple[str, object]]:
     if spec.for_each is None:
         return [("", obj)]
     for path in spec.for_each.paths:
+        _check_container(path.text, obj)
         finder = getattr(path, "find_with_keys", None)
         if finder is not None:
             found: list[tuple[str, object]] = finder(obj)
@@ -62,11 +107,16 @@ def _items(spec: RoleSpec, obj: Mapping[str, Any]) -> list[tuple[str, object]]:
 
 
 def _first_mapping(ref: PathRef | None, scope: Scope) -> dict[str, Any] | None:
+    """The first object ``ref`` finds; a path that finds only other values (a template that
+    is a string) is an error naming the path, not a pod without containers."""
     if ref is None:
         return None
-    for value in ref.find(scope):
+    found = ref.find(scope)
+    for value in found:
         if isinstance(value, Mapping):
             return dict(value)
+    if found:
+        raise WorkloadError(f"{ref.text}: expected an object, got {type_name(found[0])}")
     return None
 
 
@@ -162,6 +212,20 @@ def _join_values(spec: RoleSpec, scope: dict[str, object]) -> None:
         scope[join.alias] = bound
 
 
+def _count(count: Count, scope: Scope, field: str) -> int:
+    """A count of the object (negative reads as 0), refused beyond int32 as the API server
+    refuses it, naming the descriptor field (the object's path is named by the value read)."""
+    value = max(0, count.evaluate(scope))
+    if value > INT32_MAX:  # a sum or product of counts that are each within int32
+        raise WorkloadError(f"{field}: {_short(value)} is beyond int32 ({INT32_MAX}), "
+                            "which the API server refuses for a count")
+    return value
+
+
+def _short(value: int) -> str:
+    return str(value) if value < 10**18 else f"{value:.3e}"
+
+
 def _cut(spec: SubReplicaSpec, scope: Scope, *, key: str, replicas: int) -> SubReplicas | None:
     """The role's sub-replicas; ``None`` when ``group`` selects nothing (a standalone clique)."""
     group = spec.group
@@ -171,12 +235,12 @@ def _cut(spec: SubReplicaSpec, scope: Scope, *, key: str, replicas: int) -> SubR
         name = group.evaluate(scope, key=key)
     except WorkloadError as err:
         raise WorkloadError(f"subReplicas.group: {err}") from err
-    count = max(0, spec.count.evaluate(scope))
+    count = _count(spec.count, scope, "subReplicas.count")
     if replicas and (count == 0 or replicas % count):
         raise WorkloadError(f"subReplicas.count: {replicas} replicas do not come in blocks of "
                             f"{count} (one block per gang replica)")
     return SubReplicas(group=name, count=count,
-                       base=min(count, max(0, spec.base.evaluate(scope))))
+                       base=min(count, _count(spec.base, scope, "subReplicas.base")))
 
 
 def _roles(descriptor: Descriptor, obj: Mapping[str, Any],
@@ -194,17 +258,17 @@ def _roles(descriptor: Descriptor, obj: Mapping[str, Any],
             name = spec.name.evaluate(scope, key=key)
             where = f"role {name!r} (spec.roles[{r}])"
             try:
-                replicas = max(0, spec.replicas.evaluate(scope))
-                per = max(0, spec.pods_per_replica.evaluate(scope))
+                replicas = _count(spec.replicas, scope, "replicas")
+                per = _count(spec.pods_per_replica, scope, "podsPerReplica")
                 minimum = (None if spec.min_replicas is None
-                           else min(replicas, max(0, spec.min_replicas.evaluate(scope))))
-                min_per = (None if spec.min_pods_per_replica is None
-                           else min(per, max(0, spec.min_pods_per_replica.evaluate(scope))))
+                           else min(replicas, _count(spec.min_replicas, scope, "minReplicas")))
+                min_per = (None if spec.min_pods_per_replica is None else min(
+                    per, _count(spec.min_pods_per_replica, scope, "minPodsPerReplica")))
                 cut = (None if spec.sub_replicas is None
                        else _cut(spec.sub_replicas, scope, key=key, replicas=replicas))
+                template = pod_template(spec.template, scope)
             except WorkloadError as err:
                 raise WorkloadError(f"{where}: {err}") from err
-            template = pod_template(spec.template, scope)
             try:
                 shape = shape_of(template["spec"], annotations=template["metadata"].get(
                     "annotations") if isinstance(template["metadata"], Mapping) else None)
@@ -227,6 +291,22 @@ def _roles(descriptor: Descriptor, obj: Mapping[str, Any],
     return roles, edges, outside
 
 
+def _no_roles(descriptor: Descriptor, obj: Mapping[str, Any]) -> tuple[str, ...]:
+    """A warning when every role is looked for at a path that finds nothing (a JobSet without
+    ``spec``): the object most likely lacks a field its kind requires. Only a warning, as some
+    kinds make no pods of their own until an operator's defaulting fills the field in."""
+    paths = [spec.for_each for spec in descriptor.roles]
+    if not paths or any(p is None or _items_found(p, obj) for p in paths):
+        return ()
+    texts = " and ".join(p.text for p in paths if p is not None)
+    return (f"no roles: {texts} found nothing, so it makes no pods (is a field its kind "
+            "requires missing?)",)
+
+
+def _items_found(ref: PathRef, obj: Mapping[str, Any]) -> bool:
+    return any(path.find(obj) for path in ref.paths)
+
+
 def _created(obj: Mapping[str, Any]) -> float:
     meta = obj.get("metadata")
     stamp = meta.get("creationTimestamp") if isinstance(meta, Mapping) else None
@@ -238,13 +318,24 @@ def _created(obj: Mapping[str, Any]) -> float:
         return 0.0
 
 
-def resolve_workload(obj: Mapping[str, Any], descriptor: Descriptor) -> WorkloadTree:
-    """Resolve ``obj`` (a parsed API object) through ``descriptor`` into its workload tree."""
+def resolve_workload(obj: Mapping[str, Any], descriptor: Descriptor,
+                     limits: WorkloadLimits = DEFAULT_LIMITS) -> WorkloadTree:
+    """Resolve ``obj`` (a parsed API object) through ``descriptor`` into its workload tree.
+
+    The work is bounded by the roles and ``limits``, never by a replica count: counts are
+    multiplied out, and gangs are cut only while they stay within ``limits.gangs``.
+    """
     if not isinstance(obj, Mapping):
         raise WorkloadError("a workload must be an object")
     ref = workload_ref(obj)
     try:
         roles, edges, outside = _roles(descriptor, obj)
+        pods = sum(r.pods for r in roles)
+        if pods > limits.pods:
+            raise WorkloadError(f"{_short(pods)} pods is more than the limit of {limits.pods} "
+                                "pods per workload")
+        gangs = cut_gangs(descriptor, ref, roles, _created(obj), outside=outside,
+                          limit=limits.gangs)
     except WorkloadError as err:
         raise WorkloadError(f"{ref.kind}/{ref.name}: {err}") from err
     return WorkloadTree(
@@ -252,7 +343,8 @@ def resolve_workload(obj: Mapping[str, Any], descriptor: Descriptor) -> Workload
         descriptor=descriptor.name,
         phase=phase_of(obj, descriptor.status),
         roles=tuple(roles),
-        gangs=cut_gangs(descriptor, ref, roles, _created(obj), outside=outside),
+        gangs=gangs,
         edges=tuple(edges),
         descriptor_format=descriptor.format,
+        warnings=() if roles else _no_roles(descriptor, obj),
     )

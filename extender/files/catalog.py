@@ -18,6 +18,7 @@ from extender.core.catalog import Catalog
 from extender.core.descriptor import Descriptor, DescriptorError, compile_descriptor
 from extender.core.karta import compile_karta
 from extender.core.karta_model import is_karta_document
+from extender.files.yamlsafe import load_all
 
 #: Where the built-in catalog sits inside a wheel (pyproject force-includes ``descriptors/``).
 PACKAGED_DIR = "_catalog"
@@ -51,7 +52,7 @@ def yaml_documents(text: str, file: str) -> Iterator[tuple[int, Any]]:
     """
     doc = 0
     try:
-        for doc, data in enumerate(yaml.safe_load_all(text), start=1):
+        for doc, data in enumerate(load_all(text), start=1):
             if data is not None:
                 yield doc, data
     except yaml.YAMLError as err:

@@ -14,6 +14,8 @@ from typing import Any
 
 import yaml
 
+from extender.files.yamlsafe import load_all
+
 
 class SnapshotFileError(ValueError):
     """A snapshot file that cannot be read; the message names the file and the document."""
@@ -52,7 +54,7 @@ def _typed(item: object, kind: str | None, doc: Mapping[str, Any]) -> object:
 def parse_snapshot(text: str, *, source: str = "<snapshot>") -> list[dict[str, Any]]:
     """Every object in ``text``, in file order."""
     try:
-        docs = list(yaml.safe_load_all(text))
+        docs = list(load_all(text))
     except yaml.YAMLError as err:
         raise SnapshotFileError(f"{source}: not valid YAML or JSON: {err}") from err
     objects: list[dict[str, Any]] = []

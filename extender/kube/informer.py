@@ -169,9 +169,21 @@ class Informer:
         return version
 
     def _event(self, line: bytes, version: str) -> str:
-        event = orjson.loads(line)
-        kind, obj = event.get("type"), event.get("object") or {}
-        meta = obj.get("metadata") or {}
+        try:
+            event = orjson.loads(line)
+        except orjson.JSONDecodeError as err:
+            # One event Muster cannot read (nested beyond orjson's 1,024 levels, say) is
+            # skipped with a line in the log; breaking the watch would only read it again.
+            log.warning("source=%s event=skipped problem=%r bytes=%d", self.source,
+                        f"unreadable watch event: {err}", len(line))
+            return version
+        obj = (event.get("object") or {}) if isinstance(event, dict) else None
+        meta = (obj.get("metadata") or {}) if isinstance(obj, dict) else None
+        if not isinstance(event, dict) or not isinstance(obj, dict) or not isinstance(meta, dict):
+            log.warning("source=%s event=skipped problem=%r", self.source,
+                        "a watch event whose object or metadata is not an object")
+            return version
+        kind = event.get("type")
         if kind == "ERROR":
             if obj.get("code") == 410:
                 raise Gone(f"{self.source}: {obj.get('message', 'resourceVersion gone')}")

@@ -16,9 +16,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from extender.files.catalog import packaged_catalog
+from extender.files.yamlsafe import load_all
 from extender.kube.client import Connection, KubeError, connect
 from extender.sandbox.binaries import control_plane_bin
 from extender.sandbox.config import (
@@ -334,7 +333,7 @@ def _require_workload_api(conn: Connection) -> None:
 def _yaml_docs(paths: Iterable[Path]) -> list[dict[str, Any]]:
     docs = []
     for path in paths:
-        for doc in yaml.safe_load_all(path.read_text()):
+        for doc in load_all(path.read_text()):
             if isinstance(doc, dict):
                 docs.append(doc)
     return docs

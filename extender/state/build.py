@@ -10,6 +10,7 @@ every other workload.
 
 from __future__ import annotations
 
+import logging
 import threading
 
 from extender.core.catalog import Catalog
@@ -19,14 +20,18 @@ from extender.core.karta import compile_any
 from extender.core.karta_model import is_karta_document
 from extender.core.reindex import IndexKeeper
 from extender.core.snapshot import ClusterSnapshot
+from extender.core.workload import DEFAULT_LIMITS, WorkloadLimits
 from extender.state.store import RawState, object_key
+
+log = logging.getLogger("muster.state")
 
 
 class CatalogSnapshots:
     """A :data:`~extender.state.store.SnapshotBuilder` over a base catalog."""
 
-    def __init__(self, base: Catalog) -> None:
+    def __init__(self, base: Catalog, limits: WorkloadLimits = DEFAULT_LIMITS) -> None:
         self._base = base
+        self._limits = limits
         self._lock = threading.Lock()
         self._catalog = base
         self._compiled_revision = -1
@@ -60,7 +65,12 @@ class CatalogSnapshots:
         catalog = self.catalog(raw)
         with self._lock:
             snapshot = build_snapshot(nodes=raw.nodes, pods=raw.pods, objects=raw.objects,
-                                      catalog=catalog, revision=raw.revision, memo=self._memo)
+                                      catalog=catalog, revision=raw.revision, memo=self._memo,
+                                      limits=self._limits)
+            # Objects left out (unreadable, beyond the limits): once each, so that a hostile
+            # object is visible in the log, not only absent from decisions.
+            for problem in self._memo.take_fresh():
+                log.warning("event=object-skipped problem=%r", problem[:500])
             # The capacity index too, node by node from the last one (see IndexKeeper).
             self._index.keep(snapshot)
             return snapshot
