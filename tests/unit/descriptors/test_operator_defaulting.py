@@ -116,3 +116,85 @@ def test_rayservice_worker_group_follows_the_same_replica_clamp() -> None:
                             group("small-group", minReplicas=0, maxReplicas=4),
                             group("big", replicas=7, maxReplicas=5)]}}})
     assert role_pods(tree) == {"head": 1, "small-group": 0, "big": 5}
+
+
+# ---------------------------------------------------------------- Milvus
+
+
+def milvus(components: dict[str, Any], *, mode: str = "cluster") -> WorkloadTree:
+    return resolve_obj({"apiVersion": "milvus.io/v1beta1", "kind": "Milvus",
+                        "metadata": {"name": "my-release"},
+                        "spec": {"mode": mode, "components": components}})
+
+
+CORE_26 = {"proxy": 1, "mixCoord": 1, "dataNode": 1, "queryNode": 1, "streamingNode": 1}
+
+
+def test_milvus_cluster_without_an_image_runs_the_default_26_components() -> None:
+    assert role_pods(milvus({})) == CORE_26
+
+
+def test_milvus_25_cluster_gets_a_mix_coord_and_an_index_node_from_the_webhook() -> None:
+    tree = milvus({"image": "milvusdb/milvus:v2.5.16"})
+    assert role_pods(tree) == {"proxy": 1, "mixCoord": 1, "dataNode": 1, "queryNode": 1,
+                               "indexNode": 1}
+
+
+def test_milvus_25_one_legacy_coordinator_makes_the_webhook_fill_in_all_four() -> None:
+    tree = milvus({"image": "milvusdb/milvus:v2.5.16", "rootCoord": {"replicas": 2}})
+    assert role_pods(tree) == {"proxy": 1, "dataNode": 1, "queryNode": 1, "indexNode": 1,
+                               "rootCoord": 2, "dataCoord": 1, "queryCoord": 1, "indexCoord": 1}
+    assert tree.pods == 9
+
+
+def test_milvus_25_written_mix_coord_wins_over_written_legacy_coordinators() -> None:
+    tree = milvus({"image": "milvusdb/milvus:v2.5.16", "mixCoord": {}, "dataCoord": {}})
+    assert role_pods(tree) == {"proxy": 1, "mixCoord": 1, "dataNode": 1, "queryNode": 1,
+                               "indexNode": 1}
+
+
+def test_milvus_26_deploys_no_legacy_coordinators_or_index_node_even_when_written() -> None:
+    tree = milvus({"image": "milvusdb/milvus:v2.6.11", "rootCoord": {"replicas": 1},
+                   "queryCoord": {}, "indexNode": {"replicas": 3}})
+    assert role_pods(tree) == CORE_26
+
+
+def test_milvus_version_field_wins_over_the_image_tag() -> None:
+    tree = milvus({"version": "2.5.4", "image": "registry.local:5000/milvus:v2.6.1"})
+    assert "indexNode" in role_pods(tree)
+    assert "streamingNode" not in role_pods(tree)
+    assert role_pods(milvus({"version": "v2.6.0", "image": "milvusdb/milvus:v2.5.4"})) == CORE_26
+
+
+def test_milvus_image_tag_that_is_not_a_version_counts_as_older_than_26() -> None:
+    for image in ("milvusdb/milvus:latest", "milvusdb/milvus", "registry:5000/milvus",
+                  "milvusdb/milvus:2.6-rc1"):
+        assert "indexNode" in role_pods(milvus({"image": image})), image
+    for image in ("milvusdb/milvus:master-20250101-abc", "milvusdb/milvus:2.6",
+                  "milvusdb/milvus:v2.10.0-gpu", "milvusdb/milvus:v3.0.0", "milvus:v2.5.1000"):
+        assert role_pods(milvus({"image": image})) == CORE_26, image
+
+
+def test_milvus_25_streaming_node_runs_as_streaming_mode_says() -> None:
+    old = {"image": "milvusdb/milvus:v2.5.16"}
+    assert "streamingNode" not in role_pods(milvus(old))
+    assert role_pods(milvus({**old, "streamingNode": {"replicas": 2}}))["streamingNode"] == 2
+    assert role_pods(milvus({**old, "streamingMode": True}))["streamingNode"] == 1
+    assert "streamingNode" not in role_pods(milvus({**old, "streamingMode": False,
+                                                    "streamingNode": {"replicas": 2}}))
+
+
+def test_milvus_deployment_group_without_replicas_runs_the_deployment_default_of_one() -> None:
+    tree = milvus({"queryNode": {"replicas": 9, "groups": [
+        {"name": "g1", "replicas": 3}, {"name": "g2"}, {"name": "hpa", "replicas": -1}]}})
+    assert role_pods(tree)["queryNode"] == 4
+
+
+def test_milvus_cdc_runs_in_standalone_mode_once_written() -> None:
+    tree = milvus({"cdc": {"replicas": 2}}, mode="standalone")
+    assert role_pods(tree) == {"standalone": 1, "cdc": 2}
+
+
+def test_milvus_cluster_standalone_replicas_default_to_0_but_run_when_written() -> None:
+    assert "standalone" not in role_pods(milvus({}))
+    assert role_pods(milvus({"standalone": {"replicas": 1}}))["standalone"] == 1
