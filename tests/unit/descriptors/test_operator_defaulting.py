@@ -198,3 +198,36 @@ def test_milvus_cdc_runs_in_standalone_mode_once_written() -> None:
 def test_milvus_cluster_standalone_replicas_default_to_0_but_run_when_written() -> None:
     assert "standalone" not in role_pods(milvus({}))
     assert role_pods(milvus({"standalone": {"replicas": 1}}))["standalone"] == 1
+
+
+# ---------------------------------------------------------------- Kubeflow
+
+
+def replica(**fields: Any) -> dict[str, Any]:
+    return {"template": {"spec": {"containers": [{"name": "c", "image": "i"}]}}, **fields}
+
+
+def test_mpijob_worker_replicas_default_to_0_and_the_launcher_to_1() -> None:
+    for version in ("v2beta1", "v1"):
+        tree = resolve_obj({"apiVersion": f"kubeflow.org/{version}", "kind": "MPIJob",
+                            "metadata": {"name": "mpi"},
+                            "spec": {"mpiReplicaSpecs": {"Launcher": replica(),
+                                                         "Worker": replica()}}})
+        assert role_pods(tree) == {"Launcher": 1, "Worker": 0}, version
+
+
+def test_pytorchjob_lower_case_replica_types_are_the_master_and_worker() -> None:
+    tree = resolve_obj({"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+                        "metadata": {"name": "pt"},
+                        "spec": {"pytorchReplicaSpecs": {"master": replica(),
+                                                         "worker": replica(replicas=3)}}})
+    assert role_pods(tree) == {"Master": 1, "Worker": 3}
+    assert gangs(tree) == [(4, 4)]
+
+
+def test_pytorchjob_elastic_minimum_defaults_to_max_replicas_when_only_max_is_written() -> None:
+    tree = resolve_obj({"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+                        "metadata": {"name": "pt"},
+                        "spec": {"elasticPolicy": {"maxReplicas": 3},
+                                 "pytorchReplicaSpecs": {"Worker": replica(replicas=4)}}})
+    assert gangs(tree) == [(4, 3)]
