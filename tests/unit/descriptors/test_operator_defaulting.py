@@ -231,3 +231,68 @@ def test_pytorchjob_elastic_minimum_defaults_to_max_replicas_when_only_max_is_wr
                         "spec": {"elasticPolicy": {"maxReplicas": 3},
                                  "pytorchReplicaSpecs": {"Worker": replica(replicas=4)}}})
     assert gangs(tree) == [(4, 3)]
+
+
+# ---------------------------------------------------------------- serving
+
+
+def isvc(predictor: dict[str, Any], annotations: dict[str, str] | None = None) -> WorkloadTree:
+    return resolve_obj({"apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService",
+                        "metadata": {"name": "isvc", "annotations": annotations or {}},
+                        "spec": {"predictor": {"model": {"modelFormat": {"name": "sklearn"}},
+                                               **predictor}}})
+
+
+def test_kserve_autoscaled_predictor_runs_at_least_one_pod() -> None:
+    assert role_pods(isvc({"minReplicas": 0})) == {"predictor": 1}
+    assert role_pods(isvc({"minReplicas": 3})) == {"predictor": 3}
+    assert role_pods(isvc({})) == {"predictor": 1}
+
+
+def test_kserve_autoscaler_class_none_runs_exactly_min_replicas() -> None:
+    none = {"serving.kserve.io/autoscalerClass": "none"}
+    assert role_pods(isvc({"minReplicas": 0}, none)) == {"predictor": 0}
+    assert role_pods(isvc({"minReplicas": 2}, none)) == {"predictor": 2}
+
+
+def ksvc(**annotations: str) -> WorkloadTree:
+    keys = {k: f"autoscaling.knative.dev/{k.replace('_', '-')}" for k in annotations}
+    return resolve_obj({"apiVersion": "serving.knative.dev/v1", "kind": "Service",
+                        "metadata": {"name": "ksvc"},
+                        "spec": {"template": {
+                            "metadata": {"annotations": {keys[k]: v
+                                                         for k, v in annotations.items()}},
+                            "spec": {"containers": [{"image": "i"}]}}}})
+
+
+def test_knative_revision_starts_at_the_larger_of_min_scale_and_initial_scale() -> None:
+    assert ksvc().pods == 1
+    assert ksvc(min_scale="3").pods == 3
+    assert ksvc(initial_scale="4", min_scale="2").pods == 4
+    assert ksvc(initial_scale="0").pods == 0
+
+
+def test_knative_max_scale_bounds_the_starting_scale() -> None:
+    assert ksvc(initial_scale="5", max_scale="2").pods == 2
+    assert ksvc(initial_scale="5", max_scale="0").pods == 5
+
+
+def nim(spec: dict[str, Any]) -> WorkloadTree:
+    return resolve_obj({"apiVersion": "apps.nvidia.com/v1alpha1", "kind": "NIMService",
+                        "metadata": {"name": "nim"},
+                        "spec": {"image": {"repository": "nvcr.io/nim/x", "tag": "1"}, **spec}})
+
+
+def test_nimservice_with_autoscaling_runs_the_hpa_minimum_not_spec_replicas() -> None:
+    assert nim({"replicas": 4}).pods == 4
+    scaled = {"replicas": 4, "scale": {"enabled": True, "hpa": {"minReplicas": 2,
+                                                                 "maxReplicas": 8}}}
+    assert nim(scaled).pods == 2
+    assert nim({"replicas": 4, "scale": {"enabled": True, "hpa": {"maxReplicas": 8}}}).pods == 1
+
+
+def test_multi_node_nimservice_with_autoscaling_sizes_the_lws_by_the_hpa_minimum() -> None:
+    tree = nim({"replicas": 1, "multiNode": {"parallelism": {"pipeline": 2}},
+                "scale": {"enabled": True, "hpa": {"minReplicas": 3, "maxReplicas": 4}}})
+    assert role_pods(tree) == {"leader": 3, "worker": 3}
+    assert gangs(tree) == [(2, 2), (2, 2), (2, 2)]
