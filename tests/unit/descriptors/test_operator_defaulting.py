@@ -296,3 +296,36 @@ def test_multi_node_nimservice_with_autoscaling_sizes_the_lws_by_the_hpa_minimum
                 "scale": {"enabled": True, "hpa": {"minReplicas": 3, "maxReplicas": 4}}})
     assert role_pods(tree) == {"leader": 3, "worker": 3}
     assert gangs(tree) == [(2, 2), (2, 2), (2, 2)]
+
+
+# ---------------------------------------------------------------- Grove and Dynamo
+
+POD_SPEC = {"containers": [{"name": "c", "image": "i"}]}
+
+
+def test_grove_podcliqueset_without_replicas_runs_none_as_the_crd_defaults_it_to_0() -> None:
+    spec: dict[str, Any] = {"template": {"cliques": [
+        {"name": "frontend", "spec": {"replicas": 2, "podSpec": POD_SPEC}}]}}
+    tree = resolve_obj({"apiVersion": "grove.io/v1alpha1", "kind": "PodCliqueSet",
+                        "metadata": {"name": "pcs"}, "spec": spec})
+    assert (tree.pods, tree.gangs) == (0, ())
+    tree = resolve_obj({"apiVersion": "grove.io/v1alpha1", "kind": "PodCliqueSet",
+                        "metadata": {"name": "pcs"}, "spec": {**spec, "replicas": 1}})
+    assert tree.pods == 2
+
+
+def test_grove_clique_with_0_replicas_runs_one_pod_as_the_webhook_defaults_it() -> None:
+    tree = resolve_obj({"apiVersion": "grove.io/v1alpha1", "kind": "PodCliqueSet",
+                        "metadata": {"name": "pcs"},
+                        "spec": {"replicas": 1, "template": {"cliques": [
+                            {"name": "zero", "spec": {"replicas": 0, "podSpec": POD_SPEC}}]}}})
+    assert role_pods(tree) == {"zero": 1}
+
+
+def test_dynamo_multinode_block_without_node_count_spans_the_crd_default_of_two_nodes() -> None:
+    tree = resolve_obj({"apiVersion": "nvidia.com/v1alpha1", "kind": "DynamoGraphDeployment",
+                        "metadata": {"name": "dgd"},
+                        "spec": {"services": {"Frontend": {"replicas": 1},
+                                              "Worker": {"replicas": 2, "multinode": {}}}}})
+    assert role_pods(tree) == {"Frontend": 1, "Worker": 4}
+    assert gangs(tree) == [(1, 1), (2, 2), (2, 2)]
