@@ -329,3 +329,49 @@ def test_dynamo_multinode_block_without_node_count_spans_the_crd_default_of_two_
                                               "Worker": {"replicas": 2, "multinode": {}}}}})
     assert role_pods(tree) == {"Frontend": 1, "Worker": 4}
     assert gangs(tree) == [(1, 1), (2, 2), (2, 2)]
+
+
+# ---------------------------------------------------------------- managedBy
+
+MULTIKUEUE = "kueue.x-k8s.io/multikueue"
+JOB_TEMPLATE = {"spec": {"parallelism": 2, "template": {"spec": POD_SPEC}}}
+
+
+def jobset(**spec: Any) -> WorkloadTree:
+    return resolve_obj({"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+                        "metadata": {"name": "js"},
+                        "spec": {"replicatedJobs": [{"name": "w", "replicas": 2,
+                                                     "template": JOB_TEMPLATE}], **spec}})
+
+
+def test_workload_managed_by_another_controller_runs_no_pods_in_this_cluster() -> None:
+    assert jobset().pods == 4
+    assert jobset(managedBy="jobset.sigs.k8s.io/jobset-controller").pods == 4
+    tree = jobset(managedBy=MULTIKUEUE)
+    assert (tree.pods, tree.roles, tree.gangs) == (0, (), ())
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"},
+           "spec": {**JOB_TEMPLATE["spec"], "managedBy": MULTIKUEUE}}
+    assert resolve_obj(job).pods == 0
+    train = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+             "metadata": {"name": "t"},
+             "spec": {"runtimeRef": {"name": "torch"}, "trainer": {"numNodes": 4}}}
+    assert resolve_obj(train).pods == 4
+    assert resolve_obj({**train, "spec": {**train["spec"], "managedBy": MULTIKUEUE}}).pods == 0
+
+
+def test_kubeflow_jobs_are_skipped_unless_run_policy_names_their_own_operator() -> None:
+    def mpi(version: str, managed_by: str) -> int:
+        return resolve_obj({"apiVersion": f"kubeflow.org/{version}", "kind": "MPIJob",
+                            "metadata": {"name": "m"},
+                            "spec": {"runPolicy": {"managedBy": managed_by},
+                                     "mpiReplicaSpecs": {"Launcher": replica(),
+                                                         "Worker": replica(replicas=2)}}}).pods
+    assert mpi("v2beta1", "kubeflow.org/mpi-operator") == 3
+    assert mpi("v1", "kubeflow.org/training-operator") == 3
+    assert mpi("v1", "kubeflow.org/mpi-operator") == 0
+    assert mpi("v2beta1", MULTIKUEUE) == 0
+    pt = resolve_obj({"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+                      "metadata": {"name": "pt"},
+                      "spec": {"runPolicy": {"managedBy": MULTIKUEUE},
+                               "pytorchReplicaSpecs": {"Worker": replica(replicas=2)}}})
+    assert pt.pods == 0
