@@ -135,12 +135,14 @@ def test_milvus_cluster_without_an_image_runs_the_default_26_components() -> Non
 
 
 def test_milvus_25_cluster_gets_a_mix_coord_and_an_index_node_from_the_webhook() -> None:
+    # milvus-operator config/samples/beta/milvus_streaming_node.yaml (v2.5.11): 5 pods, not 4.
     tree = milvus({"image": "milvusdb/milvus:v2.5.16"})
     assert role_pods(tree) == {"proxy": 1, "mixCoord": 1, "dataNode": 1, "queryNode": 1,
                                "indexNode": 1}
 
 
 def test_milvus_25_one_legacy_coordinator_makes_the_webhook_fill_in_all_four() -> None:
+    # milvus-operator config/samples/milvus_cluster_4coords.yaml writes only rootCoord: 8 pods.
     tree = milvus({"image": "milvusdb/milvus:v2.5.16", "rootCoord": {"replicas": 2}})
     assert role_pods(tree) == {"proxy": 1, "dataNode": 1, "queryNode": 1, "indexNode": 1,
                                "rootCoord": 2, "dataCoord": 1, "queryCoord": 1, "indexCoord": 1}
@@ -191,6 +193,7 @@ def test_milvus_deployment_group_without_replicas_runs_the_deployment_default_of
 
 
 def test_milvus_cdc_runs_in_standalone_mode_once_written() -> None:
+    # milvus-operator config/samples/milvus_cdc.yaml: standalone plus cdc, 2 pods.
     tree = milvus({"cdc": {"replicas": 2}}, mode="standalone")
     assert role_pods(tree) == {"standalone": 1, "cdc": 2}
 
