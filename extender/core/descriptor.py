@@ -33,6 +33,7 @@ from extender.core.expressions import (
     expect_str,
 )
 from extender.core.model import Phase
+from extender.core.named import expand_named_conditions
 
 __all__ = [
     "API_VERSION",
@@ -479,7 +480,9 @@ def compile_descriptor(raw: object) -> Descriptor:
     metadata = expect_mapping(doc.get("metadata"), "metadata")
     name = expect_str(metadata.get("name"), "metadata.name")
     spec = expect_mapping(doc.get("spec"), "spec")
-    check_fields(spec, "spec", ("description", "target", "roles", "gangs", "pods", "status"))
+    check_fields(spec, "spec", ("description", "target", "namedConditions", "roles", "gangs",
+                                "pods", "status"))
+    spec = expand_named_conditions(spec)
     roles_raw = expect_list(spec.get("roles"), "spec.roles")
     if not roles_raw:
         raise DescriptorError("spec.roles", "needs at least one role")

@@ -1,9 +1,11 @@
 """The small expression language of descriptors: counts, names and conditions.
 
 A *count* is an integer literal, a path (with a default), or ``sum``/``product``/``min``/``max``/
-``quotient`` over counts, or ``if``/``then``/``else``. A *condition* tests values found by
-paths, status conditions, or combines conditions with ``all``/``any``/``not``. Each is compiled
-once from descriptor data (errors carry the field path) and evaluated against a
+``quotient`` over counts, ``if``/``then``/``else``, or ``each``/``count``: a count summed over the
+items a path selects, each read as the ``item`` scope (a per-item default, such as a Milvus
+deployment group whose unset ``replicas`` is the Deployment's 1). A *condition* tests values
+found by paths, status conditions, or combines conditions with ``all``/``any``/``not``. Each is
+compiled once from descriptor data (errors carry the field path) and evaluated against a
 :class:`Scope`: the whole object, the current role item, and any joined items.
 """
 
@@ -177,10 +179,17 @@ class Count:
     op: str | None = None
     args: tuple[Count, ...] = ()
     condition: Condition | None = None
+    each: PathRef | None = None
 
     def evaluate(self, scope: Scope) -> int:
         if self.literal is not None:
             return self.literal
+        if self.each is not None:
+            # One evaluation per selected item: work is bounded by the object's own size.
+            return sum(self.args[0].evaluate(Scope(values={**scope.values, ITEM: item},
+                                                   conditions=scope.conditions,
+                                                   phase=scope.phase))
+                       for item in self.each.find(scope))
         if self.ref is not None:
             found = self.ref.find(scope)
             if not found:
@@ -227,6 +236,14 @@ def compile_count(raw: object, at: str, scopes: frozenset[str]) -> Count:
         default = (compile_count(raw["default"], f"{at}.default", scopes)
                    if "default" in raw else None)
         return Count(ref=compile_ref(raw, at, scopes), default=default)
+    if "each" in raw:
+        check_fields(raw, at, ("each", "count"))
+        if "count" not in raw:
+            raise DescriptorError(f"{at}.count", "required with 'each'")
+        each = expect_mapping(raw["each"], f"{at}.each")
+        check_fields(each, f"{at}.each", ("path", "scope"))
+        return Count(each=compile_ref(each, f"{at}.each", scopes),
+                     args=(compile_count(raw["count"], f"{at}.count", scopes),))
     if "if" in raw:
         check_fields(raw, at, ("if", "then", "else"))
         for key in ("then", "else"):
@@ -240,7 +257,7 @@ def compile_count(raw: object, at: str, scopes: frozenset[str]) -> Count:
     ops = [k for k in raw if k in _COUNT_OPS]
     if len(ops) != 1 or len(raw) != 1:
         raise DescriptorError(at, "a count is an integer, or an object with exactly one of "
-                              "path, if, " + ", ".join(_COUNT_OPS))
+                              "path, if, each, " + ", ".join(_COUNT_OPS))
     op = ops[0]
     items = expect_list(raw[op], f"{at}.{op}")
     if not items or (op == "quotient" and len(items) != 2):

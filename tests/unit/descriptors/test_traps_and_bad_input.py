@@ -204,8 +204,22 @@ def descriptor_doc() -> dict[str, Any]:
     (lambda d: d["spec"]["status"]["rules"][0].update(phase="Done"),
      "spec.status.rules[0].phase", "unknown phase"),
     (lambda d: d.update(kind="Karta"), "kind", "expected WorkloadDescriptor"),
+    (lambda d: d["spec"]["roles"][0].update(when={"use": "suspended"}),
+     "spec.roles[0].when.use", "no condition named 'suspended' in spec.namedConditions"),
+    (lambda d: d["spec"].update(namedConditions={"a": {"not": {"use": "a"}}}),
+     "spec.namedConditions.a", "cannot use another"),
+    (lambda d: d["spec"].update(namedConditions={"a": {"path": "$.x", "exists": True}}) or
+     d["spec"]["roles"][0].update(when={"use": "a", "not": {"path": "$.y", "exists": True}}),
+     "spec.roles[0].when", "'use' stands alone"),
+    (lambda d: d["spec"]["roles"][0].update(replicas={"each": {"path": "$.xs[*]"}}),
+     "spec.roles[0].replicas.count", "required with 'each'"),
+    (lambda d: d["spec"]["roles"][0].update(replicas={"each": {"path": "$.xs[*]", "scope": "up"},
+                                                      "count": 1}),
+     "spec.roles[0].replicas.each.scope", "unknown scope 'up'"),
 ], ids=["malformed-path", "path-of-wrong-type", "unknown-field", "wrong-type",
-        "missing-target", "missing-kind", "unknown-gang-policy", "unknown-phase", "wrong-kind"])
+        "missing-target", "missing-kind", "unknown-gang-policy", "unknown-phase", "wrong-kind",
+        "unknown-named-condition", "named-condition-using-another", "use-with-other-fields",
+        "each-without-count", "each-in-an-unknown-scope"])
 def test_a_broken_descriptor_is_reported_with_its_field_path(edit: Any, path: str,
                                                              words: str) -> None:
     doc = descriptor_doc()
