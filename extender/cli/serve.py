@@ -62,13 +62,18 @@ def register(subparsers: Any) -> None:
     p.add_argument("--max-request-bytes", type=int, metavar="N",
                    help="largest request body accepted (default 32 MiB)")
     p.add_argument("--threads", type=int, help="worker threads (default 32)")
+    p.add_argument("--max-workload-pods", type=int, metavar="N",
+                   help="refuse a workload resolving to more pods (default 150000)")
+    p.add_argument("--max-workload-gangs", type=int, metavar="N",
+                   help="refuse a workload resolving to more gangs (default 10000)")
     p.set_defaults(handler=run)
 
 
 def settings_from(args: argparse.Namespace, env: dict[str, str]) -> Settings:
     given = {k: getattr(args, k, None) for k in (
         "host", "port", "kubeconfig", "context", "snapshot", "bind_timeout", "plan_ttl",
-        "scoring", "log_level", "max_request_bytes", "threads")}
+        "scoring", "log_level", "max_request_bytes", "threads", "max_workload_pods",
+        "max_workload_gangs")}
     given["descriptors"] = tuple(args.descriptors or ())
     given["no_builtin"] = getattr(args, "no_builtin", None) or None  # unset: the environment
     try:
@@ -100,7 +105,8 @@ def snapshot_app(settings: Settings, catalog: Catalog) -> Flask:
         objects = load_snapshot(settings.snapshot)
     except SnapshotFileError as err:
         raise CliError(str(err), exit_code=EXIT_INPUT) from err
-    store = StateStore(CatalogSnapshots(catalog), expected=[NODES, PODS, DESCRIPTORS])
+    store = StateStore(CatalogSnapshots(catalog, settings.workload_limits),
+                       expected=[NODES, PODS, DESCRIPTORS])
     store.load(objects)
     return create_app(settings, store, time.time, binder=MemoryBinder(store),
                       events=MemoryEvents())
@@ -110,7 +116,7 @@ def live_app(settings: Settings, catalog: Catalog) -> Flask:
     """An app fed by informers; built in the worker process so their threads live there."""
     from extender.kube.live import start_live  # noqa: PLC0415 - only the live mode needs it
 
-    snapshots = CatalogSnapshots(catalog)
+    snapshots = CatalogSnapshots(catalog, settings.workload_limits)
     store = StateStore(snapshots, expected=[NODES, PODS, DESCRIPTORS])
     live = start_live(store, snapshots, kubeconfig=settings.kubeconfig, context=settings.context)
     return create_app(settings, store, time.time, binder=live.binder, events=live.events,

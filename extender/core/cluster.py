@@ -15,11 +15,16 @@ from typing import Any, Generic, TypeVar
 
 from extender.core.catalog import Catalog
 from extender.core.expressions import WorkloadError
-from extender.core.membership import ObjectIndex, find_membership, pending_owner
-from extender.core.model import Membership, NodeInfo, PodInfo, WorkloadTree
+from extender.core.membership import ObjectIndex, find_membership, pending_owner, refused_owner
+from extender.core.model import Membership, NodeInfo, PodInfo, WorkloadRef, WorkloadTree
 from extender.core.objects import ObjectError, node_from_api, owner_refs, pod_from_api
 from extender.core.snapshot import ClusterSnapshot
-from extender.core.workload import DEFAULT_LIMITS, WorkloadLimits, resolve_workload
+from extender.core.workload import (
+    DEFAULT_LIMITS,
+    WorkloadLimits,
+    resolve_workload,
+    workload_ref,
+)
 
 
 def resolve_objects(objects: Iterable[Mapping[str, Any]], catalog: Catalog,
@@ -214,9 +219,14 @@ def build_snapshot(
 
     node_infos = [n for n in memo.nodes.each(nodes, node) if isinstance(n, NodeInfo)]
     trees: dict[str, WorkloadTree] = {}
-    for found in memo.trees.each(object_list, tree):
+    refused: dict[str, tuple[WorkloadRef, str]] = {}
+    for obj, found in zip(object_list, memo.trees.each(object_list, tree), strict=True):
         if isinstance(found, WorkloadTree):
             trees[found.ref.key] = found
+        elif isinstance(found, str):
+            ref = _ref_or_none(obj)
+            if ref is not None:
+                refused[ref.key] = (ref, found)
     pod_infos: list[PodInfo] = []
 
     def parsed(p: PodInfo | Mapping[str, Any],
@@ -242,7 +252,8 @@ def build_snapshot(
         member = find_membership(pod, objects=index, catalog=catalog, workloads=workloads)
         if member is not None or pod.holds_resources:
             return member, None
-        return None, pending_owner(pod, objects=index, catalog=catalog)
+        return None, (refused_owner(pod, objects=index, refused=refused)
+                      or pending_owner(pod, objects=index, catalog=catalog))
 
     memberships: dict[str, Membership] = {}
     unresolved: dict[str, str] = {}
@@ -254,4 +265,11 @@ def build_snapshot(
             unresolved[pod.uid] = why
     memo.roll()
     return ClusterSnapshot.of(node_infos, pod_infos, workloads.values(), memberships,
-                              revision=revision, unresolved=unresolved)
+                              revision=revision, unresolved=unresolved, refused=refused)
+
+
+def _ref_or_none(obj: Mapping[str, Any]) -> WorkloadRef | None:
+    try:
+        return workload_ref(obj)
+    except WorkloadError:
+        return None

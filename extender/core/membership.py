@@ -17,7 +17,7 @@ from typing import Any
 from extender.core.catalog import Catalog
 from extender.core.descriptor import Descriptor, GangPolicy, RoleMatch
 from extender.core.gangs import member_gang_key
-from extender.core.model import Membership, OwnerRef, PodInfo, WorkloadTree
+from extender.core.model import Membership, OwnerRef, PodInfo, WorkloadRef, WorkloadTree
 from extender.core.objects import owner_refs
 
 #: Owner chains longer than this are cut (a cycle of owner references must not loop forever).
@@ -152,6 +152,20 @@ def find_membership(pod: PodInfo, *, objects: ObjectIndex, catalog: Catalog,
                 gang = candidate.key
                 break
     return Membership(workload=tree.ref, role=role, replica=replica, gang=gang)
+
+
+def refused_owner(pod: PodInfo, *, objects: ObjectIndex,
+                  refused: Mapping[str, tuple[WorkloadRef, str]]) -> str | None:
+    """Why a pod waits when a workload above it was refused (beyond the limits, fields of the
+    wrong type): its gang cannot be known, so it must not be placed as a lone pod either."""
+    if not refused:
+        return None
+    for link in owner_chain(pod, objects):
+        found = refused.get(f"{link.kind}/{pod.namespace}/{link.name}")
+        if found is not None:
+            why = found[1].removeprefix(f"{link.kind}/{link.name}: ")
+            return f"its {link.kind} {pod.namespace}/{link.name} cannot be scheduled: {why}"
+    return None
 
 
 def pending_owner(pod: PodInfo, *, objects: ObjectIndex, catalog: Catalog) -> str | None:

@@ -17,6 +17,7 @@ from extender.core.model import (
     NodeInfo,
     NodeName,
     PodInfo,
+    WorkloadRef,
     WorkloadTree,
 )
 
@@ -35,8 +36,11 @@ class ClusterSnapshot:
     revision: int = 0
     """Increases whenever the source changes; lets callers cache derived values."""
     unresolved: Mapping[str, str] = field(default_factory=dict)
-    """Pod UID -> why its workload is not known yet (an owner not observed so far). Such a
-    pod may belong to a gang: deciding for it as a lone pod could bind part of a gang."""
+    """Pod UID -> why its workload is not known yet (an owner not observed so far, or refused).
+    Such a pod may belong to a gang: deciding for it as a lone pod could bind part of one."""
+    refused: Mapping[str, tuple[WorkloadRef, str]] = field(default_factory=dict)
+    """Workloads of a described kind that could not be resolved (beyond the limits, fields of
+    the wrong type...), by :attr:`WorkloadRef.key`, with why. Their pods wait, saying so."""
 
     @classmethod
     def of(
@@ -48,6 +52,7 @@ class ClusterSnapshot:
         *,
         revision: int = 0,
         unresolved: Mapping[str, str] | None = None,
+        refused: Mapping[str, tuple[WorkloadRef, str]] | None = None,
     ) -> ClusterSnapshot:
         trees = {w.ref.key: w for w in workloads}
         gangs = {g.key: g for w in trees.values() for g in w.gangs}
@@ -59,6 +64,7 @@ class ClusterSnapshot:
             gangs=MappingProxyType(dict(sorted(gangs.items()))),
             revision=revision,
             unresolved=MappingProxyType(dict(unresolved or {})),
+            refused=MappingProxyType(dict(sorted((refused or {}).items()))),
         )
 
     def gang_of(self, pod_uid: str) -> Gang | None:

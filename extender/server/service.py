@@ -60,6 +60,7 @@ from extender.state.ports import (
     PodEvent,
     PodRef,
     Requeuer,
+    WorkloadEvent,
 )
 from extender.state.store import StateStore
 
@@ -139,13 +140,16 @@ class GangService:
         self._binder = binder
         self._events = events
         self._core = CoreSettings(plan_ttl=settings.plan_ttl, bind_timeout=settings.bind_timeout,
-                                  scoring=settings.scoring)
+                                  scoring=settings.scoring,
+                                  workload_limits=settings.workload_limits)
         self._cond = threading.Condition()
         self._ledger = Ledger()
         self._barrier = _Barrier()
         self._tickets = itertools.count(1)
         self._last_reason: dict[GangKey, str] = {}
         self._last_event: dict[str, tuple[str, str]] = {}
+        self._refusals_told: dict[str, str] = {}
+        """Workload key -> the refusal last written as an event on it (once per change)."""
         self._expired_total = 0
         self._rebuilt = False
         self._swept_revision = -1
@@ -250,6 +254,22 @@ class GangService:
         self._ledger.settle(snapshot)
         for uid in [u for u in self._last_event if u not in snapshot.pods]:
             del self._last_event[uid]
+        self._tell_refusals(snapshot)
+
+    def _tell_refusals(self, snapshot: ClusterSnapshot) -> None:
+        """A workload Muster cannot schedule (beyond the limits, fields of the wrong type) gets
+        one Warning event saying why, on the workload itself: its pods only say they wait."""
+        told = self._refusals_told
+        for key in [k for k in told if k not in snapshot.refused]:
+            del told[key]
+        for key, (ref, why) in snapshot.refused.items():
+            if told.get(key) == why:
+                continue
+            told[key] = why
+            log.warning("workload=%s outcome=refused reason=%r", key, why[:500])
+            self._events.emit(WorkloadEvent(ref.api_version, ref.kind, ref.namespace, ref.name,
+                                            ref.uid, EventType.WARNING, "WorkloadRefused",
+                                            f"Muster cannot schedule this workload: {why}"))
 
     def filter(self, args: ExtenderArgs) -> ExtenderFilterResultJSON:
         ready = self._state.readiness()

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from extender.core.scoring import Policy
+from extender.core.workload import DEFAULT_LIMITS, WorkloadLimits
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 SCORINGS = tuple(p.value for p in Policy)
@@ -57,11 +58,20 @@ class Settings:
     """gunicorn worker threads; each held bind occupies one, so keep above the largest gang."""
     scheduler_name: str = "muster"
     """The scheduler profile whose pods Muster answers for (events and inspect use it)."""
+    max_workload_pods: int = DEFAULT_LIMITS.pods
+    """A workload resolving to more pods is refused whole (its pods wait, and a
+    ``WorkloadRefused`` event on it says why)."""
+    max_workload_gangs: int = DEFAULT_LIMITS.gangs
+    """The same for gangs per workload."""
     extra: Mapping[str, Any] = field(default_factory=dict, compare=False)
 
     @property
     def live(self) -> bool:
         return self.snapshot is None
+
+    @property
+    def workload_limits(self) -> WorkloadLimits:
+        return WorkloadLimits(pods=self.max_workload_pods, gangs=self.max_workload_gangs)
 
 
 _ENV_PREFIX = "MUSTER_"
@@ -144,6 +154,9 @@ def _check(s: Settings) -> Sequence[str]:
         bad("log_level", f"must be one of {', '.join(LOG_LEVELS)}, got {s.log_level!r}")
     if s.max_request_bytes < 1024:
         bad("max_request_bytes", "must be at least 1024")
+    for name in ("max_workload_pods", "max_workload_gangs"):
+        if getattr(s, name) < 1:
+            bad(name, f"must be at least 1, got {getattr(s, name)}")
     if not 1 <= s.threads <= 1024:
         bad("threads", f"must be between 1 and 1024, got {s.threads}")
     if s.snapshot is not None and (s.kubeconfig or s.context):

@@ -44,6 +44,28 @@ class PodEvent:
     message: str
 
 
+@dataclass(frozen=True, slots=True)
+class WorkloadEvent:
+    """An event on a workload object (a JobSet, a RayCluster...): ``kubectl describe`` of the
+    workload then says what Muster thinks of it, not only its pods."""
+
+    api_version: str
+    kind: str
+    namespace: str
+    name: str
+    uid: str
+    type: EventType
+    reason: str
+    message: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.kind}/{self.namespace}/{self.name}"
+
+
+AnyEvent = PodEvent | WorkloadEvent
+
+
 class Binder(Protocol):
     def bind(self, pod: PodRef, node: str) -> None:
         """Create the pod's Binding to ``node``; raise :class:`BindError` on failure.
@@ -52,8 +74,9 @@ class Binder(Protocol):
 
 
 class EventSink(Protocol):
-    def emit(self, event: PodEvent) -> None:
-        """Record an event on a pod; must not block the caller on the network."""
+    def emit(self, event: AnyEvent) -> None:
+        """Record an event on a pod or a workload; must not block the caller on the
+        network."""
 
 
 class Requeuer(Protocol):
@@ -87,14 +110,19 @@ class MemoryEvents:
 
     def __init__(self, *, limit: int = 10_000) -> None:
         self._lock = threading.Lock()
-        self._events: list[PodEvent] = []
+        self._events: list[AnyEvent] = []
         self._limit = limit
 
-    def emit(self, event: PodEvent) -> None:
+    def emit(self, event: AnyEvent) -> None:
         with self._lock:
             self._events.append(event)
             del self._events[: max(0, len(self._events) - self._limit)]
 
     def events(self) -> list[PodEvent]:
+        """The events on pods."""
         with self._lock:
-            return list(self._events)
+            return [e for e in self._events if isinstance(e, PodEvent)]
+
+    def workload_events(self) -> list[WorkloadEvent]:
+        with self._lock:
+            return [e for e in self._events if isinstance(e, WorkloadEvent)]

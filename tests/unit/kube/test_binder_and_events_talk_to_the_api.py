@@ -10,7 +10,7 @@ import pytest
 from extender.kube.binder import KubeBinder
 from extender.kube.client import connect
 from extender.kube.events import KubeEvents
-from extender.state.ports import BindError, EventType, PodEvent, PodRef
+from extender.state.ports import BindError, EventType, PodEvent, PodRef, WorkloadEvent
 from tests.unit.kube.fakeapi import FakeApiServer, fake_api
 
 
@@ -61,3 +61,17 @@ def test_events_are_written_on_the_pod_in_the_background(api: FakeApiServer,
         "Warning", "GangWaiting", "gang ml/train: 3 of 4 pods fit")
     assert event["source"] == {"component": "muster"}
     assert events.written == 1
+
+
+def test_workload_events_are_written_on_the_workload_object(api: FakeApiServer,
+                                                             tmp_path: Path) -> None:
+    events = KubeEvents(connect(str(api.kubeconfig(tmp_path))))
+    events.emit(WorkloadEvent("jobset.x-k8s.io/v1alpha2", "JobSet", "ml", "train", "js-uid",
+                              EventType.WARNING, "WorkloadRefused", "too many pods"))
+    events.flush()
+    [event] = api.cluster.events
+    assert event["involvedObject"] == {"apiVersion": "jobset.x-k8s.io/v1alpha2",
+                                       "kind": "JobSet", "namespace": "ml", "name": "train",
+                                       "uid": "js-uid"}
+    assert event["metadata"]["namespace"] == "ml"
+    assert (event["reason"], event["message"]) == ("WorkloadRefused", "too many pods")

@@ -64,3 +64,12 @@ def test_serve_with_an_unknown_context_exits_2_naming_it(tmp_path: Path,
     err = capsys.readouterr().err
     assert code == 2
     assert "elsewhere" in err and "Traceback" not in err
+
+
+def test_workload_limits_come_from_flags_or_environment_and_must_be_positive() -> None:
+    limits = build_settings({"max_workload_gangs": 7},
+                            {"MUSTER_MAX_WORKLOAD_PODS": "40"}).workload_limits
+    assert (limits.pods, limits.gangs) == (40, 7)
+    with pytest.raises(SettingsError, match="--max-workload-pods / MUSTER_MAX_WORKLOAD_PODS: "
+                                            "must be at least 1, got 0"):
+        build_settings({"max_workload_pods": 0}, {})
