@@ -97,6 +97,12 @@ def decide_bind(
         return withdraw(gang.key, ledger=ledger, reason=lost)
     reached = gang_reached(gang, snapshot, ledger, gpu=settings.gpu_resource)
     if reached >= gang.min_member:
+        crowded = _held_without_room(gang.key, pod_uid, snapshot=snapshot, ledger=ledger,
+                                     gpu=settings.gpu_resource)
+        if crowded is not None:
+            # Something took a held member's room while it waited (a pod bound by another
+            # scheduler or by hand): releasing would oversubscribe that node.
+            return withdraw(gang.key, ledger=ledger, reason=crowded)
         released = ledger.admit(gang.key, now=now)
         return BindDecision(BindOutcome.BIND,
                             f"gang {gang.key}: {reached} of minimum {gang.min_member} at bind; "
@@ -136,6 +142,21 @@ def lost_node(gang: GangKey, *, snapshot: ClusterSnapshot, ledger: Ledger) -> st
             who = pod.key if pod is not None else uid
             return (f"gang {gang}: node {node} was deleted while member {who} was held at "
                     "the bind barrier; the gang is planned again")
+    return None
+
+
+def _held_without_room(gang: GangKey, arriving: str, *, snapshot: ClusterSnapshot,
+                       ledger: Ledger, gpu: str) -> str | None:
+    """Why a held member may not be released where it waits: its node has no room for it any
+    more (``None`` when every held member still fits). ``arriving`` was just checked."""
+    for uid, node in ledger.waiting(gang):
+        pod = snapshot.pods.get(uid)
+        if uid == arriving or pod is None:
+            continue
+        lack = lack_of_room(pod, node, snapshot=snapshot, ledger=ledger, gpu=gpu, exclude=gang)
+        if lack is not None:
+            return (f"gang {gang}: held member {lack.removeprefix('pod ')}; the gang is "
+                    "planned again")
     return None
 
 

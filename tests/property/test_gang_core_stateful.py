@@ -9,9 +9,14 @@ node. Between steps the clock advances, pods and nodes go, new gangs and lone po
 the informer confirms binds, the extender restarts (its ledger rebuilt from the cluster), and
 housekeeping breaks deadlocks between gangs.
 
+Races are played too: a held bind retried by kube-scheduler after its timeout (a second bind
+of the same pod, perhaps to another node), a node deleted while members are held there, and a
+pod asking for a billion GPUs bound by hand.
+
 After every step: no node's resources, pod slots or GPU devices are oversubscribed (checked by
 an exact packing of the pods actually on each node, not by the core's arithmetic); no gang ever
-has fewer than its minimum bound once any member is bound; no plan outlives its deadline; no
+has fewer than its minimum bound once any member is bound; no pod is bound to a node that is
+gone, nor for GPUs onto a node the billion-GPU pod fills; no plan outlives its deadline; no
 member waits at the barrier past the timeout. Every filter and bind is asked twice of
 identical inputs and must answer the same.
 """
@@ -36,6 +41,7 @@ from extender.core.decisions import (
     BindDecision,
     BindOutcome,
     CoreSettings,
+    barriers_on_lost_nodes,
     decide_bind,
     decide_filter,
     expired_barriers,
@@ -108,6 +114,9 @@ class GangCoreMachine(RuleBasedStateMachine):
         """Pods kube-scheduler assumed and the core holds at the bind barrier."""
         self.ever_bound: dict[str, set[str]] = {}
         self.loners = 0
+        self.hogs: dict[str, NodeName] = {}
+        """Pods asking for a billion GPUs, bound by hand (the API server accepts it), and their
+        nodes: full for GPUs while the hog is there, whatever the arithmetic."""
 
     @initialize(nodes=node_specs, gangs=st.lists(role_specs, min_size=1, max_size=3),
                 loners=st.lists(loner_spec, max_size=3))
@@ -178,6 +187,10 @@ class GangCoreMachine(RuleBasedStateMachine):
                       if p.node_name is None and u not in self.held and u not in self.assumed)
 
     def _bind(self, uid: str, node: NodeName) -> None:
+        assert node in self.nodes, f"{uid} bound to node {node}, which the cluster no longer has"
+        pod = self.pods[uid]
+        assert node not in self.hogs.values() or not (pod.shape.gpus or pod.shape.gpu_share), (
+            f"{uid} bound for GPUs onto {node}, which a billion-GPU pod fills")
         self.held.pop(uid, None)
         self.assumed.pop(uid, None)
         self.pods[uid] = replace(self.pods[uid], node_name=node, phase=PodPhase.RUNNING)
@@ -245,7 +258,12 @@ class GangCoreMachine(RuleBasedStateMachine):
         assert _same(bind, again), "identical inputs gave different bind decisions"
         if bind.outcome is BindOutcome.BIND:
             for released, where in bind.release:
+                pod = self.pods.get(released)
                 if released == uid or released in self.held:
+                    self._bind(released, where)
+                elif pod is not None and pod.node_name is None:
+                    # Counted at the barrier but no request held (parked, or kube-scheduler
+                    # gave up on it): Muster binds it itself, where the ledger charged it.
                     self._bind(released, where)
             if not bind.release:
                 self._unassume(uid)
@@ -310,27 +328,57 @@ class GangCoreMachine(RuleBasedStateMachine):
             return  # deletions are rarer than scheduling, as in a real cluster
         uid = data.draw(st.sampled_from(sorted(self.pods)))
         del self.pods[uid]
+        self.hogs.pop(uid, None)
         self._unassume(uid)
         self.ledger.forget_pod(uid)
 
     @precondition(lambda self: len(self.nodes) > 1)
-    @rule(data=st.data(), coin=st.integers(0, 5))
-    def lose_node(self, data: st.DataObject, coin: int) -> None:
+    @rule(data=st.data(), coin=st.integers(0, 5), sweep=st.booleans())
+    def lose_node(self, data: st.DataObject, coin: int, sweep: bool) -> None:
+        """A node goes. Members held there stay held (their requests do not know) and pods
+        assumed there still ask to bind; the server's sweep withdraws gangs held on it at its
+        next look at the cluster, or the next member's bind notices first."""
         if coin:
             return
         name = data.draw(st.sampled_from(sorted(self.nodes)))
         del self.nodes[name]
+        self.hogs = {u: n for u, n in self.hogs.items() if n != name}
         for uid in [u for u, p in self.pods.items() if p.node_name == name]:
             del self.pods[uid]  # the pod garbage collector removes pods of a lost node
             self.ledger.forget_pod(uid)
-        for uid in [u for u, n in {**self.held, **self.assumed}.items() if n == name]:
-            self._unassume(uid)
-            self.ledger.forget_pod(uid)
+        if sweep:
+            for gang, reason in barriers_on_lost_nodes(snapshot=self.snapshot(),
+                                                       ledger=self.ledger):
+                for uid, _ in withdraw(gang, ledger=self.ledger, reason=reason).rejected:
+                    self._unassume(uid)
+
+    @precondition(lambda self: bool(self.held))
+    @rule(data=st.data())
+    def retry_held_bind(self, data: st.DataObject) -> None:
+        """kube-scheduler gave up on a held bind (its HTTP timeout) and schedules the pod
+        again: filter, perhaps another node, and a second bind for the same pod."""
+        uid = data.draw(st.sampled_from(sorted(self.held)))
+        del self.held[uid]
+        if self._filter(uid, data) is not None:
+            self._ask_bind(uid)
+
+    @precondition(lambda self: bool(self.nodes))
+    @rule(data=st.data(), coin=st.integers(0, 5))
+    def hand_placed_hog(self, data: st.DataObject, coin: int) -> None:
+        """A pod asking for a billion GPUs is bound by hand (``spec.nodeName``)."""
+        if coin or len(self.hogs) >= 2:
+            return
+        name = data.draw(st.sampled_from(sorted(self.nodes)))
+        pod = make_pod(f"hog{len(self.pods)}", shape=make_shape(gpus=10**9, cpu=0), node=name)
+        self.pods[pod.uid] = pod
+        self.hogs[pod.uid] = name
 
     # -- invariants ---------------------------------------------------------------------------
     @invariant()
     def no_node_pod_slot_or_device_is_oversubscribed(self) -> None:
         for name, node in self.nodes.items():
+            if name in self.hogs.values():
+                continue  # oversubscribed by hand; _bind checks nothing more lands there
             on = self._on_node(name, assumed=False)
             assert len(on) <= node.allocatable[PODS] // 1000, f"{name}: too many pods"
             used = sum((p.shape.requests for p in on), start=type(node.allocatable)())
