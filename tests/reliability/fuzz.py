@@ -16,6 +16,7 @@ import argparse
 import contextlib
 import http.client
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -96,7 +97,7 @@ def serving(directory: Path) -> Iterator[Server]:
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
-            proc.wait(timeout=15)
+            proc.wait(timeout=5)
         except subprocess.TimeoutExpired:  # a wedged worker ignores gunicorn: end its group
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=10)
@@ -149,8 +150,7 @@ def _ms(sorted_times: list[float], q: float) -> str:
 
 def _shape(failure: str) -> str:
     """A failure without its body number and sizes, to group equal failures."""
-    verb_kind = failure.split(" bytes)", maxsplit=1)[0].split("(", 1)[-1].rsplit(",", 1)[0]
-    return verb_kind + failure.split("bytes):", 1)[-1].split(":", maxsplit=1)[0]
+    return re.sub(r"#\d+|\d+ bytes|\d{3,}|\(char \d+\)|in flight then: .*", "N", failure)
 
 
 def _send(conn: http.client.HTTPConnection, b: Body) -> tuple[int, bool, bytes]:
@@ -301,6 +301,15 @@ def main(argv: list[str] | None = None) -> int:
                      connections=args.connections, only=args.only,
                      wedges=not args.no_huge_quantities)
     print(report.figures())
+    if report.stalled.is_set() and args.only is None:
+        # Name the body that wedges the server: each suspect alone, on a fresh one.
+        for suspect in sorted(b.index for b in report.in_flight.values()):
+            with tempfile.TemporaryDirectory() as tmp:
+                alone = run(Path(tmp), seed=args.seed, count=1, only=suspect,
+                            wedges=not args.no_huge_quantities)
+            verdict = "stalls the server on its own" if alone.stalled.is_set() else "answered"
+            print(f"  suspect body #{suspect}: {verdict} (replay: --seed {args.seed} "
+                  f"--only {suspect})")
     return 1 if report.failures else 0
 
 
