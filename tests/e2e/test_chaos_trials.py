@@ -19,7 +19,7 @@ from tests.reliability.chaos import TRIALS, run_trial
 
 pytestmark = pytest.mark.e2e
 
-FAST = ("muster_killed_at_barrier", "double_bind")
+FAST = ("muster_killed_at_barrier", "oversubscribed_3x")
 LONG = os.environ.get("MUSTER_CHAOS", "") not in ("", "0")
 _RUNS = itertools.count()
 

@@ -54,6 +54,8 @@ class Trial:
     """Pod name -> UID of the newer pod made after the first was deleted."""
     deleted_nodes: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    """What a trial saw go wrong itself (beyond the invariants every trial checks)."""
 
     # --- building blocks -------------------------------------------------------------------
     def gang(self, name: str, members: int, gpus: int = 8) -> tuple[list[dict[str, Any]],
@@ -128,7 +130,7 @@ class Trial:
 
     # --- the invariants ----------------------------------------------------------------------
     def invariants(self) -> list[str]:
-        problems = []
+        problems = list(self.problems)
         nodes = {n["metadata"]["name"]: int(n["status"]["allocatable"].get(GPU, "0"))
                  for n in self.conn.request("GET", "/api/v1/nodes")["items"]}
         pods = self.conn.request("GET", "/api/v1/pods")["items"]
@@ -277,10 +279,39 @@ def double_bind(t: Trial) -> None:
                    f"member 0 ended on {node}")
 
 
+def billion_gpu_pod_bound_by_hand(t: Trial) -> None:
+    """A pod asking for 10^9 GPUs placed on a node by hand (the API server takes it): Muster
+    must keep answering, in its usual time, and treat the node as full (issue 16, item 1)."""
+    pod = bare_pod("greedy", t.namespace, 1)
+    pod["spec"]["containers"][0]["resources"]["limits"][GPU] = "1000000000"
+    pod["spec"]["nodeName"] = NODES[3]
+    create(t.conn, pod, "pods")
+    time.sleep(2)  # Muster's informer sees it
+    probe = bare_pod("probe", t.namespace, 1) | {"metadata": {
+        "name": "probe", "namespace": t.namespace, "uid": "probe-uid"}}
+    for what, call in (("/readyz", lambda: t.muster("GET", "/readyz", timeout=5)),
+                       ("/filter", lambda: t.planned_node(probe, NODES))):
+        started = time.monotonic()
+        try:
+            answer = call()
+        except OSError as err:
+            t.problems.append(f"{what} gave no answer within 5 s with the pod bound ({err})")
+            continue
+        took = time.monotonic() - started
+        if took > 1:
+            t.problems.append(f"{what} took {took:.1f} s with the pod bound")
+        if what == "/filter" and NODES[3] in answer:
+            t.problems.append(f"filter passes {NODES[3]}, which the pod fills: {answer}")
+    t.delete_pod("greedy")
+    if t.problems:  # a wedged Muster does not recover by itself; the next trial needs one
+        t.box.kill("muster")
+        t.box.start_muster()
+
+
 TRIALS: dict[str, Callable[[Trial], None]] = {f.__name__: f for f in (
     scheduler_killed_mid_gang, muster_killed_at_barrier, muster_killed_mid_release,
     node_deleted_while_planned, node_deleted_while_held, member_deleted_while_held,
-    oversubscribed_3x, double_bind)}
+    oversubscribed_3x, double_bind, billion_gpu_pod_bound_by_hand)}
 
 
 def run_trial(box: Sandbox, catalog: Catalog, name: str, namespace: str) -> tuple[

@@ -200,10 +200,17 @@ def _client(port: int, items: list[Body], report: Report) -> None:
             previous = None
             try:  # this body on a fresh connection, so that it is still checked
                 status, closes, data = _send(conn, b)
-            except (TimeoutError, *DROPPED) as again:
+            except (OSError, http.client.HTTPException) as again:
                 report.in_flight.pop(me, None)
                 report.fail(b, f"no reply on a fresh connection either ({again!r})")
+                conn.close()
                 continue
+        except http.client.HTTPException as err:  # a reply kube-scheduler could not read
+            report.in_flight.pop(me, None)
+            report.fail(b, f"unreadable reply ({err!r})")
+            conn.close()
+            previous = None
+            continue
         report.in_flight.pop(me, None)
         report.record(b, time.perf_counter() - started)
         for problem in check_reply(b, status, data):
