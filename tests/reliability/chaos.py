@@ -135,6 +135,7 @@ class Trial:
                  for n in self.conn.request("GET", "/api/v1/nodes")["items"]}
         pods = self.conn.request("GET", "/api/v1/pods")["items"]
         used: dict[str, int] = {}
+        on: dict[str, list[str]] = {}
         for pod in bound(pods):
             node = pod["spec"]["nodeName"]
             if pod.get("status", {}).get("phase") in ("Succeeded", "Failed"):
@@ -142,10 +143,11 @@ class Trial:
             if node not in nodes:
                 problems.append(f"pod {pod['metadata']['name']} is bound to {node}, "
                                 "which does not exist")
+            on.setdefault(node, []).append(pod["metadata"]["name"])
             used[node] = used.get(node, 0) + sum(
                 int(c.get("resources", {}).get("limits", {}).get(GPU, "0"))
                 for c in pod["spec"]["containers"])
-        problems += [f"node {n} has {u} GPUs bound, {nodes[n]} allocatable"
+        problems += [f"node {n} has {u} GPUs bound, {nodes[n]} allocatable ({', '.join(on[n])})"
                      for n, u in sorted(used.items()) if n in nodes and u > nodes[n]]
         mine = pods_in(self.conn, self.namespace)
         for gang, size in sorted(self.gangs.items()):
