@@ -151,8 +151,7 @@ class Trial:
                      for n, u in sorted(used.items()) if n in nodes and u > nodes[n]]
         mine = pods_in(self.conn, self.namespace)
         for gang, size in sorted(self.gangs.items()):
-            members = [p for p in mine if p["metadata"].get("labels", {}).get(GANG_LABEL) == gang]
-            done = len(bound(members))
+            done = len(bound(members(mine, gang)))
             if 0 < done < size:
                 problems.append(f"gang {gang} is partly bound: {done} of {size}")
         for pod in mine:
@@ -168,9 +167,12 @@ class Trial:
 
     def summary(self) -> str:
         mine = pods_in(self.conn, self.namespace)
-        parts = [f"{g} {len(bound([p for p in mine if p['metadata'].get('labels', {}).get(GANG_LABEL) == g]))}/{n}"  # noqa: E501
-                 for g, n in sorted(self.gangs.items())]
-        return "bound: " + ", ".join(parts)
+        return "bound: " + ", ".join(f"{g} {len(bound(members(mine, g)))}/{n}"
+                                     for g, n in sorted(self.gangs.items()))
+
+
+def members(pods: list[dict[str, Any]], gang: str) -> list[dict[str, Any]]:
+    return [p for p in pods if p["metadata"].get("labels", {}).get(GANG_LABEL) == gang]
 
 
 # --- the trials -----------------------------------------------------------------------------
