@@ -95,7 +95,7 @@ class Trial:
     def held(self, gang: str) -> int:
         with contextlib.suppress(OSError):
             for g in self.muster("GET", "/inspect/gangs", timeout=5)["gangs"]:
-                if g["workload"].endswith(f"/{gang}") or gang in g["gang"]:
+                if g["gang"] == f"{self.namespace}/{gang}":  # not a past trial's namesake
                     return int(g["heldAtBind"])
         return 0
 
