@@ -99,6 +99,13 @@ class Trial:
                     return int(g["heldAtBind"])
         return 0
 
+    def wait_held(self, gang: str, count: int, timeout: float = 20, interval: float = 0.25,
+                  ) -> None:
+        """Wait until ``count`` members of ``gang`` are held; a note says if they never were
+        (then the trial did not test what it says)."""
+        if not wait_until(lambda: self.held(gang) >= count, timeout=timeout, interval=interval):
+            self.notes.append(f"only {self.held(gang)} of {count} members of {gang} were held")
+
     def planned_node(self, pod: dict[str, Any], nodes: list[str]) -> list[str]:
         """The nodes Muster's filter passes for ``pod`` (a gated member: its planned slot)."""
         return list(self.muster("POST", "/filter", {"Pod": pod, "Nodes": None,
@@ -184,7 +191,7 @@ def scheduler_killed_mid_gang(t: Trial) -> None:
     pods, uids = t.gang("sk", 3)
     for pod in pods[:2]:
         t.pod(pod, uids)
-    wait_until(lambda: t.held("sk") >= 1, timeout=20)
+    t.wait_held("sk", 1, timeout=20)
     back = t.box.outage("kube-scheduler")
     time.sleep(3)
     back()
@@ -195,7 +202,7 @@ def muster_killed_at_barrier(t: Trial) -> None:
     pods, uids = t.gang("mb", 3)
     for pod in pods[:2]:
         t.pod(pod, uids)
-    wait_until(lambda: t.held("mb") >= 2, timeout=20)
+    t.wait_held("mb", 2, timeout=20)
     t.box.kill("muster")
     time.sleep(2)
     t.notes.append(f"while Muster was down: {len(bound(pods_in(t.conn, t.namespace)))} bound")
@@ -207,7 +214,7 @@ def muster_killed_mid_release(t: Trial) -> None:
     pods, uids = t.gang("mr", 4)
     for pod in pods[:3]:
         t.pod(pod, uids)
-    wait_until(lambda: t.held("mr") >= 3, timeout=30)
+    t.wait_held("mr", 3, timeout=30)
     t.pod(pods[3], uids)
     # The release starts when the last member reaches bind: the held count drops then.
     wait_until(lambda: t.held("mr") < 3, timeout=20, interval=0.005)
@@ -224,7 +231,7 @@ def _two_free_nodes(t: Trial, name: str) -> tuple[list[dict[str, Any]], dict[Any
     t.fill(NODES[2:])
     pods, uids = t.gang(name, 2)
     t.pod(pods[0], uids)
-    wait_until(lambda: t.held(name) >= 1, timeout=20)
+    t.wait_held(name, 1)
     gated = t.pod(pods[1], uids, gated=True)
     [planned] = t.planned_node(gated, NODES[:2])
     held_at = next(n for n in NODES[:2] if n != planned)
@@ -247,7 +254,7 @@ def member_deleted_while_held(t: Trial) -> None:
     pods, uids = t.gang("md", 3)
     for pod in pods[:2]:
         t.pod(pod, uids)
-    wait_until(lambda: t.held("md") >= 2, timeout=20)
+    t.wait_held("md", 2, timeout=20)
     t.delete_pod(pods[0]["metadata"]["name"])
     newer = t.pod(pods[0], uids)  # its controller makes it again, same name
     t.recreated[newer["metadata"]["name"]] = newer["metadata"]["uid"]
@@ -273,7 +280,7 @@ def double_bind(t: Trial) -> None:
         "PodName": first["metadata"]["name"], "PodNamespace": t.namespace,
         "PodUID": first["metadata"]["uid"], "Node": planned})))
     second.start()
-    wait_until(lambda: t.held("db") >= 2, timeout=10, interval=0.05)
+    t.wait_held("db", 2, timeout=10, interval=0.05)
     t.ungate(gated)
     second.join(60)
     t.settle()
