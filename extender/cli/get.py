@@ -12,7 +12,7 @@ import argparse
 import sys
 from typing import Any
 
-from extender.cli.errors import EXIT_INPUT, EXIT_OK, CliError
+from extender.cli.errors import EXIT_ERROR, EXIT_OK, CliError
 from extender.cli.livefind import find_all
 from extender.cli.options import (
     add_cluster_flags,
@@ -123,7 +123,7 @@ def _live(args: argparse.Namespace, base: Descriptors) -> list[dict[str, Any]]:
             try:
                 kinds = list(descriptors.catalog.find_type(args.type))
             except UnknownKind as err:
-                raise CliError(str(err), exit_code=EXIT_INPUT) from None
+                raise CliError(str(err), exit_code=EXIT_ERROR) from None
         namespace = None if args.all_namespaces else (
             args.namespace or context_namespace(args.kubeconfig, args.context))
         found, trouble = find_all(conn, descriptors, kinds, namespace)

@@ -24,6 +24,7 @@ from typing import Any
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from extender.cli.errors import EXIT_OK, CliError
+from extender.cli.options import duration
 from extender.cli.render import console, emit_data, table
 from extender.cli.simulate_gangs import SYNTHETIC_KEYS, run_gangs
 from simulator.plots import plot_allocation
@@ -51,8 +52,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--synthetic", metavar="K=V,...",
                    help="replay a seeded synthetic day instead of a file; keys: "
                         + ", ".join(SYNTHETIC_KEYS))
-    p.add_argument("--horizon", type=float, metavar="SECONDS",
-                   help="stop the replay at this virtual time")
+    p.add_argument("--horizon", type=duration, metavar="DURATION",
+                   help="stop the replay at this virtual time: 6h, 90m, or seconds")
     p.add_argument("--trace", choices=("openb",), help="trace format (the Alibaba openb CSVs)")
     p.add_argument("--pods", type=Path, help="pod list CSV of the trace")
     p.add_argument("--nodes", type=Path, help="node list CSV of the trace")
