@@ -27,7 +27,6 @@ from extender.cli.errors import EXIT_OK, CliError
 from extender.cli.options import duration
 from extender.cli.render import console, emit_data, table
 from extender.cli.simulate_gangs import SYNTHETIC_KEYS, run_gangs
-from simulator.plots import plot_allocation
 from simulator.policies import PAPER_ORDER
 from simulator.trace.openb import TraceError, load_nodes, load_pods
 from simulator.trace.published import PUBLISHED_MEANS
@@ -194,6 +193,9 @@ def run(args: argparse.Namespace) -> int:
     if args.plot:
         reference = {p: PUBLISHED_MEANS[p] for p in means} if args.pods.name == (
             "openb_pod_list_default.csv") else None
+        # matplotlib only here: every other command (serve above all) starts without it,
+        # and it writes a font cache under $HOME, which a read-only root refuses.
+        from simulator.plots import plot_allocation  # noqa: PLC0415
         plot_allocation(means, args.plot, reference=reference,
                         title=f"{args.pods.stem}, seeds {seeds[0]}..{seeds[-1]}")
 
