@@ -42,6 +42,10 @@ class FakeCluster:
         self.events: list[dict[str, Any]] = []
         self.extra_groups: dict[str, list[dict[str, Any]]] = {}
         """groupVersion -> discovery resources, for CRD kinds."""
+        self.forbidden: set[str] = set()
+        """Collection paths RBAC does not grant: list and watch answer 403 Forbidden."""
+        self.watch_forbidden: set[str] = set()
+        """Collection paths whose list is granted but whose watch answers 403."""
 
     def put(self, collection: str, obj: dict[str, Any], kind: str = "MODIFIED") -> None:
         with self.cond:
@@ -127,7 +131,13 @@ class _Handler(BaseHTTPRequestHandler):
         if url.path.startswith("/apis/") and url.path not in cluster.objects:
             self._status(404, "NotFound", "the server could not find the requested resource")
             return
-        if query.get("watch") in ("true", "1"):
+        watching = query.get("watch") in ("true", "1")
+        if url.path in cluster.forbidden or (watching and url.path in cluster.watch_forbidden):
+            verb = "watch" if watching else "list"
+            self._status(403, "Forbidden", f'{url.path.rsplit("/", 1)[-1]} is forbidden: User '
+                         f'"system:serviceaccount:muster:muster" cannot {verb} resource')
+            return
+        if watching:
             self._watch(url.path, int(query.get("resourceVersion") or 0),
                         float(query.get("timeoutSeconds") or 5))
         else:
