@@ -72,14 +72,16 @@ def find_one(conn: Connection, descriptors: Descriptors, kinds: Sequence[Descrip
 
 
 def find_all(conn: Connection, descriptors: Descriptors, kinds: Sequence[Descriptor],
-             namespace: str | None) -> tuple[list[Found], list[str]]:
-    """Every workload of ``kinds`` (``namespace=None``: all namespaces), with its pods, and one
-    problem per object that does not resolve (reported, not fatal)."""
+             namespace: str | None, *,
+             label_selector: str | None = None) -> tuple[list[Found], list[str]]:
+    """Every workload of ``kinds`` (``namespace=None``: all namespaces; ``label_selector``:
+    only those it selects), with its pods, and one problem per object that does not resolve
+    (reported, not fatal)."""
     trees: list[tuple[WorkloadTree, Mapping[str, Any]]] = []
     problems: list[str] = []
     catalog = descriptors.catalog
     for descriptor in distinct_kinds(kinds):
-        for obj in list_workloads(conn, descriptor, namespace):
+        for obj in list_workloads(conn, descriptor, namespace, label_selector=label_selector):
             if _is_part(obj, catalog):
                 continue
             meta = obj.get("metadata") or {}

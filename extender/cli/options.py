@@ -60,8 +60,8 @@ def add_namespace_flags(parser: argparse.ArgumentParser) -> None:
                         help="every namespace")
 
 
-def add_output_flag(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-o", "--output", choices=OUTPUTS, default="table",
+def add_output_flag(parser: argparse.ArgumentParser, extra: tuple[str, ...] = ()) -> None:
+    parser.add_argument("-o", "--output", choices=(*OUTPUTS, *extra), default="table",
                         help="output format (default: table)")
 
 

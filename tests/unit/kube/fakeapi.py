@@ -46,6 +46,8 @@ class FakeCluster:
         """Collection paths RBAC does not grant: list and watch answer 403 Forbidden."""
         self.watch_forbidden: set[str] = set()
         """Collection paths whose list is granted but whose watch answers 403."""
+        self.queries: list[tuple[str, dict[str, str]]] = []
+        """(path, query) of every GET, for tests of what a client asked."""
 
     def put(self, collection: str, obj: dict[str, Any], kind: str = "MODIFIED") -> None:
         with self.cond:
@@ -101,6 +103,7 @@ class _Handler(BaseHTTPRequestHandler):
         url = urlparse(self.path)
         query = {k: v[0] for k, v in parse_qs(url.query).items()}
         cluster = self.server.cluster
+        cluster.queries.append((url.path, query))
         if url.path == "/api/v1":
             self._send(200, {"kind": "APIResourceList", "groupVersion": "v1", "resources": [
                 {"name": p, "kind": k, "namespaced": ns} for p, (k, ns) in CORE.items()]})
