@@ -17,7 +17,7 @@ import sys
 from collections.abc import Sequence
 
 from extender import __version__
-from extender.cli.errors import EXIT_ERROR, CliError
+from extender.cli.errors import EXIT_ERROR, EXIT_OK, CliError
 from extender.cli.options import Parser
 
 #: Sub-command modules, in help order.
@@ -57,9 +57,9 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "muster") -> int:
     except SystemExit as done:  # --help, --version, or an argument error already printed
         return done.code if isinstance(done.code, int) else EXIT_ERROR
     handler = getattr(args, "handler", None)
-    if handler is None:
-        parser.print_help(sys.stderr)
-        return EXIT_ERROR
+    if handler is None:  # bare `muster`, as bare `kubectl`: the help, and success
+        parser.print_help(sys.stdout)
+        return EXIT_OK
     try:
         code: int = handler(args)
     except CliError as err:

@@ -57,6 +57,8 @@ def test_fit_argument_errors_exit_2_since_1_means_it_does_not_fit(capsys):
 def test_help_and_version_exit_0(capsys):
     assert muster(capsys, "--version").code == 0
     assert muster(capsys, "get", "--help").code == 0
+    bare = muster(capsys)  # as bare kubectl: the help on stdout, exit 0
+    assert bare.code == 0 and "describe" in bare.out and bare.err == ""
 
 
 def test_kubectl_muster_entry_point_runs_the_command_as_kubectl_names_it(capsys, monkeypatch):
