@@ -17,7 +17,7 @@ from typing import Any
 from rich.text import Text
 from rich.tree import Tree
 
-from extender.cli.errors import EXIT_INPUT, EXIT_OK, CliError
+from extender.cli.errors import EXIT_ERROR, EXIT_OK, CliError
 from extender.cli.livefind import find_all, find_one
 from extender.cli.options import (
     add_cluster_flags,
@@ -94,7 +94,7 @@ def _live(args: argparse.Namespace, base: Descriptors) -> list[Found]:
         try:
             kinds = descriptors.catalog.find_type(kind)
         except UnknownKind as err:
-            raise CliError(str(err), exit_code=EXIT_INPUT) from None
+            raise CliError(str(err), exit_code=EXIT_ERROR) from None
         namespace = args.namespace or context_namespace(args.kubeconfig, args.context)
         if name:
             return [find_one(conn, descriptors, kinds, name, namespace)]
@@ -107,7 +107,7 @@ def _live(args: argparse.Namespace, base: Descriptors) -> list[Found]:
     if not found:
         where = "any namespace" if args.all_namespaces else f"namespace {namespace}"
         raise CliError(f"no {kinds[0].target.kind} in {where} on {conn.server}",
-                       exit_code=EXIT_INPUT)
+                       exit_code=EXIT_ERROR)
     return found
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from extender.cli.errors import EXIT_INPUT, EXIT_NO, EXIT_OK, CliError
+from extender.cli.errors import EXIT_ERROR, EXIT_NO, EXIT_OK, CliError
 from extender.cli.options import add_cluster_flags, add_descriptor_flags, add_output_flag
 from extender.cli.render import console, emit_data, table
 from extender.cli.workloads import (
@@ -123,7 +123,7 @@ def run_validate(args: argparse.Namespace) -> int:
             for note in descriptor.notes:
                 print(f"{origin.where}: note: {note}")
     if unreadable:
-        return EXIT_INPUT
+        return EXIT_ERROR
     return EXIT_NO if broken else EXIT_OK
 
 
@@ -199,5 +199,5 @@ def run_import(args: argparse.Namespace) -> int:
     if documents:
         sys.stdout.write("---\n".join(documents))
     if unreadable:
-        return EXIT_INPUT
+        return EXIT_ERROR
     return EXIT_NO if broken else EXIT_OK

@@ -18,8 +18,8 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from extender.cli.errors import EXIT_NO, EXIT_OK, EXIT_UNREACHABLE, CliError
-from extender.cli.options import add_descriptor_flags, add_output_flag
+from extender.cli.errors import EXIT_NO, EXIT_OK, EXIT_UNANSWERED, CliError
+from extender.cli.options import add_descriptor_flags, add_output_flag, duration
 from extender.cli.render import console, emit_data, table
 from extender.cli.workloads import (
     Descriptors,
@@ -39,6 +39,7 @@ from extender.kube.reader import list_workloads, nodes_and_pods, owner_objects
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "fit", help="would a workload's gangs be placed now, and where, in each cluster",
+        error_exit=EXIT_UNANSWERED,
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("-f", "--filename", metavar="FILE", required=True,
                    help="the workload (YAML; - for stdin)")
@@ -48,11 +49,13 @@ def register(subparsers: Any) -> None:
                    help="a live cluster through this kubeconfig context; repeatable")
     p.add_argument("--kubeconfig", metavar="PATH",
                    help="kubeconfig file for --context (default: $KUBECONFIG, ~/.kube/config)")
-    p.add_argument("--request-timeout", type=float, default=10.0, metavar="SECONDS",
-                   help="give up on an API request after this long (default 10)")
+    p.add_argument("--request-timeout", type=duration, default=10.0, metavar="DURATION",
+                   help="give up on an API request after this long: 5s, 1m, or seconds "
+                        "(default 10s)")
     add_output_flag(p)
     add_descriptor_flags(p)
-    p.set_defaults(handler=run)
+    # Exit 0 fits, 1 fits nowhere: any error is "no answer" (2), as kubectl diff exits.
+    p.set_defaults(handler=run, error_exit=EXIT_UNANSWERED)
 
 
 def _workload(args: argparse.Namespace, base: Descriptors) -> tuple[Descriptors, Found]:
@@ -97,7 +100,7 @@ def snapshot_from_cluster(args: argparse.Namespace, context: str, descriptors: D
         if descriptor is not None:
             objects += list_workloads(conn, descriptor, namespace)
     except KubeError as err:
-        raise CliError(str(err), exit_code=EXIT_UNREACHABLE) from None
+        raise CliError(str(err), cluster=True) from None
     return build_snapshot(nodes=nodes, pods=pods, objects=objects, catalog=descriptors.catalog)
 
 
@@ -136,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             snapshot = snapshot_from_cluster(args, context, descriptors, found)
         except CliError as err:
-            if err.exit_code != EXIT_UNREACHABLE:
+            if not err.cluster:
                 raise
             unreachable = True
             print(f"warning: context {context}: {err}", file=sys.stderr)
@@ -151,7 +154,7 @@ def run(args: argparse.Namespace) -> int:
         render(data)
     if any(c["fits"] for c in clusters):
         return EXIT_OK
-    return EXIT_UNREACHABLE if unreachable else EXIT_NO
+    return EXIT_UNANSWERED if unreachable else EXIT_NO
 
 
 def _plan_text(plan: Mapping[str, Mapping[str, int]]) -> str:

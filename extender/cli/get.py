@@ -1,18 +1,24 @@
-"""``muster get``: one row per workload with its phase, pods ready/desired, gangs and GPUs.
+"""``muster get``: one row per workload with its phase, pods ready/desired, gangs, GPUs, age.
 
     muster get jobsets -n ml
     muster get lws -A -o json
-    muster get --all-types -A          # every kind the catalog describes and the cluster serves
-    muster get -f workloads.yaml       # file mode, no cluster
+    muster get jobsets -l team=nlp,tier!=debug -o wide
+    muster get jobsets -A --sort-by .metadata.creationTimestamp
+    muster get jobsets -o name          # jobset.jobset.x-k8s.io/train, as kubectl prints it
+    muster get --all-types -A           # every kind the catalog describes and the cluster serves
+    muster get -f workloads.yaml        # file mode, no cluster
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
-from extender.cli.errors import EXIT_INPUT, EXIT_OK, CliError
+from extender.cli.errors import EXIT_ERROR, EXIT_OK, CliError
+from extender.cli.listing import SortBy, age_of, resource_name
 from extender.cli.livefind import find_all
 from extender.cli.options import (
     add_cluster_flags,
@@ -21,6 +27,7 @@ from extender.cli.options import (
     add_output_flag,
 )
 from extender.cli.render import console, emit_data, table
+from extender.cli.selectors import Selector, parse_selector
 from extender.cli.views import pod_ready
 from extender.cli.workloads import (
     Descriptors,
@@ -46,15 +53,22 @@ def register(subparsers: Any) -> None:
                    help="every kind the catalog describes (and the cluster serves)")
     p.add_argument("-f", "--filename", metavar="FILE",
                    help="list the workloads of a YAML file (- for stdin); no cluster")
+    p.add_argument("-l", "--selector", metavar="SELECTOR",
+                   help="label selector, as kubectl's: a=b, a==b, a!=b, 'a in (x,y)', "
+                        "'a notin (x)', a, !a; comma-separated requirements all hold")
+    p.add_argument("--sort-by", metavar="JSONPATH",
+                   help="sort by this field of the workload objects, as kubectl's: "
+                        "'{.metadata.creationTimestamp}', .spec.replicatedJobs[0].replicas")
     add_namespace_flags(p)
     add_cluster_flags(p)
-    add_output_flag(p)
+    add_output_flag(p, extra=("wide", "name"))
     add_descriptor_flags(p)
     p.set_defaults(handler=run)
 
 
 def row(found: Found) -> dict[str, Any]:
     tree = found.tree
+    meta = found.raw.get("metadata")
     return {
         "kind": tree.ref.kind,
         "apiVersion": tree.ref.api_version,
@@ -67,41 +81,69 @@ def row(found: Found) -> dict[str, Any]:
         "gangs": len(tree.gangs),
         "minMembers": [g.min_member for g in tree.gangs],
         "gpus": tree.gpus,
+        "creationTimestamp": meta.get("creationTimestamp") if isinstance(meta, Mapping) else None,
+        "nodes": sorted({p.info.node_name for p in found.pods if p.info.node_name}),
     }
 
 
 def run(args: argparse.Namespace) -> int:
     if args.type and args.all_types:
         raise CliError("give TYPE or --all-types, not both")
+    selector = parse_selector(args.selector) if args.selector is not None else None
+    sort_by = SortBy(args.sort_by) if args.sort_by else None
     base = base_descriptors(args)
     if args.filename:
         _, found = workloads_in_file(args.filename, base)
         if args.type:
             found = _of_type(found, base, args.type)
-        rows = [row(f) for f in found]
     else:
         if not args.type and not args.all_types:
             raise CliError("give TYPE (for example: muster get jobsets) or --all-types")
-        rows = _live(args, base)
-    rows.sort(key=lambda r: (r["namespace"], r["kind"], r["name"]))
-    if args.output != "table":
+        found = _live(args, base, selector)
+    if selector is not None:  # file mode filters here; live, the API server filtered too
+        found = [f for f in found if selector.matches(_labels(f.raw))]
+    found.sort(key=lambda f: (f.tree.ref.namespace, f.tree.ref.kind, f.tree.ref.name))
+    if sort_by is not None:  # stable: ties keep the order above
+        found = sort_by.sort(found, lambda f: f.raw)
+    rows = [row(f) for f in found]
+    if args.output in ("json", "yaml"):
         emit_data({"apiVersion": "v1", "kind": "List", "items": rows}, args.output)
         return EXIT_OK
-    if not rows:
-        print("No workloads found.", file=sys.stderr)
+    if args.output == "name":
+        for r in rows:
+            print(resource_name(r["kind"], r["apiVersion"], r["name"]))
         return EXIT_OK
+    if not rows:
+        where = "" if args.all_namespaces or args.filename else " in this namespace"
+        print(f"No workloads found{where}.", file=sys.stderr)
+        return EXIT_OK
+    console().print(_table(rows, wide=args.output == "wide",
+                           namespaces=args.all_namespaces, now=datetime.now(UTC)))
+    return EXIT_OK
+
+
+def _table(rows: list[dict[str, Any]], *, wide: bool, namespaces: bool, now: datetime) -> Any:
     kinds = len({r["kind"] for r in rows}) > 1
-    namespaces = len({r["namespace"] for r in rows}) > 1 or args.all_namespaces
+    namespaces = namespaces or len({r["namespace"] for r in rows}) > 1
     columns = [*(["NAMESPACE"] if namespaces else []), *(["KIND"] if kinds else []),
-               "NAME", "PHASE", "READY", "GANGS", "GPUS"]
+               "NAME", "PHASE", "READY", "GANGS", "GPUS", "AGE",
+               *(["DESCRIPTOR", "NODES"] if wide else [])]
     lines = []
     for r in rows:
         gangs = (f"{r['gangs']} (min {'/'.join(str(m) for m in r['minMembers'])})"
                  if r["gangs"] else "-")
+        age = age_of({"metadata": {"creationTimestamp": r["creationTimestamp"]}}, now)
+        extra = [r["descriptor"], ",".join(r["nodes"]) or "<none>"] if wide else []
         lines.append([*([r["namespace"]] if namespaces else []), *([r["kind"]] if kinds else []),
-                      r["name"], r["phase"], f"{r['readyPods']}/{r['pods']}", gangs, r["gpus"]])
-    console().print(table(columns, lines))
-    return EXIT_OK
+                      r["name"], r["phase"], f"{r['readyPods']}/{r['pods']}", gangs, r["gpus"],
+                      age, *extra])
+    return table(columns, lines)
+
+
+def _labels(raw: Mapping[str, Any]) -> Mapping[str, str]:
+    meta = raw.get("metadata")
+    labels = meta.get("labels") if isinstance(meta, Mapping) else None
+    return {str(k): str(v) for k, v in labels.items()} if isinstance(labels, Mapping) else {}
 
 
 def _of_type(found: list[Found], base: Descriptors, name: str) -> list[Found]:
@@ -113,7 +155,8 @@ def _of_type(found: list[Found], base: Descriptors, name: str) -> list[Found]:
             in wanted]
 
 
-def _live(args: argparse.Namespace, base: Descriptors) -> list[dict[str, Any]]:
+def _live(args: argparse.Namespace, base: Descriptors,
+          selector: Selector | None) -> list[Found]:
     conn = connection(args)
     try:
         descriptors, problems = with_cluster_descriptors(base, conn)
@@ -123,12 +166,13 @@ def _live(args: argparse.Namespace, base: Descriptors) -> list[dict[str, Any]]:
             try:
                 kinds = list(descriptors.catalog.find_type(args.type))
             except UnknownKind as err:
-                raise CliError(str(err), exit_code=EXIT_INPUT) from None
+                raise CliError(str(err), exit_code=EXIT_ERROR) from None
         namespace = None if args.all_namespaces else (
             args.namespace or context_namespace(args.kubeconfig, args.context))
-        found, trouble = find_all(conn, descriptors, kinds, namespace)
+        found, trouble = find_all(conn, descriptors, kinds, namespace,
+                                  label_selector=selector.text if selector else None)
     except KubeError as err:
         raise cluster_error(err) from None
     for problem in [*problems, *trouble]:
         print(f"warning: {problem}", file=sys.stderr)
-    return [row(f) for f in found]
+    return found

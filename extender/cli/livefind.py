@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from extender.cli.errors import EXIT_INPUT, CliError
+from extender.cli.errors import EXIT_ERROR, CliError
 from extender.cli.workloads import (
     Descriptors,
     Found,
@@ -60,7 +60,7 @@ def find_one(conn: Connection, descriptors: Descriptors, kinds: Sequence[Descrip
     if not served:
         names = ", ".join(d.target.group_kind for d in distinct_kinds(kinds))
         raise CliError(f"{names} is not served by the API server at {conn.server} "
-                       "(is its CRD installed?)", exit_code=EXIT_INPUT)
+                       "(is its CRD installed?)", exit_code=EXIT_ERROR)
     for descriptor in served:
         obj = get_workload(conn, descriptor, name, namespace)
         if obj is not None:
@@ -68,18 +68,20 @@ def find_one(conn: Connection, descriptors: Descriptors, kinds: Sequence[Descrip
             return _with_pods(conn, descriptors, [(tree, obj)], namespace)[0]
     kind = served[0].target.kind
     raise CliError(f"{kind} {name} not found in namespace {namespace} on {conn.server}",
-                   exit_code=EXIT_INPUT)
+                   exit_code=EXIT_ERROR)
 
 
 def find_all(conn: Connection, descriptors: Descriptors, kinds: Sequence[Descriptor],
-             namespace: str | None) -> tuple[list[Found], list[str]]:
-    """Every workload of ``kinds`` (``namespace=None``: all namespaces), with its pods, and one
-    problem per object that does not resolve (reported, not fatal)."""
+             namespace: str | None, *,
+             label_selector: str | None = None) -> tuple[list[Found], list[str]]:
+    """Every workload of ``kinds`` (``namespace=None``: all namespaces; ``label_selector``:
+    only those it selects), with its pods, and one problem per object that does not resolve
+    (reported, not fatal)."""
     trees: list[tuple[WorkloadTree, Mapping[str, Any]]] = []
     problems: list[str] = []
     catalog = descriptors.catalog
     for descriptor in distinct_kinds(kinds):
-        for obj in list_workloads(conn, descriptor, namespace):
+        for obj in list_workloads(conn, descriptor, namespace, label_selector=label_selector):
             if _is_part(obj, catalog):
                 continue
             meta = obj.get("metadata") or {}

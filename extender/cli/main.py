@@ -1,9 +1,12 @@
 """Entry point of the ``muster`` command: one sub-command per module in :data:`COMMANDS`.
 
 Each command module exposes ``register(subparsers)`` which adds its parser and sets
-``handler`` (a function ``args -> int`` exit code). Exit codes are documented in
-``docs/cli.md``: 0 success, 1 the answer is "no" (does not fit, invalid descriptor), 2 usage or
-input error, 3 cluster unreachable.
+``handler`` (a function ``args -> int`` exit code). Exit codes are kubectl's (see
+:mod:`extender.cli.errors` and ``docs/cli.md``): 0 success, 1 any error or the answer "no",
+2 for ``fit`` when there is no answer.
+
+``kubectl-muster`` is the same command under the name kubectl looks for on PATH, so
+``kubectl muster describe jobset/x`` runs ``muster describe jobset/x``.
 """
 
 from __future__ import annotations
@@ -14,7 +17,8 @@ import sys
 from collections.abc import Sequence
 
 from extender import __version__
-from extender.cli.errors import EXIT_INPUT, CliError
+from extender.cli.errors import EXIT_ERROR, EXIT_OK, CliError
+from extender.cli.options import Parser
 
 #: Sub-command modules, in help order.
 COMMANDS: tuple[str, ...] = (
@@ -27,12 +31,13 @@ COMMANDS: tuple[str, ...] = (
     "descriptors_cmd",
     "fit",
     "record",
+    "completion",
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="muster",
+def build_parser(prog: str = "muster") -> argparse.ArgumentParser:
+    parser = Parser(
+        prog=prog,
         description="Gang scheduling for AI workloads with the stock kube-scheduler.",
     )
     parser.add_argument("--version", action="version", version=f"muster {__version__}")
@@ -42,21 +47,45 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+def main(argv: Sequence[str] | None = None, *, prog: str = "muster") -> int:
+    parser = build_parser(prog)
+    try:
+        args, extra = parser.parse_known_args(argv)
+        if extra:  # named by the sub-command it was given to, as kubectl does
+            word = "flag" if extra[0].startswith("-") else "argument"
+            _chosen(parser, args).error(f"unknown {word}: {' '.join(extra)}")
+    except SystemExit as done:  # --help, --version, or an argument error already printed
+        return done.code if isinstance(done.code, int) else EXIT_ERROR
     handler = getattr(args, "handler", None)
-    if handler is None:
-        parser.print_help(sys.stderr)
-        return EXIT_INPUT
+    if handler is None:  # bare `muster`, as bare `kubectl`: the help, and success
+        parser.print_help(sys.stdout)
+        return EXIT_OK
     try:
         code: int = handler(args)
     except CliError as err:
         print(f"error: {err}", file=sys.stderr)
-        return err.exit_code
+        return getattr(args, "error_exit", None) or err.exit_code
     except KeyboardInterrupt:
         return 130
     return code
+
+
+def _chosen(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The innermost sub-command parser ``args`` went through (``muster descriptors list``)."""
+    while True:
+        actions = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if not actions:
+            return parser
+        chosen = getattr(args, actions[0].dest or "", None)
+        if chosen is None or chosen not in actions[0].choices:
+            return parser
+        parser = actions[0].choices[chosen]
+
+
+def kubectl_plugin() -> None:
+    """The ``kubectl-muster`` console script: kubectl runs it for ``kubectl muster ...``, with
+    the arguments after ``muster``; usage and errors then name ``kubectl muster``."""
+    sys.exit(main(prog="kubectl muster"))
 
 
 if __name__ == "__main__":  # pragma: no cover

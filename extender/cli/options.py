@@ -1,10 +1,46 @@
-"""Flags shared by commands, spelled as kubectl spells them."""
+"""Flags shared by commands, spelled as kubectl spells them, and the parser every command
+uses: argument errors as kubectl prints them (one line, then where to read the usage)."""
 
 from __future__ import annotations
 
 import argparse
+import math
+import sys
+from typing import Any, NoReturn
+
+from extender.cli.errors import EXIT_ERROR
+from extender.server.durations import DurationError, parse_seconds
 
 OUTPUTS = ("table", "json", "yaml")
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, answering bad arguments as kubectl does: ``error: MESSAGE`` and
+    ``See 'muster get --help' for usage.``, exit 1 (argparse prints the whole usage and
+    exits 2). Sub-command parsers are of this class too (argparse makes them so)."""
+
+    def __init__(self, *args: Any, error_exit: int = EXIT_ERROR, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.error_exit = error_exit
+        """``fit`` answers yes/no with 0/1, so its argument errors exit 2 as its other errors."""
+
+    def error(self, message: str) -> NoReturn:
+        sys.stderr.write(f"error: {message}\nSee '{self.prog} --help' for usage.\n")
+        sys.exit(self.error_exit)
+
+
+def duration(text: str) -> float:
+    """A positive duration flag in seconds: a Go duration (``5s``, ``500ms``, ``1m30s``) or a
+    bare number of seconds, as kubectl's ``--request-timeout`` takes it."""
+    try:
+        seconds = parse_seconds(text)
+    except DurationError as err:
+        raise argparse.ArgumentTypeError(
+            f"{err}: expected a duration such as 5s, 500ms or 1m30s, or a number of seconds"
+        ) from None
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive duration, got {text!r}")
+    return seconds
 
 
 def add_cluster_flags(parser: argparse.ArgumentParser) -> None:
@@ -12,8 +48,9 @@ def add_cluster_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kubeconfig", metavar="PATH",
                         help="kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
     parser.add_argument("--context", metavar="NAME", help="kubeconfig context to use")
-    parser.add_argument("--request-timeout", type=float, default=10.0, metavar="SECONDS",
-                        help="give up on an API request after this long (default 10)")
+    parser.add_argument("--request-timeout", type=duration, default=10.0, metavar="DURATION",
+                        help="give up on an API request after this long: 5s, 1m, or seconds "
+                             "(default 10s)")
 
 
 def add_namespace_flags(parser: argparse.ArgumentParser) -> None:
@@ -23,8 +60,8 @@ def add_namespace_flags(parser: argparse.ArgumentParser) -> None:
                         help="every namespace")
 
 
-def add_output_flag(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-o", "--output", choices=OUTPUTS, default="table",
+def add_output_flag(parser: argparse.ArgumentParser, extra: tuple[str, ...] = ()) -> None:
+    parser.add_argument("-o", "--output", choices=(*OUTPUTS, *extra), default="table",
                         help="output format (default: table)")
 
 

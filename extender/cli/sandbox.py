@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from extender.cli.errors import EXIT_NO, EXIT_OK, CliError
+from extender.cli.options import duration
 from extender.kube.client import KubeError
 from extender.sandbox.binaries import BinariesMissing
 from extender.sandbox.config import Ports, SchedulerMode
@@ -33,7 +34,8 @@ def register(subparsers: Any) -> None:
     up.add_argument("--scheduler", choices=[m.value for m in SchedulerMode], default="muster",
                     help="muster (extender), default (no gangs), or gang (upstream "
                          "GangScheduling plugin)")
-    up.add_argument("--bind-timeout", type=float, default=20.0)
+    up.add_argument("--bind-timeout", type=duration, default=20.0, metavar="DURATION",
+                    help="the extender's bind timeout: 20s, 1m, or seconds (default 20s)")
     up.add_argument("--apiserver-port", type=int, default=Ports.apiserver)
     up.add_argument("--muster-port", type=int, default=Ports.muster)
     up.add_argument("--descriptors", action="append", default=[], metavar="DIR",

@@ -15,7 +15,8 @@ from typing import Any
 
 from flask import Flask
 
-from extender.cli.errors import EXIT_INPUT, CliError
+from extender.cli.errors import EXIT_ERROR, CliError
+from extender.cli.options import duration
 from extender.core.catalog import Catalog
 from extender.core.descriptor import Descriptor
 from extender.files.catalog import CatalogError, load_descriptors, packaged_catalog
@@ -51,11 +52,12 @@ def register(subparsers: Any) -> None:
                         "repeatable")
     p.add_argument("--no-builtin", action="store_true", default=None,
                    help="leave the packaged descriptor catalog out (MUSTER_NO_BUILTIN)")
-    p.add_argument("--bind-timeout", type=float, metavar="S",
-                   help="seconds the gang barrier waits for the next member to reach bind "
-                        "(default 3)")
-    p.add_argument("--plan-ttl", type=float, metavar="S",
-                   help="seconds a gang plan holds capacity (default 60)")
+    p.add_argument("--bind-timeout", type=duration, metavar="DURATION",
+                   help="how long the gang barrier waits for the next member to reach bind: "
+                        "a Go duration (3s, 500ms) or seconds (default 3s)")
+    p.add_argument("--plan-ttl", type=duration, metavar="DURATION",
+                   help="how long a gang plan holds capacity: 2m, 90s, or seconds "
+                        "(default 1m0s)")
     p.add_argument("--scoring", help="prioritize policy: binpack, spread, topology, "
                    "fragmentation (default binpack)")
     p.add_argument("--log-level", help="debug, info, warning, error (default info)")
@@ -79,7 +81,7 @@ def settings_from(args: argparse.Namespace, env: dict[str, str]) -> Settings:
     try:
         return build_settings(given, env)
     except SettingsError as err:
-        raise CliError(str(err), exit_code=EXIT_INPUT) from err
+        raise CliError(str(err), exit_code=EXIT_ERROR) from err
 
 
 def base_catalog(settings: Settings) -> Catalog:
@@ -89,7 +91,7 @@ def base_catalog(settings: Settings) -> Catalog:
         base = Catalog.of(()) if settings.no_builtin else packaged_catalog()
         return base.merged(extra)
     except CatalogError as err:
-        raise CliError(f"cannot load descriptors:\n{err}", exit_code=EXIT_INPUT) from err
+        raise CliError(f"cannot load descriptors:\n{err}", exit_code=EXIT_ERROR) from err
 
 
 def configure_logging(level: str) -> None:
@@ -104,7 +106,7 @@ def snapshot_app(settings: Settings, catalog: Catalog) -> Flask:
     try:
         objects = load_snapshot(settings.snapshot)
     except SnapshotFileError as err:
-        raise CliError(str(err), exit_code=EXIT_INPUT) from err
+        raise CliError(str(err), exit_code=EXIT_ERROR) from err
     store = StateStore(CatalogSnapshots(catalog, settings.workload_limits),
                        expected=[NODES, PODS, DESCRIPTORS])
     store.load(objects)
@@ -132,7 +134,7 @@ def check_kubeconfig(settings: Settings) -> None:
     try:
         connect(settings.kubeconfig, settings.context)
     except KubeError as err:
-        raise CliError(str(err), exit_code=EXIT_INPUT) from err
+        raise CliError(str(err), exit_code=EXIT_ERROR) from err
 
 
 def run(args: argparse.Namespace) -> int:

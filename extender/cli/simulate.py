@@ -24,9 +24,9 @@ from typing import Any
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from extender.cli.errors import EXIT_OK, CliError
+from extender.cli.options import duration
 from extender.cli.render import console, emit_data, table
 from extender.cli.simulate_gangs import SYNTHETIC_KEYS, run_gangs
-from simulator.plots import plot_allocation
 from simulator.policies import PAPER_ORDER
 from simulator.trace.openb import TraceError, load_nodes, load_pods
 from simulator.trace.published import PUBLISHED_MEANS
@@ -51,8 +51,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--synthetic", metavar="K=V,...",
                    help="replay a seeded synthetic day instead of a file; keys: "
                         + ", ".join(SYNTHETIC_KEYS))
-    p.add_argument("--horizon", type=float, metavar="SECONDS",
-                   help="stop the replay at this virtual time")
+    p.add_argument("--horizon", type=duration, metavar="DURATION",
+                   help="stop the replay at this virtual time: 6h, 90m, or seconds")
     p.add_argument("--trace", choices=("openb",), help="trace format (the Alibaba openb CSVs)")
     p.add_argument("--pods", type=Path, help="pod list CSV of the trace")
     p.add_argument("--nodes", type=Path, help="node list CSV of the trace")
@@ -193,6 +193,9 @@ def run(args: argparse.Namespace) -> int:
     if args.plot:
         reference = {p: PUBLISHED_MEANS[p] for p in means} if args.pods.name == (
             "openb_pod_list_default.csv") else None
+        # matplotlib only here: every other command (serve above all) starts without it,
+        # and it writes a font cache under $HOME, which a read-only root refuses.
+        from simulator.plots import plot_allocation  # noqa: PLC0415
         plot_allocation(means, args.plot, reference=reference,
                         title=f"{args.pods.stem}, seeds {seeds[0]}..{seeds[-1]}")
 

@@ -19,7 +19,6 @@ from extender.cli.errors import EXIT_OK, CliError
 from extender.cli.render import console, emit_data, table
 from extender.files.catalog import packaged_catalog
 from extender.files.snapshot import SnapshotFileError, load_snapshot
-from simulator.plots import plot_replay
 from simulator.scheduler import Mode, SchedulerSettings
 from simulator.simulation import Result, Scenario, simulate
 from simulator.snapshot_replay import ReplayInputError, scenario_from_objects
@@ -116,6 +115,9 @@ def run_gangs(args: argparse.Namespace) -> int:
             results[mode.value] = simulate(scenario, mode, horizon=args.horizon, progress=step,
                                            settings=SchedulerSettings(seed=args.seed))
     if args.plot:
+        # matplotlib only here: every other command (serve above all) starts without it,
+        # and it writes a font cache under $HOME, which a read-only root refuses.
+        from simulator.plots import plot_replay  # noqa: PLC0415
         plot_replay({n: (r.utilization, r.waits) for n, r in results.items()}, args.plot,
                     title=f"{scenario.name}: {len(scenario.nodes)} nodes, "
                           f"{len(scenario.workloads)} workloads")

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from extender.cli.errors import EXIT_INPUT, EXIT_UNREACHABLE, CliError
+from extender.cli.errors import CliError
 from extender.core.catalog import Catalog, UnknownKind
 from extender.core.descriptor import API_VERSION, KIND, Descriptor, DescriptorError
 from extender.core.descriptor import compile_descriptor as compile_native
@@ -352,6 +352,6 @@ def connection(args: Any, *, context: str | None = None) -> Connection:
 
 
 def cluster_error(err: KubeError) -> CliError:
-    """API server trouble -> exit 3 (unreachable or refused); the message names the server."""
-    return CliError(str(err), exit_code=EXIT_INPUT if isinstance(err, NotFound)
-                    else EXIT_UNREACHABLE)
+    """API server trouble (unreachable or refused; a missing object is the input's fault);
+    the message names the server. Every error exits 1, as kubectl's."""
+    return CliError(str(err), cluster=not isinstance(err, NotFound))

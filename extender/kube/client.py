@@ -159,6 +159,16 @@ def _api_error(status: int, body: bytes | None, server: str, method: str,
     return KubeError(f"{server} answered {status} to {method} {path}: {message}")
 
 
+def _missing_context(path: str, context: str) -> bool:
+    """The kubeconfig loads but has no context of that name (the client's own message for it
+    is a paragraph about a "contexts list")."""
+    try:
+        contexts, _ = config.list_kube_config_contexts(config_file=path)  # type: ignore[no-untyped-call]
+    except (ConfigException, OSError, TypeError, ValueError):
+        return False
+    return context not in {c.get("name") for c in contexts or () if isinstance(c, dict)}
+
+
 def connect(kubeconfig: str | None = None, context: str | None = None,
             *, timeout: float = 10.0) -> Connection:
     """Connect through a kubeconfig (``--kubeconfig``, ``$KUBECONFIG``, ``~/.kube/config``),
@@ -177,6 +187,9 @@ def connect(kubeconfig: str | None = None, context: str | None = None,
                 "pass --kubeconfig or set KUBECONFIG"
             )
     except (ConfigException, OSError, TypeError, ValueError) as err:
+        if context and _missing_context(path, context):
+            raise ClusterUnreachable(  # kubectl's words for it
+                f'context "{context}" does not exist in kubeconfig {path}') from err
         raise ClusterUnreachable(f"cannot load kubeconfig {path}: {_short(err)}") from err
     api.configuration.retries = 1
     return Connection(api=api, server=str(api.configuration.host), timeout=timeout)

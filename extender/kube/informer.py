@@ -66,6 +66,7 @@ class Informer:
         self.page_size = page_size
         self.absent_ok = absent_ok
         """A type not served (CRD not installed) or not granted counts as an empty list."""
+        self._logged_state = ""
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"informer {self.source}",
                                         daemon=True)
@@ -102,8 +103,7 @@ class Informer:
                 # An optional kind that is not served, or that RBAC does not grant: its
                 # workloads cannot be gangs, but it must not hold every other pod hostage.
                 if self.absent_ok:
-                    log.warning("source=%s event=skipped problem=%r", self.source, str(err))
-                    self.store.replace(self.source, [])
+                    self._absent(err)
                 else:
                     self._unhealthy(str(err))
                 version = None
@@ -113,10 +113,33 @@ class Informer:
                 version = None
                 self._stop.wait(next(delays))
 
+    def _state_changed(self, state: str) -> bool:
+        """Whether ``state`` differs from the last one logged: a condition that lasts (a
+        missing CRD, a forbidden kind, an API server that is down) is logged when it begins
+        and when it ends, not at every retry (debug has those)."""
+        changed = state != self._logged_state
+        self._logged_state = state
+        return changed
+
     def _unhealthy(self, problem: str) -> None:
         short = problem if len(problem) < 300 else problem[:300] + "..."
-        log.warning("source=%s event=watch-broken problem=%r", self.source, short)
+        level = logging.WARNING if self._state_changed(f"broken {short}") else logging.DEBUG
+        log.log(level, "source=%s event=watch-broken problem=%r", self.source, short)
         self.store.set_health(self.source, healthy=False, problem=f"watch broken: {short}")
+
+    def _absent(self, err: KubeError) -> None:
+        if isinstance(err, Forbidden):
+            level = logging.WARNING if self._state_changed("forbidden") else logging.DEBUG
+            log.log(level, "source=%s event=forbidden problem=%r action=%r", self.source,
+                    str(err), "grant list and watch on it, or its workloads are not gangs")
+            self.store.set_unwatchable(self.source, "forbidden: RBAC does not grant list/watch")
+            return
+        if self._state_changed("not-served"):
+            log.info("source=%s event=not-served problem=%r", self.source,
+                     "its CRD is not installed; counted as empty until it is")
+            self.store.replace(self.source, [])
+        else:  # still empty: nothing to rebuild
+            log.debug("source=%s event=not-served", self.source)
 
     def _list(self) -> str:
         items: list[dict[str, Any]] = []
@@ -136,7 +159,9 @@ class Informer:
                 break
         self.store.replace(self.source, items)
         self.relists += 1
-        log.info("source=%s event=listed objects=%d", self.source, len(items))
+        # A kind whose list is granted and watch is not lists at every retry: said once.
+        level = logging.DEBUG if self._logged_state == "forbidden" else logging.INFO
+        log.log(level, "source=%s event=listed objects=%d", self.source, len(items))
         return str(meta.get("resourceVersion") or "")
 
     def _watch(self, version: str) -> str:
@@ -158,8 +183,13 @@ class Informer:
         try:
             if raw.status == 410:
                 raise Gone(f"{self.source}: resourceVersion {version} is gone")
+            if raw.status in (401, 403):  # list granted, watch not: as unwatchable as both
+                raise Forbidden(f"{self.conn.server} refused watch {self.source}: "
+                                f"HTTP {raw.status}")
             if raw.status != 200:
                 raise KubeError(f"watch {self.source}: HTTP {raw.status}")
+            if self._state_changed("watching") and self.relists > 1:
+                log.info("source=%s event=watching", self.source)  # after a problem
             for line in _lines(raw):
                 version = self._event(line, version)
                 if self._stop.is_set():

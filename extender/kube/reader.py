@@ -74,12 +74,13 @@ def get_workload(conn: Connection, descriptor: Descriptor, name: str,
     return None
 
 
-def list_workloads(conn: Connection, descriptor: Descriptor,
-                   namespace: str | None) -> list[dict[str, Any]]:
-    """Every object of the descriptor's kind (``namespace=None``: all namespaces)."""
+def list_workloads(conn: Connection, descriptor: Descriptor, namespace: str | None, *,
+                   label_selector: str | None = None) -> list[dict[str, Any]]:
+    """Every object of the descriptor's kind (``namespace=None``: all namespaces), only those
+    ``label_selector`` selects when given (the API server filters)."""
     for rtype in served_types(conn, descriptor):
         try:
-            return conn.list(rtype, namespace)
+            return conn.list(rtype, namespace, label_selector=label_selector)
         except NotFound:  # this version is described but not served: try the next one
             continue
     return []

@@ -52,6 +52,13 @@ def gunicorn_options(*, host: str, port: int, threads: int, log_level: str) -> d
         # The worker's heartbeat file: in memory where possible, so a read-only root
         # filesystem (or a slow disk) never stalls or kills the worker.
         "worker_tmp_dir": "/dev/shm" if os.path.isdir("/dev/shm") else None,
+        # gunicorn >= 25.1 opens a control socket (for gunicornc) at one fixed path,
+        # $XDG_RUNTIME_DIR/gunicorn.ctl or ~/.gunicorn/gunicorn.ctl: a second `muster serve`
+        # unlinks the first one's socket and takes it over, the first to stop deletes the
+        # other's, and a read-only root filesystem (the Deployment's) makes it fail with an
+        # error line at every start. Muster is managed by signals and its HTTP endpoints, never
+        # gunicornc, so no control socket is opened at all.
+        "control_socket_disable": True,
     }
 
 

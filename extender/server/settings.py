@@ -15,6 +15,7 @@ from typing import Any
 
 from extender.core.scoring import Policy
 from extender.core.workload import DEFAULT_LIMITS, WorkloadLimits
+from extender.server.durations import DurationError, format_seconds, parse_seconds
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 SCORINGS = tuple(p.value for p in Policy)
@@ -44,7 +45,8 @@ class Settings:
     """Leave the packaged catalog out: only ``descriptors`` (and, live, the cluster's) describe
     workloads, so a kind the catalog covers can be served from a Karta alone."""
     bind_timeout: float = 3.0
-    """Seconds the gang barrier waits for the next member to reach bind (each new member
+    """Seconds (given as a Go duration, ``3s``, or a bare number of seconds) the gang barrier
+    waits for the next member to reach bind (each new member
     restarts it); one bind is held about this long, so keep well under kube-scheduler's
     httpTimeout."""
     plan_ttl: float = 60.0
@@ -105,6 +107,8 @@ def build_settings(overrides: Mapping[str, Any], env: Mapping[str, str]) -> Sett
             problems.append(f"{_env_name(f.name)}={raw!r}: {err}")
     settings = Settings(**values)
     problems.extend(_check(settings))
+    if len(problems) == 1:  # one problem, one line
+        raise SettingsError(f"invalid setting {problems[0]}")
     if problems:
         raise SettingsError("invalid settings:\n  " + "\n  ".join(problems))
     return settings
@@ -127,10 +131,15 @@ def _convert(name: str, raw: str) -> Any:
             raise ValueError("expected an integer") from None
     if isinstance(default, float):
         try:
-            return float(raw)
-        except ValueError:
-            raise ValueError("expected a number of seconds") from None
+            return parse_seconds(raw)
+        except DurationError as err:
+            raise ValueError(f"{err}: expected a duration such as 3s, 500ms or 1m30s, or a "
+                             "number of seconds") from None
     return raw
+
+
+def _shown(seconds: float) -> str:
+    return format_seconds(seconds) if math.isfinite(seconds) else str(seconds)
 
 
 def _check(s: Settings) -> Sequence[str]:
@@ -144,10 +153,10 @@ def _check(s: Settings) -> Sequence[str]:
     for name in ("bind_timeout", "plan_ttl"):
         value = getattr(s, name)
         if not math.isfinite(value) or value <= 0:
-            bad(name, f"must be a positive number of seconds, got {value}")
+            bad(name, f"must be a positive duration, got {_shown(value)}")
     if s.bind_timeout >= s.plan_ttl:
-        bad("bind_timeout", f"must be shorter than --plan-ttl ({s.plan_ttl}s), or plans "
-                            "expire while binds still wait for them")
+        bad("bind_timeout", f"must be shorter than --plan-ttl ({_shown(s.plan_ttl)}), or "
+                            "plans expire while binds still wait for them")
     if s.scoring not in SCORINGS:
         bad("scoring", f"must be one of {', '.join(SCORINGS)}, got {s.scoring!r}")
     if s.log_level.lower() not in LOG_LEVELS:

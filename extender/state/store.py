@@ -74,6 +74,8 @@ class _Source:
     synced: bool = False
     healthy: bool = True
     problem: str = ""
+    unwatchable: str = ""
+    """Why an optional source counts as empty instead of being watched (RBAC forbids it)."""
 
 
 class StateStore:
@@ -114,6 +116,7 @@ class StateStore:
             entry = self._sources.setdefault(source, _Source(objects={}))
             entry.objects = {object_key(o): o for o in objects}
             entry.synced, entry.healthy, entry.problem = True, True, ""
+            entry.unwatchable = ""
             self._changed(source)
 
     def apply(self, source: str, event_type: str, obj: RawObject) -> None:
@@ -154,6 +157,18 @@ class StateStore:
         with self._lock:
             entry = self._sources.setdefault(source, _Source(objects={}))
             entry.healthy, entry.problem = healthy, ("" if healthy else problem)
+
+    def set_unwatchable(self, source: str, reason: str) -> None:
+        """``source`` is optional and cannot be watched (RBAC forbids listing it): it holds
+        nothing and does not keep the store from being ready, but readiness names it, since
+        its workloads are then not gang-scheduled. The next full list clears it."""
+        with self._lock:
+            entry = self._sources.setdefault(source, _Source(objects={}))
+            if entry.objects:
+                entry.objects = {}
+                self._changed(source)
+            entry.synced, entry.healthy, entry.problem = True, True, ""
+            entry.unwatchable = reason
 
     def on_descriptors_changed(self, callback: Callable[[], None]) -> None:
         """Call ``callback`` (outside the lock) after any descriptor changes."""
@@ -201,6 +216,11 @@ class StateStore:
                     return Readiness(False, f"{source} not listed yet")
                 if not entry.healthy:
                     return Readiness(False, f"{source}: {entry.problem or 'watch broken'}")
+            unwatched = [f"{s} ({e.unwatchable})" for s, e in sorted(self._sources.items())
+                         if s in self._expected and e.unwatchable]
+            if unwatched:
+                return Readiness(True, "synced, but cannot watch " + "; ".join(unwatched)
+                                 + ": their workloads are not gang-scheduled")
             return Readiness(True, "all sources synced")
 
     @property

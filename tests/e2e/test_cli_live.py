@@ -109,20 +109,20 @@ def test_get_lists_workloads_across_namespaces_with_ready_and_gpus(
     assert code == 0 and [(i["kind"], i["name"]) for i in items] == [("JobSet", "listed")]
     code, table, _ = _muster(capsys, "get", "--all-types", "-n", namespace, "--kubeconfig",
                              _kubeconfig(sandbox))
-    assert table.splitlines()[0].split() == ["NAME", "PHASE", "READY", "GANGS", "GPUS"]
+    assert table.splitlines()[0].split() == ["NAME", "PHASE", "READY", "GANGS", "GPUS", "AGE"]
     assert table.splitlines()[1].split()[0] == "listed"
 
 
-def test_a_missing_workload_and_an_unknown_type_exit_2(
+def test_a_missing_workload_and_an_unknown_type_exit_1(
         sandbox: Sandbox, namespace: str, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = _muster(capsys, "describe", "jobset/nope", "-n", namespace,
                            "--kubeconfig", _kubeconfig(sandbox))
-    assert code == 2 and f"JobSet nope not found in namespace {namespace}" in err
+    assert code == 1 and f"JobSet nope not found in namespace {namespace}" in err
     code, _, err = _muster(capsys, "get", "gizmo", "--kubeconfig", _kubeconfig(sandbox))
-    assert code == 2 and "known kinds:" in err
+    assert code == 1 and "known kinds:" in err
 
 
-def test_a_dead_api_server_exits_3_naming_it(
+def test_a_dead_api_server_exits_1_naming_it(
         sandbox: Sandbox, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with socket.socket() as s:  # a port that was free a moment ago: nothing listens there
         s.bind(("127.0.0.1", 0))
@@ -134,6 +134,6 @@ def test_a_dead_api_server_exits_3_naming_it(
     dead.write_text(yaml.safe_dump(config))
     for argv in (("describe", "jobset/story"), ("get", "jobsets", "-A")):
         code, _, err = _muster(capsys, *argv, "--kubeconfig", str(dead))
-        assert code == 3
+        assert code == 1
         assert f"cannot reach the API server at https://127.0.0.1:{port}" in err
         assert "Traceback" not in err

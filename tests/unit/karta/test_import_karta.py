@@ -110,7 +110,7 @@ def test_what_does_not_translate_is_an_error_naming_the_field_and_the_rest_still
     code = main(["descriptors", "import-karta", str(bad), str(good), str(tmp_path / "gone"),
                  "-o", str(tmp_path / "out")])
     err = capsys.readouterr().err
-    assert code == 2  # a missing file wins over a broken document
+    assert code == 1  # every error exits 1, as kubectl
     assert (f"{bad}:1: spec.structureDefinition.childComponents[1].scaleDefinition."
             "replicasPath: cannot translate: the jq program '[.spec.pytorchReplicaSpecs[]] | "
             "length' uses '[...]' (collecting values into an array)") in err

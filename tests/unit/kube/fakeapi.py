@@ -42,6 +42,12 @@ class FakeCluster:
         self.events: list[dict[str, Any]] = []
         self.extra_groups: dict[str, list[dict[str, Any]]] = {}
         """groupVersion -> discovery resources, for CRD kinds."""
+        self.forbidden: set[str] = set()
+        """Collection paths RBAC does not grant: list and watch answer 403 Forbidden."""
+        self.watch_forbidden: set[str] = set()
+        """Collection paths whose list is granted but whose watch answers 403."""
+        self.queries: list[tuple[str, dict[str, str]]] = []
+        """(path, query) of every GET, for tests of what a client asked."""
 
     def put(self, collection: str, obj: dict[str, Any], kind: str = "MODIFIED") -> None:
         with self.cond:
@@ -97,6 +103,7 @@ class _Handler(BaseHTTPRequestHandler):
         url = urlparse(self.path)
         query = {k: v[0] for k, v in parse_qs(url.query).items()}
         cluster = self.server.cluster
+        cluster.queries.append((url.path, query))
         if url.path == "/api/v1":
             self._send(200, {"kind": "APIResourceList", "groupVersion": "v1", "resources": [
                 {"name": p, "kind": k, "namespaced": ns} for p, (k, ns) in CORE.items()]})
@@ -127,7 +134,13 @@ class _Handler(BaseHTTPRequestHandler):
         if url.path.startswith("/apis/") and url.path not in cluster.objects:
             self._status(404, "NotFound", "the server could not find the requested resource")
             return
-        if query.get("watch") in ("true", "1"):
+        watching = query.get("watch") in ("true", "1")
+        if url.path in cluster.forbidden or (watching and url.path in cluster.watch_forbidden):
+            verb = "watch" if watching else "list"
+            self._status(403, "Forbidden", f'{url.path.rsplit("/", 1)[-1]} is forbidden: User '
+                         f'"system:serviceaccount:muster:muster" cannot {verb} resource')
+            return
+        if watching:
             self._watch(url.path, int(query.get("resourceVersion") or 0),
                         float(query.get("timeoutSeconds") or 5))
         else:

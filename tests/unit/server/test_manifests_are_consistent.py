@@ -8,6 +8,7 @@ from typing import Any
 import yaml
 
 from extender.files.catalog import packaged_catalog
+from extender.server.durations import parse_seconds
 from extender.server.settings import Settings
 
 MANIFESTS = Path(__file__).resolve().parents[3] / "manifests"
@@ -31,8 +32,7 @@ def muster_env() -> dict[str, str]:
 
 
 def seconds(duration: str) -> float:
-    assert duration.endswith("s"), duration
-    return float(duration[:-1])
+    return parse_seconds(duration)  # both sides are Go durations, as kube-scheduler reads them
 
 
 def test_the_extender_block_matches_what_muster_serves() -> None:
@@ -50,7 +50,7 @@ def test_the_extender_block_matches_what_muster_serves() -> None:
 
 def test_a_held_bind_answers_well_within_the_scheduler_http_timeout() -> None:
     [ext] = scheduler_config()["extenders"]
-    bind_timeout = float(muster_env().get("MUSTER_BIND_TIMEOUT", Settings().bind_timeout))
+    bind_timeout = seconds(muster_env().get("MUSTER_BIND_TIMEOUT", str(Settings().bind_timeout)))
     assert seconds(ext["httpTimeout"]) >= 1.5 * bind_timeout
 
 

@@ -24,7 +24,7 @@ def test_every_problem_is_reported_naming_flag_and_variable() -> None:
         build_settings({"scoring": "best"}, {"MUSTER_PORT": "eighty", "MUSTER_PLAN_TTL": "-1"})
     text = str(err.value)
     assert "MUSTER_PORT='eighty': expected an integer" in text
-    assert "--plan-ttl / MUSTER_PLAN_TTL: must be a positive number" in text
+    assert "--plan-ttl / MUSTER_PLAN_TTL: must be a positive duration, got -1s" in text
     assert ("--scoring / MUSTER_SCORING: must be one of binpack, spread, topology, "
             "fragmentation") in text
 
@@ -41,17 +41,17 @@ def test_snapshot_mode_rejects_cluster_flags() -> None:
     assert Settings().live is True
 
 
-def test_serve_with_a_missing_kubeconfig_exits_2_naming_it(tmp_path: Path,
+def test_serve_with_a_missing_kubeconfig_exits_1_naming_it(tmp_path: Path,
                                                            capsys: pytest.CaptureFixture[str],
                                                            ) -> None:
     missing = tmp_path / "nope.yaml"
     code = main(["serve", "--kubeconfig", str(missing), "--port", "1"])
     err = capsys.readouterr().err
-    assert code == 2
+    assert code == 1
     assert str(missing) in err and "Traceback" not in err
 
 
-def test_serve_with_an_unknown_context_exits_2_naming_it(tmp_path: Path,
+def test_serve_with_an_unknown_context_exits_1_naming_it(tmp_path: Path,
                                                          capsys: pytest.CaptureFixture[str],
                                                          ) -> None:
     kubeconfig = tmp_path / "kubeconfig"
@@ -62,7 +62,7 @@ def test_serve_with_an_unknown_context_exits_2_naming_it(tmp_path: Path,
         "contexts": [{"name": "a", "context": {"cluster": "c", "user": "u"}}]}))
     code = main(["serve", "--kubeconfig", str(kubeconfig), "--context", "elsewhere"])
     err = capsys.readouterr().err
-    assert code == 2
+    assert code == 1
     assert "elsewhere" in err and "Traceback" not in err
 
 

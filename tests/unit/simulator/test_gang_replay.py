@@ -157,9 +157,9 @@ def test_cli_compare_prints_one_report_per_scheduler(capsys: pytest.CaptureFixtu
 
 def test_cli_rejects_unknown_scheduler_and_bad_synthetic_key(
         capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["simulate", str(EXAMPLE), "--compare", "default,volcano"]) == 2
+    assert main(["simulate", str(EXAMPLE), "--compare", "default,volcano"]) == 1
     assert "schedulers are default and muster" in capsys.readouterr().err
-    assert main(["simulate", "--synthetic", "racks=3"]) == 2
+    assert main(["simulate", "--synthetic", "racks=3"]) == 1
     assert "KEY one of" in capsys.readouterr().err
 
 

@@ -50,7 +50,7 @@ def test_trace_compare_sets_two_policies_side_by_side(
 def test_trace_mode_refuses_what_it_would_ignore(
         small_trace: tuple[Path, Path], capsys: pytest.CaptureFixture[str],
         extra: list[str], message: str) -> None:
-    assert main(trace_args(small_trace, *extra)) == 2
+    assert main(trace_args(small_trace, *extra)) == 1
     assert message in capsys.readouterr().err
 
 
@@ -63,7 +63,7 @@ def test_trace_mode_refuses_what_it_would_ignore(
 ])
 def test_gang_replay_refuses_trace_flags(capsys: pytest.CaptureFixture[str], args: list[str],
                                          message: str) -> None:
-    assert main(["simulate", *args]) == 2
+    assert main(["simulate", *args]) == 1
     assert message in capsys.readouterr().err
 
 

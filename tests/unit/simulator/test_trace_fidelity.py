@@ -98,5 +98,5 @@ def test_cli_names_the_bad_policy(openb_paths: tuple[Path, Path],
                                   capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["simulate", "--trace", "openb", "--nodes", str(openb_paths[0]),
                  "--pods", str(openb_paths[1]), "--policy", "worstfit"])
-    assert code == 2
+    assert code == 1
     assert "unknown policy worstfit" in capsys.readouterr().err
