@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from extender.core.capacity import index_of
-from extender.core.ledger import Ledger
+from extender.core.ledger import Ledger, free_capacity
 from extender.core.model import Gang, GangKey, NodeName, PodInfo
 from extender.core.room import lack_of_room
 from extender.core.settings import CoreSettings
@@ -136,8 +136,9 @@ def _no_room(
 def lost_node(gang: GangKey, *, snapshot: ClusterSnapshot, ledger: Ledger) -> str | None:
     """Why the gang's barrier cannot open as it stands: a member is held there for a node the
     cluster no longer has (``None`` when every held member's node is still there)."""
-    for uid, node in ledger.waiting(gang):
-        if node not in snapshot.nodes:
+    nodes = snapshot.nodes
+    for uid, node in ledger.held(gang).items():
+        if node not in nodes:
             pod = snapshot.pods.get(uid)
             who = pod.key if pod is not None else uid
             return (f"gang {gang}: node {node} was deleted while member {who} was held at "
@@ -149,9 +150,14 @@ def _held_without_room(gang: GangKey, arriving: str, *, snapshot: ClusterSnapsho
                        ledger: Ledger, gpu: str) -> str | None:
     """Why a held member may not be released where it waits: its node has no room for it any
     more (``None`` when every held member still fits). ``arriving`` was just checked."""
-    for uid, node in ledger.waiting(gang):
+    # Every held member is in flight on its node, so a node whose free capacity (in flight
+    # and other gangs' reservations charged) is not oversubscribed holds all of them: only
+    # members on the others are checked one by one.
+    free = free_capacity(snapshot, ledger, gpu=gpu, exclude=gang)
+    for uid, node in sorted(ledger.held(gang).items()):
         pod = snapshot.pods.get(uid)
-        if uid == arriving or pod is None:
+        cap = free.get(node)
+        if uid == arriving or pod is None or (cap is not None and not cap.oversubscribed()):
             continue
         lack = lack_of_room(pod, node, snapshot=snapshot, ledger=ledger, gpu=gpu, exclude=gang)
         if lack is not None:

@@ -19,6 +19,7 @@ Nothing here is ever summed across nodes.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -140,61 +141,60 @@ def fits(cap: NodeCapacity, demand: Demand) -> bool:
 
 def _take_devices(devices: list[int], demand: Demand, count: int, *, force: bool) -> bool:
     """Charge ``count`` pods of ``demand`` to ``devices`` in place; whether any was forced
-    onto a device without room. The work is bounded by the devices, never by ``count`` or the
-    GPUs asked for: an observed pod may ask for a billion GPUs (the API server accepts it)."""
-    forced = False
-    for _ in range(min(count, len(devices) + 1) if force else count):
-        if demand.whole:
-            taken = 0
-            for i, d in enumerate(devices):
-                if taken == demand.whole:
-                    break
-                if d >= DEVICE:
-                    devices[i] = d - DEVICE
-                    taken += 1
-            if taken < demand.whole:
-                if not force:
-                    raise ValueError("not enough whole GPU devices")
-                # Observed pods may already oversubscribe; charge the emptiest devices so
-                # the oversubscription shows on a device instead of vanishing.
-                forced = True
-                _overcharge(devices, demand.whole - taken)
-        elif demand.share:
-            best = -1
-            for i, d in enumerate(devices):
-                if d >= demand.share and (best < 0 or d < devices[best]):
-                    best = i
-            if best < 0:
-                if not force:
-                    raise ValueError("no GPU device has room for the share")
-                forced = True
-                if not devices:
-                    return forced
-                best = max(range(len(devices)), key=lambda i: (devices[i], -i))
-            devices[best] -= demand.share
-    if force and count > len(devices) + 1 and devices:
-        # Past one pod per device every device is full: the rest are charged in one step.
-        left = count - len(devices) - 1
-        _overcharge(devices, left * demand.whole + -(-left * demand.share // DEVICE))
-        forced = True
-    return forced
+    onto a device without room. As if pod by pod (whole GPUs: the first free devices by index;
+    a share: best fit, the device with the least room that still holds it; a pod with no room
+    left: the device with the most), but in O(devices log devices) however many pods or GPUs:
+    an observed pod may ask for a billion GPUs (the API server accepts it)."""
+    if demand.whole:
+        need = demand.whole * count
+        free = [i for i, d in enumerate(devices) if d >= DEVICE]
+        for i in free[:need]:
+            devices[i] -= DEVICE
+        short = need - min(need, len(free))
+        if not short:
+            return False
+        if not force:
+            raise ValueError("not enough whole GPU devices")
+        # Observed pods may already oversubscribe; charge the emptiest devices so the
+        # oversubscription shows on a device instead of vanishing.
+        _level(devices, DEVICE, short)
+        return True
+    if not demand.share:
+        return False
+    left = count
+    # Best fit for equal shares fills the device with the least room until it holds no more,
+    # then the next: devices in order of room, each filled at once.
+    for i in sorted((i for i, d in enumerate(devices) if d >= demand.share),
+                    key=lambda i: (devices[i], i)):
+        k = min(left, devices[i] // demand.share)
+        devices[i] -= k * demand.share
+        left -= k
+        if not left:
+            return False
+    if not force:
+        raise ValueError("no GPU device has room for the share")
+    _level(devices, demand.share, left)
+    return True
 
 
-def _overcharge(devices: list[int], whole: int) -> None:
-    """Charge ``whole`` devices' worth to the emptiest devices, one device at a time as far as
-    it tells where the excess lands, then evenly in whole rounds (arithmetic, not a loop per
-    GPU)."""
-    if not devices or whole <= 0:
-        return
+def _level(devices: list[int], step: int, times: int) -> None:
+    """Charge ``step`` milli ``times`` times, each time to the device with the most room (ties:
+    the lowest index), as repeated single charges would, in O(devices log devices)."""
     n = len(devices)
-    rounds, rest = divmod(whole, n) if whole > 2 * n else (0, whole)
-    if rounds:
-        rounds, rest = rounds - 1, rest + n  # keep one round for the emptiest-first order
+    if not n or times <= 0:
+        return
+    if times > 2 * n:
+        # Past the first rounds the devices take turns: whole rounds are one subtraction each.
+        rounds = times // n - 1
         for i in range(n):
-            devices[i] -= rounds * DEVICE
-    for _ in range(rest):
-        i = max(range(n), key=lambda j: (devices[j], -j))
-        devices[i] -= DEVICE
+            devices[i] -= rounds * step
+        times -= rounds * n
+    heap = [(-d, i) for i, d in enumerate(devices)]
+    heapq.heapify(heap)
+    for _ in range(times):
+        room, i = heapq.heappop(heap)
+        devices[i] -= step
+        heapq.heappush(heap, (room + step, i))
 
 
 def take(cap: NodeCapacity, demand: Demand, count: int = 1, *, force: bool = False) -> NodeCapacity:

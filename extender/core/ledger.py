@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from extender.core.capacity import (
     CapacityView,
@@ -184,6 +185,11 @@ class Ledger:
 
     def waiting(self, gang: GangKey) -> tuple[tuple[str, NodeName], ...]:
         return tuple(sorted(self._waiting.get(gang, {}).items()))
+
+    def held(self, gang: GangKey) -> Mapping[str, NodeName]:
+        """Pod UID -> node of the gang's members held at the barrier (unsorted, no copy: for
+        checks on every arrival)."""
+        return MappingProxyType(self._waiting.get(gang, {}))
 
     def barrier_started(self, gang: GangKey) -> float | None:
         """When the gang's latest new member reached the barrier (``None``: no barrier)."""

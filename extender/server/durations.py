@@ -25,8 +25,9 @@ NANOSECONDS: dict[str, int] = {
 }
 _LIMIT = 1 << 63
 """Go sums in uint64 up to 2**63 (the magnitude of the most negative int64)."""
-_TERM = re.compile(r"(\d*)(?:\.(\d*))?([^\d.]*)")
-_BARE = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)")
+# ASCII digits only, as Go's parser reads them ("٣s" is no duration).
+_TERM = re.compile(r"([0-9]*)(?:\.([0-9]*))?([^0-9.]*)")
+_BARE = re.compile(r"[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)")
 
 
 class DurationError(ValueError):

@@ -64,8 +64,11 @@ def _read_body(limit: int) -> bytes:
 
 
 def _drain(stream: Any, budget: int) -> None:
-    while budget > 0 and stream.read(min(_CHUNK, budget)):
-        budget -= _CHUNK
+    while budget > 0:
+        data = stream.read(min(_CHUNK, budget))
+        if not data:
+            return
+        budget -= len(data)
 
 
 def _json(value: object, status: int = 200) -> Response:

@@ -83,16 +83,18 @@ class _Barrier:
     """Binds held for gangs that have not reached their minimum yet."""
 
     waiting: dict[str, tuple[GangKey | None, str, int]] = field(default_factory=dict)
-    """Pod UID -> (gang, node, ticket) of every bind request currently held. One request per
-    pod: a newer one for the same pod (kube-scheduler gave up on the first and retried)
-    supersedes it (its ticket goes to ``superseded``)."""
+    """Pod UID -> (gang, node, ticket) of the bind request currently held for it. One request
+    per pod: a newer one (kube-scheduler gave up on the first and retried) supersedes it,
+    unless it was already released. What happens to a request is keyed by its ticket, so
+    nothing meant for one request is ever taken by another for the same pod."""
     superseded: set[int] = field(default_factory=set)
     """Tickets of held requests a newer request for the same pod replaced; each fails."""
-    released: dict[str, str] = field(default_factory=dict)
-    """Pod UID -> node: the gang reached its minimum; this member may bind now, to this node
-    (the one the ledger charged), and to no other."""
-    failed: dict[str, tuple[str, str]] = field(default_factory=dict)
-    """Pod UID -> (outcome, reason): the gang timed out or yielded; this member's bind fails."""
+    released: dict[int, str] = field(default_factory=dict)
+    """Ticket -> node: the gang reached its minimum; this request binds now, to this node (the
+    one the ledger charged), and to no other."""
+    failed: dict[int, tuple[str, str]] = field(default_factory=dict)
+    """Ticket -> (outcome, reason): the gang timed out, yielded or lost a node, or the pod was
+    deleted; this request fails."""
     releasing: dict[GangKey, set[str]] = field(default_factory=dict)
     """Gang -> UIDs of members released to bind whose Binding is not done yet; when the last
     is done the gang's plan is settled (once per gang, not once per member)."""
@@ -234,17 +236,16 @@ class GangService:
                 self._last_reason.pop(gang, None)
         for uid in [u for u in self._ledger.in_flight() if u not in snapshot.pods]:
             self._ledger.forget_pod(uid)
-        for uid in [u for u in self._barrier.waiting if u not in snapshot.pods]:
+        for uid, (_, _, ticket) in list(self._barrier.waiting.items()):
+            if uid in snapshot.pods:
+                continue
             # Fail a deleted pod's held request now: held until its timeout, its failure would
-            # reach kube-scheduler after a newer pod of the same name exists, and kube-
-            # scheduler writes the failure's PodScheduled=False onto that pod by name.
+            # reach kube-scheduler later, perhaps once a newer pod of the same name exists,
+            # and kube-scheduler writes the failure's PodScheduled=False onto a pod by name.
             self._ledger.forget_pod(uid)
-            self._barrier.failed[uid] = ("pod_gone", f"pod uid {uid} was deleted while its "
-                                                     "bind was held; not binding it")
+            self._barrier.failed[ticket] = ("pod_gone", f"pod uid {uid} was deleted while its "
+                                                        "bind was held; not binding it")
             self._cond.notify_all()
-        for uid in [u for u in self._barrier.released if u not in snapshot.pods]:
-            del self._barrier.released[uid]
-            self._done_releasing(uid)
         for gang, reason in barriers_on_lost_nodes(snapshot=snapshot, ledger=self._ledger):
             gone = withdraw(gang, ledger=self._ledger, reason=reason)
             self._fail_held(gone.rejected, gone.reason, snapshot, gang, outcome="node_gone",
@@ -418,12 +419,16 @@ class GangService:
             snapshot = self._prepare(now)
             earlier = barrier.waiting.get(ref.uid)
             if earlier is not None:
+                if earlier[2] in barrier.released:
+                    # The earlier request binds the pod where the ledger charged it; this one
+                    # must bind it neither elsewhere nor twice.
+                    return "rejected", (f"pod {ref.key} is being bound to "
+                                        f"{barrier.released[earlier[2]]} by an earlier "
+                                        "request; not binding it again"), []
                 # kube-scheduler gave up on the earlier request and retried: this one decides.
                 barrier.superseded.add(earlier[2])
+                barrier.failed.pop(earlier[2], None)
                 self._cond.notify_all()
-            released_to = barrier.released.pop(ref.uid, None)
-            if released_to is not None:
-                return self._released(ref, node, released_to)
             decision = decide_bind(ref.uid, node, snapshot=snapshot, ledger=self._ledger, now=now,
                                    settings=self._core)
             gang = decision.gang
@@ -434,11 +439,14 @@ class GangService:
                 return "rejected", decision.reason, []
             if decision.outcome is BindOutcome.BIND:
                 direct: list[tuple[PodRef, str]] = []
+                woken: set[str] = set()
                 for uid, member_node in decision.release:
                     if uid == ref.uid:
                         continue
-                    if uid in barrier.waiting:
-                        barrier.released[uid] = str(member_node)
+                    held = barrier.waiting.get(uid)
+                    if held is not None:
+                        barrier.released[held[2]] = str(member_node)
+                        woken.add(uid)
                         continue
                     parked = snapshot.pods.get(uid)
                     if parked is not None and parked.node_name is None:
@@ -446,8 +454,7 @@ class GangService:
                                        str(member_node)))
                 if gang is not None:
                     barrier.releasing.setdefault(gang, set()).update(
-                        {ref.uid, *barrier.released.keys() & {u for u, _ in decision.release},
-                         *(p.uid for p, _ in direct)})
+                        {ref.uid, *woken, *(p.uid for p, _ in direct)})
                 self._cond.notify_all()
                 if len(decision.release) > 1 or gang is not None:
                     self._admitted(snapshot, gang)
@@ -472,14 +479,13 @@ class GangService:
             deadline, hold_limit = now + timeout, now + timeout * _HOLD_GRACE
             try:
                 while True:
-                    if ticket in barrier.superseded:
-                        barrier.superseded.discard(ticket)
-                        return "superseded", (f"a newer bind request for pod {ref.key} "
-                                              "replaced this one"), []
-                    released_to = barrier.released.pop(ref.uid, None)
+                    released_to = barrier.released.pop(ticket, None)
                     if released_to is not None:
                         return self._released(ref, node, released_to)
-                    failed = barrier.failed.pop(ref.uid, None)
+                    if ticket in barrier.superseded:
+                        return "superseded", (f"a newer bind request for pod {ref.key} "
+                                              "replaced this one"), []
+                    failed = barrier.failed.pop(ticket, None)
                     if failed is not None:
                         return failed[0], failed[1], []
                     clock = self._clock()
@@ -497,21 +503,24 @@ class GangService:
                     if remaining <= 0 and gang is not None:
                         timed_out = withdraw(gang, ledger=self._ledger, also=(ref.uid, node))
                         self._fail_held(timed_out.rejected, timed_out.reason, snapshot, gang)
-                        barrier.failed.pop(ref.uid, None)
                         return "timed_out", timed_out.reason, []
                     self._cond.wait(timeout=max(remaining, 0.001))
             finally:
                 if barrier.waiting.get(ref.uid, (None, "", 0))[2] == ticket:
                     del barrier.waiting[ref.uid]
+                barrier.released.pop(ticket, None)
+                barrier.failed.pop(ticket, None)
+                barrier.superseded.discard(ticket)
 
     def _released(self, ref: PodRef, node: NodeName, released_to: str,
                   ) -> tuple[str, str, list[tuple[PodRef, str]]]:
         """Under the lock: a member its gang released binds to the node Muster released it to
         (the one the ledger charged), only while that node still exists, and never elsewhere."""
         if released_to != node:
-            # The capacity stays charged on the released node, and the release stays for a
-            # request that names it (kube-scheduler's retry, pinned there by filter).
-            self._barrier.released[ref.uid] = released_to
+            # Cannot happen while one request per pod is held (the ledger charged the node this
+            # request named); if it did, binding here would use room nobody checked.
+            self._ledger.forget_pod(ref.uid)
+            self._done_releasing(ref.uid)
             return "rejected", (f"pod {ref.key} was released to bind to {released_to}, not "
                                 f"{node}; not binding it elsewhere"), []
         if node not in self._state.snapshot().nodes:
@@ -561,8 +570,9 @@ class GangService:
         if not rejected:
             return
         for uid, _node in rejected:
-            if uid in self._barrier.waiting:
-                self._barrier.failed[uid] = (outcome, reason)
+            held = self._barrier.waiting.get(uid)
+            if held is not None:
+                self._barrier.failed[held[2]] = (outcome, reason)
         self._cond.notify_all()
         if gang is not None:
             self._note(gang, reason)

@@ -8,6 +8,7 @@ produces the exact upstream shape. Nothing here does I/O.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -166,7 +167,7 @@ def parse_extender_args(body: bytes) -> ExtenderArgs:
         if not isinstance(items, list):
             raise WireError(f"Nodes.items: expected an array, got {_type(items)}")
         objs = tuple(_object(n, f"Nodes.items[{i}]") for i, n in enumerate(items))
-        if not _small_integers(objs):  # rare: only then walk the nodes, which are echoed back
+        if not _small_integers(objs) or _HUGE_LITERAL.search(body):  # rare: walk only then
             for i, n in enumerate(objs):
                 _within_int64(n, f"Nodes.items[{i}]")
         node_names = tuple(
@@ -191,6 +192,12 @@ def parse_binding_args(body: bytes) -> BindingArgs:
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
+_HUGE_LITERAL = re.compile(rb"[0-9]{20}|[0-9][eE][-+]?[0-9]")
+"""A number orjson reads as a float though it may be meant as an integer beyond int64 (20
+digits or more, or an exponent): the strict encoder cannot see those. Only in ``Nodes`` mode,
+whose objects are echoed (about 10 ms per MB)."""
+
+
 def _small_integers(value: object) -> bool:
     """Whether every integer in ``value`` is within 53 bits: orjson's strict encoder tells in
     about a millisecond per MB, far faster than walking the objects in Python."""
@@ -211,7 +218,7 @@ def _within_int64(value: object, where: str) -> None:
             stack.extend((v, f"{path}.{k}") for k, v in item.items())
         elif isinstance(item, list):
             stack.extend((v, f"{path}[{i}]") for i, v in enumerate(item))
-        elif isinstance(item, int) and not isinstance(item, bool) and not (
+        elif isinstance(item, int | float) and not isinstance(item, bool) and not (
                 _INT64_MIN <= item <= _INT64_MAX):
             raise WireError(f"{path}: {item} is outside the int64 range")
 

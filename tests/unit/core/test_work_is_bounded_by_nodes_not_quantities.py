@@ -80,3 +80,20 @@ def test_filters_keep_answering_and_treat_the_hogs_node_as_full() -> None:
     assert decision.outcome is FilterOutcome.PLANNED
     assert decision.passed == (NodeName("n2"),)
     assert free_capacity(snap, ledger)[NodeName("n1")].whole_free == 0
+
+
+def test_many_shares_charged_at_once_pack_as_one_by_one_best_fit_would() -> None:
+    # Other gangs' reservations are charged as "left" pods of one shape in one call: 16
+    # quarter-GPU shares on 8 devices fill 4 devices, not every device a little.
+    cap = NodeCapacity(free=EMPTY, devices=(DEVICE,) * 8)
+    packed = take(cap, Demand(scalar=EMPTY, share=250), 16, force=True)
+    assert packed.devices == (0, 0, 0, 0, DEVICE, DEVICE, DEVICE, DEVICE)
+    assert not packed.unpacked and packed.whole_free == 4
+
+
+def test_a_billion_gpu_pod_on_the_largest_modelled_node_is_charged_in_milliseconds() -> None:
+    cap = NodeCapacity(free=EMPTY, devices=(DEVICE,) * MAX_DEVICES)
+    after, seconds = _timed(lambda: take(cap, Demand(scalar=EMPTY, whole=BILLION), 1,
+                                         force=True))
+    assert seconds < 0.1
+    assert sum(after.devices) == MAX_DEVICES * DEVICE - BILLION * DEVICE

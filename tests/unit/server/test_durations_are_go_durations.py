@@ -49,6 +49,7 @@ def test_what_go_accepts_is_read_to_the_nanosecond(text: str, nanos: int) -> Non
     ("3000000h", "out of range"), ("9223372036854775808ns", "out of range"),
     ("9223372036854775807ns1ns", "out of range"), ("2562047h47m16.854775808s", "out of range"),
     ("9" * 5000 + "s", "out of range"),
+    ("\u0663s", "invalid duration"), ("1\u0660s", "unknown unit"),  # digits Go does not read
 ])
 def test_what_go_refuses_is_refused_quoting_the_value(text: str, why: str) -> None:
     with pytest.raises(DurationError, match=why) as err:

@@ -15,11 +15,13 @@ from typing import Any
 
 import pytest
 
+from extender.core.decisions import withdraw
+from extender.core.model import NodeName
 from extender.server.service import GangService
 from extender.server.settings import Settings
 from extender.server.wire import ExtenderBindingResultJSON, parse_binding_args, parse_extender_args
 from extender.state.memory import MemoryBinder
-from extender.state.ports import MemoryEvents
+from extender.state.ports import MemoryEvents, PodRef
 from extender.state.store import StateStore
 from tests.unit.server.builders import (
     Clock,
@@ -89,7 +91,10 @@ class Rig:
 def rig() -> Iterator[Rig]:
     r = Rig()
     yield r
-    r.pool.shutdown(wait=False, cancel_futures=True)
+    # Time out whatever is still held, so no request thread outlives the test.
+    r.clock.now += 10_000
+    r.svc.housekeep()
+    r.pool.shutdown(wait=True, cancel_futures=True)
 
 
 def test_a_retried_bind_to_another_node_supersedes_the_held_one_and_binds_where_charged(
@@ -129,3 +134,55 @@ def test_a_deleted_pods_held_bind_fails_at_once_not_at_its_timeout(rig: Rig) -> 
     assert held.result(timeout=5)["Error"] == (
         "pod uid uid-train-0 was deleted while its bind was held; not binding it")
     assert rig.svc.binds_waiting() == 0
+
+
+def _ref(pod: dict[str, Any]) -> PodRef:
+    meta = pod["metadata"]
+    return PodRef(meta["namespace"], meta["name"], meta["uid"])
+
+
+def test_a_retry_arriving_between_release_and_wake_up_neither_steals_nor_strands_it(
+        rig: Rig) -> None:
+    first, second = rig.filter(W0, NODES)
+    spare = next(n for n in NODES if n not in (first, second))
+    held = rig.hold(W0, first)
+    # Holding the lock keeps the held request asleep: W1 completes the gang and releases W0
+    # to ``first``, then kube-scheduler's retry of W0 (elsewhere) comes in before it wakes.
+    with rig.svc._cond:
+        assert rig.svc._pass_barrier(_ref(W1), NodeName(second))[:2] == ("bound", "")
+        retry = rig.svc._pass_barrier(_ref(W0), NodeName(spare))
+    assert retry[:2] == ("rejected", f"pod ml/train-worker-0-0 is being bound to {first} by "
+                                     "an earlier request; not binding it again")
+    assert held.result(timeout=5)["Error"] == ""  # the released request binds where charged
+    assert rig.node_of(W0) == first
+    assert rig.svc._barrier.released == {} and rig.svc._barrier.waiting == {}
+
+
+def test_a_retry_does_not_inherit_the_failure_meant_for_the_request_it_replaces(
+        rig: Rig) -> None:
+    first, _ = rig.filter(W0, NODES)
+    spare = next(n for n in NODES if n != first)
+    uid = W0["metadata"]["uid"]
+    held = rig.hold(W0, first)
+    with rig.svc._cond:
+        # The gang is withdrawn (its held member fails) while the held request sleeps...
+        gang, _, earlier = rig.svc._barrier.waiting[uid]
+        assert gang is not None
+        rig.svc._fail_held(withdraw(gang, ledger=rig.svc._ledger).rejected, "withdrawn",
+                           rig.store.snapshot(), gang)
+        # ...and kube-scheduler's retry of W0 comes in, perhaps before it wakes.
+        retry = rig.pool.submit(rig.bind, W0, spare)
+        time.sleep(0.05)  # let the retry reach the lock first, most of the time
+    # The held request fails either way: with its gang, or replaced by the retry.
+    assert held.result(timeout=5)["Error"] in (
+        "withdrawn", "a newer bind request for pod ml/train-worker-0-0 replaced this one")
+    deadline = time.monotonic() + 5
+    while rig.svc._barrier.waiting.get(uid, (None, "", earlier))[2] == earlier:
+        assert time.monotonic() < deadline, "the retry was never held"
+        assert not retry.done(), retry.result()  # not failed with the old request's reason
+        time.sleep(0.005)
+    assert not retry.done()
+    assert rig.svc._barrier.failed == {}
+    rig.clock.now += 31
+    rig.svc.housekeep()
+    assert "did not reach bind in time" in retry.result(timeout=5)["Error"]
