@@ -20,6 +20,7 @@ from extender.files.catalog import packaged_catalog
 from extender.files.yamlsafe import load_all
 from extender.kube.client import Connection, KubeError, connect
 from extender.sandbox.binaries import control_plane_bin
+from extender.sandbox.components import controller_manager_argv, kwok_argv
 from extender.sandbox.config import (
     TOKEN,
     Ports,
@@ -66,6 +67,10 @@ class SandboxSpec:
     plan_ttl: float = 30.0
     install_descriptors: bool = True
     extra_descriptor_dirs: tuple[str, ...] = ()
+    controller_manager: bool = True
+    """Run kube-controller-manager: Jobs, StatefulSets, Deployments and ReplicaSets get pods."""
+    kwok: bool = True
+    """Run KWOK: nodes Ready with Leases, bound pods Running, runtimes end, deletions finish."""
 
 
 @dataclass(frozen=True)
@@ -77,6 +82,36 @@ class SandboxInfo:
     mode: str
     muster_url: str | None
     processes: dict[str, int]
+    ports: dict[str, int] = field(default_factory=dict)
+
+
+#: Everything a sandbox writes into its directory; ``up`` removes only these, so whatever
+#: else the directory holds survives ``up`` and ``down``.
+COMPONENTS = ("etcd", "kube-apiserver", "kwok", "kube-controller-manager", "muster",
+              "kube-scheduler")
+OWN_ENTRIES = ("etcd", "pki", "sa.key", "tokens.csv", "kubeconfig", "scheduler.yaml",
+               "processes.json", "sandbox.json", *(f"{c}.log" for c in COMPONENTS))
+
+
+def _clear_own(directory: Path) -> None:
+    for name in OWN_ENTRIES:
+        path = directory / name
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        elif path.exists() or path.is_symlink():
+            path.unlink()
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct ports the kernel says are free now (bound together)."""
+    socks = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(count)]
+    try:
+        for sock in socks:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in socks]
+    finally:
+        for sock in socks:
+            sock.close()
 
 
 def _port_free(port: int) -> bool:
@@ -122,6 +157,16 @@ class Sandbox:
         self.dir = spec.directory
         self.say = say
         self.table = ProcessTable(self.dir)
+        self._ports: Ports | None = None
+
+    @property
+    def ports(self) -> Ports:
+        """The ports in use: chosen ones as given, the others as picked at ``up``."""
+        if self._ports is None:
+            info = self.info()
+            self._ports = Ports(**info.ports) if info is not None and info.ports \
+                else self.spec.ports
+        return self._ports
 
     # -- queries ---------------------------------------------------------------------------
     def running(self) -> dict[str, int]:
@@ -145,21 +190,26 @@ class Sandbox:
         if self.running():
             raise SandboxError(f"a sandbox is already running from {self.dir}; "
                                "run 'muster sandbox down' first")
-        spec, ports = self.spec, self.spec.ports
-        wanted = [ports.etcd, ports.etcd_peer, ports.apiserver, ports.scheduler]
-        if spec.mode is SchedulerMode.MUSTER:
-            wanted.append(ports.muster)
-        busy = [p for p in wanted if not _port_free(p)]
+        spec = self.spec
+        busy = [p for p in spec.ports.chosen().values() if not _port_free(p)]
         if busy:
             raise SandboxError(f"ports in use on 127.0.0.1: {busy}; stop what holds them or "
-                               "choose other ports")
+                               "choose other ports (ports not given are picked free)")
+        ports = self._ports = spec.ports.resolved(free_ports)
         if shutil.which("openssl") is None:
             raise SandboxError("openssl is needed to make the service-account key; "
                                "install it (apt-get install openssl)")
         self.say("control plane: locating binaries (the first build takes several minutes)")
         bin_dir = control_plane_bin()
-        if self.dir.exists():
-            shutil.rmtree(self.dir)
+        wanted = {"kwok": spec.kwok, "kube-controller-manager": spec.controller_manager}
+        missing = [name for name, on in wanted.items() if on and not (bin_dir / name).is_file()]
+        if missing:
+            raise SandboxError(f"{bin_dir} lacks {', '.join(missing)}; rebuild with "
+                               "bash tests/e2e/controlplane/build.sh, or leave them out "
+                               "(--no-kwok, --no-controller-manager)")
+        if self.dir.exists() and not self.dir.is_dir():
+            raise SandboxError(f"{self.dir} is not a directory")
+        _clear_own(self.dir)  # a previous run's state, never anything else in the directory
         (self.dir / "pki").mkdir(parents=True)
         try:
             self._start_all(bin_dir)
@@ -172,7 +222,7 @@ class Sandbox:
             mode=spec.mode.value,
             muster_url=(f"http://127.0.0.1:{ports.muster}"
                         if spec.mode is SchedulerMode.MUSTER else None),
-            processes=self.running(),
+            processes=self.running(), ports=dict(ports.__dict__),
         )
         data = asdict(info)
         data.pop("processes")
@@ -180,7 +230,7 @@ class Sandbox:
         return info
 
     def _start_all(self, bin_dir: Path) -> None:
-        spec, ports, d = self.spec, self.spec.ports, self.dir
+        spec, ports, d = self.spec, self.ports, self.dir
         gang = spec.mode is SchedulerMode.GANG
         self.say(f"etcd: starting on 127.0.0.1:{ports.etcd}")
         etcd = self.table.start("etcd", [
@@ -224,6 +274,16 @@ class Sandbox:
         if spec.install_descriptors:
             self._install_descriptors(conn)
         self._create_nodes(conn)
+        if spec.kwok:
+            self._start_kwok(bin_dir, kubeconfig, conn)
+        if spec.controller_manager:
+            self.say("kube-controller-manager: starting (job, statefulset, replicaset, "
+                     "deployment, garbage collector, namespace, serviceaccount)")
+            kcm = self.table.start("kube-controller-manager", controller_manager_argv(
+                bin_dir, kubeconfig=kubeconfig, port=ports.controller_manager))
+            _wait("kube-controller-manager",
+                  lambda: _http_ok(f"https://127.0.0.1:{ports.controller_manager}/healthz"),
+                  timeout=60, log=Path(kcm.log))
 
         if spec.mode is SchedulerMode.MUSTER:
             self.start_muster()
@@ -241,9 +301,25 @@ class Sandbox:
               lambda: _http_ok(f"https://127.0.0.1:{ports.scheduler}/readyz"),
               timeout=60, log=Path(scheduler.log))
 
+    def _start_kwok(self, bin_dir: Path, kubeconfig: Path, conn: Connection) -> None:
+        port = self.ports.kwok
+        self.say("kwok: starting; it plays the kubelet of every fake node")
+        kwok = self.table.start("kwok", kwok_argv(bin_dir, kubeconfig=kubeconfig, port=port))
+        _wait("kwok", lambda: _http_ok(f"http://127.0.0.1:{port}/healthz"), timeout=60,
+              log=Path(kwok.log))
+
+        def all_ready() -> bool:
+            nodes = conn.request("GET", "/api/v1/nodes").get("items", [])
+            return len(nodes) >= self.spec.nodes and all(
+                any(c.get("type") == "Ready" and c.get("status") == "True"
+                    for c in n.get("status", {}).get("conditions", []) or [])
+                for n in nodes)
+
+        _wait("the fake nodes (made Ready by kwok)", all_ready, timeout=60, log=Path(kwok.log))
+
     def start_muster(self) -> None:
         """Start the extender (again, after :meth:`kill` of ``muster``) and wait until ready."""
-        spec, port = self.spec, self.spec.ports.muster
+        spec, port = self.spec, self.ports.muster
         self.say(f"muster: starting the extender on http://127.0.0.1:{port}")
         muster = self.table.start("muster", [
             sys.executable, "-m", "extender.cli.main", "serve",
@@ -267,7 +343,7 @@ class Sandbox:
         def back() -> None:
             proc = self.table.start(name, argv)
             if name == "kube-apiserver":
-                port, ca = self.spec.ports.apiserver, self.dir / "pki" / "apiserver.crt"
+                port, ca = self.ports.apiserver, self.dir / "pki" / "apiserver.crt"
                 _wait(name, lambda: _http_ok(f"https://127.0.0.1:{port}/readyz", token=TOKEN,
                                              cafile=ca), timeout=120, log=Path(proc.log))
 
@@ -279,7 +355,7 @@ class Sandbox:
         for i in range(spec.nodes):
             node = fake_node(i, gpus=spec.gpus_per_node, cpu=spec.cpu_per_node,
                              memory_gi=spec.memory_gi_per_node,
-                             nodes_per_rack=spec.nodes_per_rack)
+                             nodes_per_rack=spec.nodes_per_rack, ready=not spec.kwok)
             created = conn.request("POST", "/api/v1/nodes", body=node)
             if not created.get("status", {}).get("allocatable"):
                 # Some releases drop status on create; the status subresource takes it.
