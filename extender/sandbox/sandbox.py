@@ -5,12 +5,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
-import ssl
 import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -31,6 +27,7 @@ from extender.sandbox.config import (
     write_tokens,
 )
 from extender.sandbox.crds import permissive_crds
+from extender.sandbox.local import SandboxError, clear_own, free_ports, http_ok, port_free, wait_for
 from extender.sandbox.nodes import fake_node
 from extender.sandbox.processes import ProcessTable, alive
 
@@ -38,10 +35,6 @@ Say = Callable[[str], None]
 
 REPO = Path(__file__).resolve().parents[2]
 CRD_FILE = REPO / "manifests" / "crd-workloaddescriptor.yaml"
-
-
-class SandboxError(RuntimeError):
-    """Something a person can fix (port in use, build failed, already running)."""
 
 
 def default_dir() -> Path:
@@ -85,72 +78,6 @@ class SandboxInfo:
     ports: dict[str, int] = field(default_factory=dict)
 
 
-#: Everything a sandbox writes into its directory; ``up`` removes only these, so whatever
-#: else the directory holds survives ``up`` and ``down``.
-COMPONENTS = ("etcd", "kube-apiserver", "kwok", "kube-controller-manager", "muster",
-              "kube-scheduler")
-OWN_ENTRIES = ("etcd", "pki", "sa.key", "tokens.csv", "kubeconfig", "scheduler.yaml",
-               "processes.json", "sandbox.json", *(f"{c}.log" for c in COMPONENTS))
-
-
-def _clear_own(directory: Path) -> None:
-    for name in OWN_ENTRIES:
-        path = directory / name
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path)
-        elif path.exists() or path.is_symlink():
-            path.unlink()
-
-
-def free_ports(count: int) -> list[int]:
-    """``count`` distinct ports the kernel says are free now (bound together)."""
-    socks = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(count)]
-    try:
-        for sock in socks:
-            sock.bind(("127.0.0.1", 0))
-        return [sock.getsockname()[1] for sock in socks]
-    finally:
-        for sock in socks:
-            sock.close()
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-def _wait(name: str, check: Callable[[], bool], *, timeout: float, log: Path | None) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.2)
-    tail = ""
-    if log is not None and log.exists():
-        tail = "\n" + "\n".join(log.read_text(errors="replace").splitlines()[-15:])
-    raise SandboxError(f"{name} did not become ready within {timeout:.0f}s{tail}")
-
-
-def _http_ok(url: str, *, token: str | None = None, cafile: Path | None = None) -> bool:
-    request = urllib.request.Request(url)
-    if token:
-        request.add_header("Authorization", f"Bearer {token}")
-    context = None
-    if url.startswith("https"):
-        context = ssl.create_default_context(cafile=str(cafile)) if cafile and cafile.exists() \
-            else ssl._create_unverified_context()
-    try:
-        with urllib.request.urlopen(request, timeout=2, context=context) as response:
-            return bool(response.status == 200)
-    except (OSError, ValueError):
-        return False
-
-
 class Sandbox:
     def __init__(self, spec: SandboxSpec, *, say: Say = print) -> None:
         self.spec = spec
@@ -191,7 +118,7 @@ class Sandbox:
             raise SandboxError(f"a sandbox is already running from {self.dir}; "
                                "run 'muster sandbox down' first")
         spec = self.spec
-        busy = [p for p in spec.ports.chosen().values() if not _port_free(p)]
+        busy = [p for p in spec.ports.chosen().values() if not port_free(p)]
         if busy:
             raise SandboxError(f"ports in use on 127.0.0.1: {busy}; stop what holds them or "
                                "choose other ports (ports not given are picked free)")
@@ -209,7 +136,7 @@ class Sandbox:
                                "(--no-kwok, --no-controller-manager)")
         if self.dir.exists() and not self.dir.is_dir():
             raise SandboxError(f"{self.dir} is not a directory")
-        _clear_own(self.dir)  # a previous run's state, never anything else in the directory
+        clear_own(self.dir)  # a previous run's state, never anything else in the directory
         (self.dir / "pki").mkdir(parents=True)
         try:
             self._start_all(bin_dir)
@@ -238,7 +165,7 @@ class Sandbox:
             f"--listen-client-urls=http://127.0.0.1:{ports.etcd}",
             f"--listen-peer-urls=http://127.0.0.1:{ports.etcd_peer}",
         ])
-        _wait("etcd", lambda: _http_ok(f"http://127.0.0.1:{ports.etcd}/health"),
+        wait_for("etcd", lambda: http_ok(f"http://127.0.0.1:{ports.etcd}/health"),
               timeout=30, log=Path(etcd.log))
 
         subprocess.run(["openssl", "genrsa", "-out", str(d / "sa.key"), "2048"],
@@ -263,8 +190,8 @@ class Sandbox:
         self.say(f"kube-apiserver: starting on https://127.0.0.1:{ports.apiserver}")
         api = self.table.start("kube-apiserver", argv)
         ca = d / "pki" / "apiserver.crt"
-        _wait("kube-apiserver",
-              lambda: _http_ok(f"https://127.0.0.1:{ports.apiserver}/readyz", token=TOKEN,
+        wait_for("kube-apiserver",
+              lambda: http_ok(f"https://127.0.0.1:{ports.apiserver}/readyz", token=TOKEN,
                                cafile=ca), timeout=120, log=Path(api.log))
         kubeconfig = write_kubeconfig(d, port=ports.apiserver)
         conn = connect(str(kubeconfig))
@@ -281,8 +208,8 @@ class Sandbox:
                      "deployment, garbage collector, namespace, serviceaccount)")
             kcm = self.table.start("kube-controller-manager", controller_manager_argv(
                 bin_dir, kubeconfig=kubeconfig, port=ports.controller_manager))
-            _wait("kube-controller-manager",
-                  lambda: _http_ok(f"https://127.0.0.1:{ports.controller_manager}/healthz"),
+            wait_for("kube-controller-manager",
+                  lambda: http_ok(f"https://127.0.0.1:{ports.controller_manager}/healthz"),
                   timeout=60, log=Path(kcm.log))
 
         if spec.mode is SchedulerMode.MUSTER:
@@ -297,15 +224,15 @@ class Sandbox:
             argv.append("--feature-gates=GenericWorkload=true")
         self.say(f"kube-scheduler: starting ({spec.mode.value} mode)")
         scheduler = self.table.start("kube-scheduler", argv)
-        _wait("kube-scheduler",
-              lambda: _http_ok(f"https://127.0.0.1:{ports.scheduler}/readyz"),
+        wait_for("kube-scheduler",
+              lambda: http_ok(f"https://127.0.0.1:{ports.scheduler}/readyz"),
               timeout=60, log=Path(scheduler.log))
 
     def _start_kwok(self, bin_dir: Path, kubeconfig: Path, conn: Connection) -> None:
         port = self.ports.kwok
         self.say("kwok: starting; it plays the kubelet of every fake node")
         kwok = self.table.start("kwok", kwok_argv(bin_dir, kubeconfig=kubeconfig, port=port))
-        _wait("kwok", lambda: _http_ok(f"http://127.0.0.1:{port}/healthz"), timeout=60,
+        wait_for("kwok", lambda: http_ok(f"http://127.0.0.1:{port}/healthz"), timeout=60,
               log=Path(kwok.log))
 
         def all_ready() -> bool:
@@ -315,7 +242,7 @@ class Sandbox:
                     for c in n.get("status", {}).get("conditions", []) or [])
                 for n in nodes)
 
-        _wait("the fake nodes (made Ready by kwok)", all_ready, timeout=60, log=Path(kwok.log))
+        wait_for("the fake nodes (made Ready by kwok)", all_ready, timeout=60, log=Path(kwok.log))
 
     def start_muster(self) -> None:
         """Start the extender (again, after :meth:`kill` of ``muster``) and wait until ready."""
@@ -328,7 +255,7 @@ class Sandbox:
             "--plan-ttl", str(spec.plan_ttl),
             *[a for extra in spec.extra_descriptor_dirs for a in ("--descriptors", extra)],
         ])
-        _wait("muster", lambda: _http_ok(f"http://127.0.0.1:{port}/readyz"),
+        wait_for("muster", lambda: http_ok(f"http://127.0.0.1:{port}/readyz"),
               timeout=60, log=Path(muster.log))
 
     def kill(self, name: str) -> None:
@@ -344,7 +271,7 @@ class Sandbox:
             proc = self.table.start(name, argv)
             if name == "kube-apiserver":
                 port, ca = self.ports.apiserver, self.dir / "pki" / "apiserver.crt"
-                _wait(name, lambda: _http_ok(f"https://127.0.0.1:{port}/readyz", token=TOKEN,
+                wait_for(name, lambda: http_ok(f"https://127.0.0.1:{port}/readyz", token=TOKEN,
                                              cafile=ca), timeout=120, log=Path(proc.log))
 
         return back
@@ -381,7 +308,7 @@ class Sandbox:
                 return any(c.get("type") == "Established" and c.get("status") == "True"
                            for c in status.get("conditions", []))
 
-            _wait(f"CRD {name}", established, timeout=30, log=None)
+            wait_for(f"CRD {name}", established, timeout=30, log=None)
         for doc in _yaml_docs(sorted((REPO / "descriptors").glob("*.yaml"))):
             conn.request("POST", f"/apis/{doc['apiVersion']}/workloaddescriptors", body=doc)
 

@@ -18,8 +18,8 @@ from extender.sandbox.components import (
 )
 from extender.sandbox.config import Ports, SchedulerMode, scheduler_config
 from extender.sandbox.controllers import STAND_IN_MANAGER, children
+from extender.sandbox.local import OWN_ENTRIES, clear_own, free_ports
 from extender.sandbox.nodes import FAKE_NODE_ANNOTATION, fake_node
-from extender.sandbox.sandbox import OWN_ENTRIES, _clear_own, free_ports
 
 
 def test_ports_not_given_are_picked_distinct_and_given_ones_are_kept() -> None:
@@ -36,7 +36,7 @@ def test_up_clears_only_what_a_sandbox_wrote_in_its_directory(tmp_path: Path) ->
     (tmp_path / "etcd" / "member").write_text("stale")
     (tmp_path / "kube-apiserver.log").write_text("old log")
     (tmp_path / "my.log").write_text("not a component's")
-    _clear_own(tmp_path)
+    clear_own(tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["my.log", "notes.txt"]
     assert "notes.txt" not in OWN_ENTRIES
 
