@@ -105,8 +105,8 @@ def _job(name: str, *, owner: Mapping[str, Any], labels: dict[str, str],
     every pod (the role's own labels and annotations, e.g. a sandbox runtime, included)."""
     pod_meta = dict(template.get("metadata") or {})
     pod_spec = runnable(copy.deepcopy(dict(template.get("spec") or {})))
-    pod_spec["restartPolicy"] = pod_spec.get("restartPolicy") if pod_spec.get(
-        "restartPolicy") in ("Never", "OnFailure") else "Never"
+    policy = pod_spec.get("restartPolicy")  # a Job's pods may only be Never or OnFailure
+    pod_spec["restartPolicy"] = policy if policy in ("Never", "OnFailure") else "Never"
     pod_template = {"metadata": {"labels": {**(pod_meta.get("labels") or {}), **labels},
                                  "annotations": dict(pod_meta.get("annotations") or {})},
                     "spec": pod_spec}

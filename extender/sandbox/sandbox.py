@@ -231,7 +231,10 @@ class Sandbox:
     def _start_kwok(self, bin_dir: Path, kubeconfig: Path, conn: Connection) -> None:
         port = self.ports.kwok
         self.say("kwok: starting; it plays the kubelet of every fake node")
-        kwok = self.table.start("kwok", kwok_argv(bin_dir, kubeconfig=kubeconfig, port=port))
+        # KWOK also loads ~/.kwok/kwok.yaml when it exists (a kwokctl user's Stages): HOME is
+        # the sandbox's directory, so it plays only the sandbox's own.
+        kwok = self.table.start("kwok", kwok_argv(bin_dir, kubeconfig=kubeconfig, port=port),
+                                env={"HOME": str(self.dir.resolve())})
         wait_for("kwok", lambda: http_ok(f"http://127.0.0.1:{port}/healthz"), timeout=60,
               log=Path(kwok.log))
 
