@@ -36,6 +36,8 @@ class Ports:
     muster: int = 0
     controller_manager: int = 0
     kwok: int = 0
+    jobset_webhook: int = 0
+    jobset_health: int = 0
 
     def chosen(self) -> dict[str, int]:
         return {k: v for k, v in self.__dict__.items() if v}

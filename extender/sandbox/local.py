@@ -18,10 +18,11 @@ class SandboxError(RuntimeError):
 
 #: Everything a sandbox writes into its directory; ``up`` removes only these, so whatever
 #: else the directory holds survives ``up`` and ``down``.
-COMPONENTS = ("etcd", "kube-apiserver", "kwok", "kube-controller-manager", "muster",
+COMPONENTS = ("etcd", "kube-apiserver", "kwok", "kube-controller-manager", "jobset", "muster",
               "kube-scheduler")
 OWN_ENTRIES = ("etcd", "pki", "sa.key", "tokens.csv", "kubeconfig", "scheduler.yaml",
-               "processes.json", "sandbox.json", *(f"{c}.log" for c in COMPONENTS))
+               "processes.json", "sandbox.json", "jobset-certs", "jobset-config.yaml",
+               *(f"{c}.log" for c in COMPONENTS))
 
 
 def clear_own(directory: Path) -> None:

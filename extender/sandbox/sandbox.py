@@ -15,6 +15,7 @@ from typing import Any
 from extender.files.catalog import packaged_catalog
 from extender.files.yamlsafe import load_all
 from extender.kube.client import Connection, KubeError, connect
+from extender.sandbox import jobset
 from extender.sandbox.binaries import control_plane_bin
 from extender.sandbox.components import controller_manager_argv, kwok_argv
 from extender.sandbox.config import (
@@ -64,6 +65,9 @@ class SandboxSpec:
     """Run kube-controller-manager: Jobs, StatefulSets, Deployments and ReplicaSets get pods."""
     kwok: bool = True
     """Run KWOK: nodes Ready with Leases, bound pods Running, runtimes end, deletions finish."""
+    jobset: bool = False
+    """Run the real JobSet controller (its CRD and webhooks) instead of the JobSet stand-in's
+    permissive CRD; JobSets are then applied alone and the controller makes their Jobs."""
 
 
 @dataclass(frozen=True)
@@ -128,7 +132,8 @@ class Sandbox:
                                "install it (apt-get install openssl)")
         self.say("control plane: locating binaries (the first build takes several minutes)")
         bin_dir = control_plane_bin()
-        wanted = {"kwok": spec.kwok, "kube-controller-manager": spec.controller_manager}
+        wanted = {"kwok": spec.kwok, "kube-controller-manager": spec.controller_manager,
+                  "jobset": spec.jobset}
         missing = [name for name, on in wanted.items() if on and not (bin_dir / name).is_file()]
         if missing:
             raise SandboxError(f"{bin_dir} lacks {', '.join(missing)}; rebuild with "
@@ -199,7 +204,7 @@ class Sandbox:
             _require_workload_api(conn)
 
         if spec.install_descriptors:
-            self._install_descriptors(conn)
+            self._install_descriptors(conn, bin_dir)
         self._create_nodes(conn)
         if spec.kwok:
             self._start_kwok(bin_dir, kubeconfig, conn)
@@ -211,6 +216,8 @@ class Sandbox:
             wait_for("kube-controller-manager",
                   lambda: http_ok(f"https://127.0.0.1:{ports.controller_manager}/healthz"),
                   timeout=60, log=Path(kcm.log))
+        if spec.jobset:
+            self._start_jobset(bin_dir, kubeconfig, conn)
 
         if spec.mode is SchedulerMode.MUSTER:
             self.start_muster()
@@ -246,6 +253,22 @@ class Sandbox:
                 for n in nodes)
 
         wait_for("the fake nodes (made Ready by kwok)", all_ready, timeout=60, log=Path(kwok.log))
+
+    def _start_jobset(self, bin_dir: Path, kubeconfig: Path, conn: Connection) -> None:
+        ports = self.ports
+        self.say(f"jobset: starting the JobSet controller (webhooks on "
+                 f"https://127.0.0.1:{ports.jobset_webhook})")
+        certs = jobset.make_certs(self.dir)
+        config = jobset.write_config(self.dir, webhook_port=ports.jobset_webhook,
+                                     health_port=ports.jobset_health, cert_dir=certs)
+        proc = self.table.start("jobset", jobset.argv(bin_dir, kubeconfig=kubeconfig,
+                                                      config=config))
+        wait_for("jobset", lambda: http_ok(f"http://127.0.0.1:{ports.jobset_health}/readyz"),
+                 timeout=60, log=Path(proc.log))
+        for hooks in jobset.webhook_configurations(bin_dir, port=ports.jobset_webhook,
+                                                   ca=(certs / "ca.crt").read_bytes()):
+            kind = hooks["kind"].lower() + "s"
+            conn.request("POST", f"/apis/admissionregistration.k8s.io/v1/{kind}", body=hooks)
 
     def start_muster(self) -> None:
         """Start the extender (again, after :meth:`kill` of ``muster``) and wait until ready."""
@@ -292,12 +315,15 @@ class Sandbox:
                 conn.request("PATCH", f"/api/v1/nodes/{node['metadata']['name']}/status",
                              body={"status": node["status"]})
 
-    def _install_descriptors(self, conn: Connection) -> None:
+    def _install_descriptors(self, conn: Connection, bin_dir: Path) -> None:
         if not CRD_FILE.exists():
             raise SandboxError(f"the descriptor CRD is missing: {CRD_FILE}")
         self.say("descriptors: installing the WorkloadDescriptor CRD and the catalog")
         # No operators run here: plain CRDs let the API server store each workload kind.
         crds = _yaml_docs([CRD_FILE]) + permissive_crds(packaged_catalog().descriptors)
+        if self.spec.jobset:  # the release's own CRD, validation and all
+            crds = [c for c in crds if c["spec"].get("group") != "jobset.x-k8s.io"]
+            crds.append(jobset.crd(bin_dir))
         for crd in crds:
             conn.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
                          body=crd)
@@ -309,7 +335,7 @@ class Sandbox:
                     "GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd_name}"
                 ).get("status", {})
                 return any(c.get("type") == "Established" and c.get("status") == "True"
-                           for c in status.get("conditions", []))
+                           for c in status.get("conditions") or [])
 
             wait_for(f"CRD {name}", established, timeout=30, log=None)
         for doc in _yaml_docs(sorted((REPO / "descriptors").glob("*.yaml"))):

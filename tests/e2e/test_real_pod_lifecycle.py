@@ -25,7 +25,7 @@ from extender.sandbox.config import Ports
 from extender.sandbox.processes import alive
 from extender.sandbox.sandbox import Sandbox, SandboxSpec
 from extender.sandbox.submit import submit
-from tests.e2e.conftest import REPO, bound, pods_in, wait_until
+from tests.e2e.conftest import REPO, SHARED, bound, pods_in, wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -179,3 +179,30 @@ def test_two_sandboxes_run_side_by_side_and_a_file_in_the_directory_survives_up_
     assert not any(alive(pid) for pid in info.processes.values())
     assert note.read_text() == "mine, not the sandbox's"
     assert sandbox.running(), "the first sandbox kept running"
+
+
+def test_an_upstream_jobset_applied_with_kubectl_alone_is_run_by_the_real_jobset_controller(
+        tmp_path: Path) -> None:
+    """The release's CRD, webhooks (on loopback, with the sandbox's certificates) and
+    controller: the JobSet controller makes the Jobs, the Job controller the pods, Muster and
+    kube-scheduler bind them as one gang, KWOK runs them."""
+    box = Sandbox(SandboxSpec(directory=tmp_path, nodes=2, jobset=True), say=lambda _m: None)
+    box.up()
+    try:
+        example = SHARED / "examples" / "jobset" / \
+            "jobset__site__static__examples__simple__paralleljobs.yaml"
+        kubectl(box, "apply", "-n", "default", "-f", str(example))
+        conn = box.connection()
+        assert wait_until(lambda: len(running(pods_in(conn, "default"))) == 5, timeout=90), [
+            (p["metadata"]["name"], p["spec"].get("nodeName"), p["status"].get("phase"))
+            for p in pods_in(conn, "default")]
+        jobs = conn.request("GET", "/apis/batch/v1/namespaces/default/jobs")["items"]
+        assert sorted(j["metadata"]["name"] for j in jobs) == [
+            "paralleljobs-driver-0", "paralleljobs-workers-0"]
+        assert {r["kind"] for j in jobs for r in j["metadata"]["ownerReferences"]} == {"JobSet"}
+        # The release's webhook defaulted what the manifest leaves out.
+        assert {p["spec"]["restartPolicy"] for p in pods_in(conn, "default")} == {"OnFailure"}
+        gangs = muster_gangs(box)
+        assert [(g["minMember"], g["bound"]) for g in gangs.values()] == [(5, 5)], gangs
+    finally:
+        box.down()

@@ -19,7 +19,7 @@ set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cache="${MUSTER_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/muster}"
-binaries=(etcd kube-apiserver kube-scheduler kube-controller-manager kubectl kwok)
+binaries=(etcd kube-apiserver kube-scheduler kube-controller-manager kubectl kwok jobset)
 
 log() { printf '[controlplane] %s\n' "$*" >&2; }
 die() { printf '[controlplane] ERROR: %s\n' "$*" >&2; exit 1; }
@@ -43,7 +43,7 @@ hash="$(
   cd "$here"
   {
     go version
-    sha256sum go.mod go.sum build.sh kwok/go.mod kwok/go.sum
+    sha256sum go.mod go.sum build.sh kwok/go.mod kwok/go.sum jobset/go.mod jobset/go.sum
     find cmd -name '*.go' -type f | LC_ALL=C sort | xargs sha256sum
   } | sha256sum | cut -d' ' -f1
 )"
@@ -104,6 +104,7 @@ start_all=$SECONDS
 log "downloading Go modules (first time: a few hundred MB from the Go module proxy)..."
 go mod download || die "go mod download failed (is the Go module proxy reachable? GOPROXY=$(go env GOPROXY))"
 (cd kwok && go mod download) || die "go mod download failed for kwok/ (is the Go module proxy reachable?)"
+(cd jobset && go mod download) || die "go mod download failed for jobset/ (is the Go module proxy reachable?)"
 
 rm -f "$stamp"
 mkdir -p "$bin"
@@ -117,6 +118,9 @@ for b in "${binaries[@]}"; do
     # KWOK's own module (k8s.io/* v0.36.1 as KWOK v0.8.0 pins them); it stamps its
     # own version in sigs.k8s.io/kwok/pkg/consts, so only strip here.
     built() { (cd kwok && go build -p 2 -trimpath -ldflags "-s -w" -o "$tmp/$b" sigs.k8s.io/kwok/cmd/kwok); }
+  elif [[ "$b" == jobset ]]; then
+    # The JobSet controller's own module (k8s.io/* v0.34.1, controller-runtime v0.22.1).
+    built() { (cd jobset && go build -p 2 -trimpath -ldflags "-s -w" -o "$tmp/$b" sigs.k8s.io/jobset); }
   else
     built() { go build -p 2 -trimpath -ldflags "$ldflags" -o "$tmp/$b" "./cmd/$b"; }
   fi
@@ -126,6 +130,12 @@ for b in "${binaries[@]}"; do
   mv -f "$tmp/$b" "$bin/$b"
   log "built $b in $((SECONDS - t0))s ($(du -h "$bin/$b" | cut -f1))"
 done
+
+# The JobSet CRD and webhook configurations of the very release built, for the sandbox.
+jobset_dir="$(cd jobset && go list -m -f '{{.Dir}}' sigs.k8s.io/jobset)" || die "sigs.k8s.io/jobset is not in the module cache"
+cp -f "$jobset_dir/config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml" "$bin/jobset-crd.yaml"
+cp -f "$jobset_dir/config/components/webhook/manifests.yaml" "$bin/jobset-webhooks.yaml"
+chmod 0644 "$bin/jobset-crd.yaml" "$bin/jobset-webhooks.yaml"
 
 echo "$hash" >"$stamp"
 log "all control plane binaries built in $((SECONDS - start_all))s"

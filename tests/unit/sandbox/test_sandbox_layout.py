@@ -3,6 +3,7 @@ real controllers' command lines, the KWOK Stages and what the stand-ins hand to 
 
 from __future__ import annotations
 
+import base64
 from pathlib import Path
 
 import yaml
@@ -18,6 +19,7 @@ from extender.sandbox.components import (
 )
 from extender.sandbox.config import Ports, SchedulerMode, scheduler_config
 from extender.sandbox.controllers import STAND_IN_MANAGER, children
+from extender.sandbox.jobset import webhook_configurations
 from extender.sandbox.local import OWN_ENTRIES, clear_own, free_ports
 from extender.sandbox.nodes import FAKE_NODE_ANNOTATION, fake_node
 
@@ -125,3 +127,28 @@ def test_a_stand_in_leaderworkerset_makes_no_statefulset_and_owns_its_pods() -> 
     assert made == [] and len(pods) == 4
     assert {r["kind"] for p in pods for r in p["metadata"]["ownerReferences"]} == \
         {"LeaderWorkerSet"}
+
+
+def test_jobset_webhooks_are_served_on_loopback_with_the_sandbox_ca_and_pods_narrowed(
+        tmp_path: Path) -> None:
+    (tmp_path / "jobset-webhooks.yaml").write_text(yaml.safe_dump_all([{
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": "mutating-webhook-configuration"},
+        "webhooks": [
+            {"name": "mjobset.kb.io", "clientConfig": {"service": {
+                "name": "webhook-service", "namespace": "system",
+                "path": "/mutate-jobset-x-k8s-io-v1alpha2-jobset"}},
+             "rules": [{"resources": ["jobsets"]}]},
+            {"name": "mpod.kb.io", "clientConfig": {"service": {
+                "name": "webhook-service", "namespace": "system", "path": "/mutate--v1-pod"}},
+             "rules": [{"resources": ["pods"]}]}]}]))
+    [config] = webhook_configurations(tmp_path, port=9443, ca=b"PEM")
+    assert config["metadata"]["name"] == "jobset-mutating-webhook-configuration"
+    jobsets, pods = config["webhooks"]
+    assert jobsets["clientConfig"] == {
+        "url": "https://127.0.0.1:9443/mutate-jobset-x-k8s-io-v1alpha2-jobset",
+        "caBundle": base64.b64encode(b"PEM").decode()}
+    assert "objectSelector" not in jobsets
+    assert pods["objectSelector"]["matchExpressions"] == [
+        {"key": "jobset.sigs.k8s.io/jobset-name", "operator": "Exists"}]
