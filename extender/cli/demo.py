@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -30,7 +31,7 @@ from extender.sandbox.sandbox import Sandbox, SandboxError, SandboxSpec, default
 from extender.sandbox.submit import submit
 
 NAMESPACE = "demo"
-DEMO_PORTS = Ports(etcd=24790, etcd_peer=24800, apiserver=27443, scheduler=21259, muster=29888)
+DEMO_PORTS = Ports()  # every port picked free: a demo runs beside any sandbox
 
 
 def _container(gpus: int) -> dict[str, Any]:
@@ -105,6 +106,14 @@ class Demo:
         raise CliError(f"the gang {NAMESPACE}/{workload} was not bound within {timeout:.0f}s",
                        exit_code=EXIT_NO)
 
+    def wait_created(self, workload: str, count: int, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while len(self.pods(workload)) < count:
+            if time.monotonic() > deadline:
+                raise CliError(f"the Job controller made no {count} pods for {workload} "
+                               f"within {timeout:.0f}s", exit_code=EXIT_NO)
+            time.sleep(0.25)
+
     def gangs(self) -> dict[str, Any]:
         url = f"{self.info.muster_url}/inspect/gangs"
         with urllib.request.urlopen(url, timeout=5) as response:
@@ -115,12 +124,13 @@ class Demo:
         catalog = packaged_catalog()
         self.conn.request("POST", "/api/v1/namespaces", body={"metadata": {"name": NAMESPACE}})
 
-        self.step("Submit a JobSet: 1 leader + 2 workers, 4 GPUs each. Its controller makes "
-                  "two Jobs and three pods.")
+        self.step("Submit a JobSet: 1 leader + 2 workers, 4 GPUs each. A stand-in for the "
+                  "JobSet controller makes its two Jobs; kube-controller-manager's Job "
+                  "controller makes the three pods.")
         made = submit(self.conn, story_jobset(), catalog, namespace=NAMESPACE)
         self.out(f"created jobset/{made.workload['metadata']['name']}, "
-                 + ", ".join(f"job/{j['metadata']['name']}" for j in made.intermediates)
-                 + ", " + ", ".join(f"pod/{p['metadata']['name']}" for p in made.pods))
+                 + ", ".join(f"job/{j['metadata']['name']}" for j in made.intermediates))
+        self.wait_created("demo", 3)
 
         self.step("kubectl sees three unrelated pods:")
         self.kubectl("get", "pods", "-n", NAMESPACE, "-o", "wide")
@@ -146,6 +156,7 @@ class Demo:
         self.step("Submit a gang that cannot fit: 3 workers x 6 GPUs = 18 GPUs. 20 GPUs are "
                   "free in sum, but only two nodes have 6 free. Summing capacity would say yes.")
         submit(self.conn, fragmented_jobset(), catalog, namespace=NAMESPACE)
+        self.wait_created("too-big", 3)
         time.sleep(6)
         waiting = self.pods("too-big")
         placed = [p["metadata"]["name"] for p in waiting if p["spec"].get("nodeName")]
@@ -164,8 +175,9 @@ class Demo:
 def register(subparsers: Any) -> None:
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "demo", help="the Muster story on a local real control plane (builds it on first run)",
-        description="Start a sandbox (etcd, kube-apiserver, kube-scheduler and Muster on "
-                    "loopback), schedule a gang and show one waiting, then stop everything.")
+        description="Start a sandbox (etcd, kube-apiserver, kube-scheduler, "
+                    "kube-controller-manager, KWOK and Muster on loopback), schedule a gang "
+                    "and show one waiting, then stop everything.")
     parser.add_argument("--keep", action="store_true",
                         help="leave the sandbox running afterwards (stop it with: muster "
                              "sandbox down)")
@@ -174,6 +186,14 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     directory = default_dir() if args.keep else Path(tempfile.mkdtemp(prefix="muster-demo-"))
+    try:
+        return _run(args, directory)
+    finally:
+        if not args.keep:  # the directory is the demo's own: leave nothing behind
+            shutil.rmtree(directory, ignore_errors=True)
+
+
+def _run(args: argparse.Namespace, directory: Path) -> int:
     spec = SandboxSpec(directory=directory, nodes=4, gpus_per_node=8, ports=DEMO_PORTS,
                        bind_timeout=20.0)
     sandbox = Sandbox(spec, say=lambda m: print(f"[sandbox] {m}", flush=True))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,10 +18,11 @@ from extender.sandbox.sandbox import Sandbox, SandboxError, SandboxInfo, Sandbox
 
 def register(subparsers: Any) -> None:
     parser: argparse.ArgumentParser = subparsers.add_parser(
-        "sandbox", help="a local real control plane (etcd, kube-apiserver, kube-scheduler, Muster)",
+        "sandbox", help="a local real control plane (etcd, kube-apiserver, kube-scheduler, "
+                        "kube-controller-manager, KWOK, Muster)",
         description="Start, stop or inspect a local control plane on loopback with fake GPU "
-                    "nodes. Binaries are built from pinned Go modules on first use and cached "
-                    "under ~/.cache/muster.")
+                    "nodes that KWOK runs pods on. Binaries are built from pinned Go modules on "
+                    "first use and cached under ~/.cache/muster.")
     sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     up = sub.add_parser("up", help="start the sandbox")
     up.add_argument("--nodes", type=int, default=4, help="fake nodes (default 4)")
@@ -36,8 +38,18 @@ def register(subparsers: Any) -> None:
                          "GangScheduling plugin)")
     up.add_argument("--bind-timeout", type=duration, default=20.0, metavar="DURATION",
                     help="the extender's bind timeout: 20s, 1m, or seconds (default 20s)")
-    up.add_argument("--apiserver-port", type=int, default=Ports.apiserver)
-    up.add_argument("--muster-port", type=int, default=Ports.muster)
+    for port in Ports.__dataclass_fields__:
+        up.add_argument(f"--{port.replace('_', '-')}-port", type=int, default=0, metavar="PORT",
+                        help="loopback port (default: any free port)")
+    up.add_argument("--no-controller-manager", action="store_true",
+                    help="leave kube-controller-manager out: nothing creates the pods of Jobs, "
+                         "StatefulSets, Deployments or ReplicaSets")
+    up.add_argument("--jobset", action="store_true",
+                    help="run the real JobSet controller v0.10.1 with its CRD and webhooks "
+                         "(opt-in for now: JobSets applied with kubectl then get their Jobs)")
+    up.add_argument("--no-kwok", action="store_true",
+                    help="leave KWOK out: bound pods stay Pending, never finish, and deleted "
+                         "bound pods stay Terminating unless deleted with --grace-period=0")
     up.add_argument("--descriptors", action="append", default=[], metavar="DIR",
                     help="extra descriptor files for the extender; repeatable")
     helps = {"down": "stop every process the sandbox started", "status": "show what runs"}
@@ -54,33 +66,39 @@ def _spec(args: argparse.Namespace) -> SandboxSpec:
         return base
     if args.nodes < 1 or args.gpus_per_node < 0:
         raise CliError("--nodes must be at least 1 and --gpus-per-node at least 0")
+    for port in Ports.__dataclass_fields__:
+        if not 0 <= getattr(args, f"{port}_port") <= 65535:
+            raise CliError(f"--{port.replace('_', '-')}-port must be 0..65535")
     return SandboxSpec(
         directory=base.directory, nodes=args.nodes, gpus_per_node=args.gpus_per_node,
         cpu_per_node=args.cpu_per_node, memory_gi_per_node=args.memory_gi_per_node,
         nodes_per_rack=args.nodes_per_rack, mode=SchedulerMode(args.scheduler),
-        ports=Ports(apiserver=args.apiserver_port, muster=args.muster_port),
+        ports=Ports(**{p: getattr(args, f"{p}_port") for p in Ports.__dataclass_fields__}),
         bind_timeout=args.bind_timeout, extra_descriptor_dirs=tuple(args.descriptors),
+        controller_manager=not args.no_controller_manager, kwok=not args.no_kwok,
+        jobset=args.jobset,
     )
 
 
-def print_info(info: SandboxInfo) -> None:
+def print_info(info: SandboxInfo, *, default: bool) -> None:
     print(f"sandbox: {info.mode} mode, API server {info.server}")
     for name, pid in info.processes.items():
-        print(f"  {name:<15} pid {pid}")
+        print(f"  {name:<23} pid {pid}")
     if info.muster_url:
         print(f"  muster extender {info.muster_url} (/metrics, /inspect/gangs)")
     print("use it with:")
     print(f"  export KUBECONFIG={info.kubeconfig}")
     print(f"  {info.kubectl} get nodes")
     print("  muster get jobsets -A")
-    print(f"logs: {info.directory}/*.log; stop with: muster sandbox down")
+    where = "" if default else f" --dir {shlex.quote(info.directory)}"
+    print(f"logs: {info.directory}/*.log; stop with: muster sandbox down{where}")
 
 
 def run(args: argparse.Namespace) -> int:
     sandbox = Sandbox(_spec(args), say=lambda m: print(f"[sandbox] {m}", file=sys.stderr))
     try:
         if args.action == "up":
-            print_info(sandbox.up())
+            print_info(sandbox.up(), default=args.dir is None)
             return EXIT_OK
         if args.action == "down":
             stopped = sandbox.down()
@@ -90,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
         if info is None or not info.processes:
             print("no sandbox is running")
             return EXIT_NO
-        print_info(info)
+        print_info(info, default=args.dir is None)
         return EXIT_OK
     except (SandboxError, BinariesMissing, KubeError) as err:
         raise CliError(str(err)) from err

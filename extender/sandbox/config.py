@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
 
@@ -25,11 +26,27 @@ class SchedulerMode(StrEnum):
 
 @dataclass(frozen=True)
 class Ports:
-    etcd: int = 23790
-    etcd_peer: int = 23800
-    apiserver: int = 26443
-    scheduler: int = 20259
-    muster: int = 28888
+    """Loopback ports of one sandbox; 0 means "any free port", picked at ``up`` so that two
+    sandboxes (or a sandbox and the tests) run side by side."""
+
+    etcd: int = 0
+    etcd_peer: int = 0
+    apiserver: int = 0
+    scheduler: int = 0
+    muster: int = 0
+    controller_manager: int = 0
+    kwok: int = 0
+    jobset_webhook: int = 0
+    jobset_health: int = 0
+
+    def chosen(self) -> dict[str, int]:
+        return {k: v for k, v in self.__dict__.items() if v}
+
+    def resolved(self, free: Callable[[int], list[int]]) -> Ports:
+        """These ports with every 0 replaced by one of ``free(n)`` (n distinct free ports)."""
+        unset = [k for k, v in self.__dict__.items() if not v]
+        picked = dict(zip(unset, free(len(unset)), strict=True))
+        return replace(self, **picked)
 
 
 def write_tokens(directory: Path) -> Path:
@@ -67,7 +84,9 @@ def scheduler_config(*, kubeconfig: Path, mode: SchedulerMode, muster_port: int,
         "percentageOfNodesToScore": 100,
         "podInitialBackoffSeconds": 1,
         "podMaxBackoffSeconds": 2,
-        "profiles": [{"schedulerName": "default-scheduler"}],
+        # Both names: pods written as docs/install.md says (schedulerName: muster) and pods
+        # that name none. Extenders apply to every profile.
+        "profiles": [{"schedulerName": "default-scheduler"}, {"schedulerName": "muster"}],
     }
     if mode is SchedulerMode.MUSTER:
         config["extenders"] = [{

@@ -1,10 +1,20 @@
-"""Stand-ins for the operators a sandbox does not run (JobSet, LWS, KubeRay, ...).
+"""Stand-ins for the operators a sandbox does not run yet (JobSet, LWS, KubeRay, ...).
 
 Without an operator, a JobSet object creates nothing. These functions make what its controller
-would: intermediate objects (one ``Job`` per replicatedJob replica, one ``StatefulSet`` per LWS
-group) and the pods, with the labels and owner references the descriptor matches pods by. The
-pods are built from the workload tree the descriptor resolves, so what Muster schedules in the
-sandbox is exactly what the descriptor says the workload is. Pure: objects in, manifests out.
+would, from the workload tree the descriptor resolves, with the labels and owner references the
+descriptor matches pods by: so what Muster schedules in the sandbox is exactly what the
+descriptor says the workload is. Pure: objects in, manifests out.
+
+Where a real controller runs in the sandbox, the stand-in hands over to it:
+
+* a role under a ``Job`` (a JobSet's replicatedJob) becomes a real ``batch/v1`` Job whose pod
+  template carries the role's labels and annotations, and kube-controller-manager's Job
+  controller makes its pods. A caller that makes the pods itself, in an order a test needs,
+  asks ``pods_by_caller=True``: the Job then names the stand-in in ``spec.managedBy`` and the
+  Job controller leaves it alone, as it leaves a MultiKueue Job;
+* a stand-in makes no ``StatefulSet``: the real StatefulSet controller would make its pods from
+  one template, while the operators it would stand for (LWS) label each pod differently
+  through their own webhooks. Those pods are made here and owned by the workload itself.
 """
 
 from __future__ import annotations
@@ -18,8 +28,11 @@ from extender.core.descriptor import Descriptor
 from extender.core.model import Role, WorkloadTree
 from extender.core.workload import member_gang_key, replica_indexes
 
-#: Intermediate owners we can create as real built-in objects, by kind.
-_INTERMEDIATE = {"Job": "batch/v1", "StatefulSet": "apps/v1"}
+#: Intermediate owners a stand-in creates as real built-in objects, by kind.
+_INTERMEDIATE = {"Job": "batch/v1"}
+#: ``spec.managedBy`` of a stand-in's Job whose pods the caller makes (the Job controller
+#: reconciles only Jobs managed by ``kubernetes.io/job-controller`` or by no one).
+STAND_IN_MANAGER = "muster.dev/sandbox-stand-in"
 
 
 def dns_name(*parts: object) -> str:
@@ -86,29 +99,34 @@ def _group_labels(tree: WorkloadTree, descriptor: Descriptor, role: Role,
     return labels
 
 
-def _intermediate(kind: str, name: str, *, owner: Mapping[str, Any], labels: dict[str, str],
-                  template: Mapping[str, Any], pods: int) -> dict[str, Any]:
-    pod_spec = runnable(dict(template.get("spec") or {}))
-    pod_template = {"metadata": {"labels": labels}, "spec": pod_spec}
+def _job(name: str, *, owner: Mapping[str, Any], labels: dict[str, str],
+         template: Mapping[str, Any], pods: int, pods_by_caller: bool) -> dict[str, Any]:
+    """The Job of one role replica; its pod template is what the Job controller copies into
+    every pod (the role's own labels and annotations, e.g. a sandbox runtime, included)."""
+    pod_meta = dict(template.get("metadata") or {})
+    pod_spec = runnable(copy.deepcopy(dict(template.get("spec") or {})))
+    policy = pod_spec.get("restartPolicy")  # a Job's pods may only be Never or OnFailure
+    pod_spec["restartPolicy"] = policy if policy in ("Never", "OnFailure") else "Never"
+    pod_template = {"metadata": {"labels": {**(pod_meta.get("labels") or {}), **labels},
+                                 "annotations": dict(pod_meta.get("annotations") or {})},
+                    "spec": pod_spec}
     meta = {"name": name, "namespace": owner["metadata"]["namespace"], "labels": labels,
             "ownerReferences": [owner_ref(owner)]}
-    if kind == "Job":
-        spec: dict[str, Any] = {"parallelism": pods, "completions": pods,
-                                "manualSelector": True,
-                                "selector": {"matchLabels": labels}, "template": pod_template}
-        spec["template"]["spec"] = {**pod_spec, "restartPolicy": "Never"}
-    else:
-        spec = {"replicas": pods, "serviceName": name, "selector": {"matchLabels": labels},
-                "template": pod_template}
-    return {"apiVersion": _INTERMEDIATE[kind], "kind": kind, "metadata": meta, "spec": spec}
+    spec: dict[str, Any] = {"parallelism": pods, "completions": pods, "manualSelector": True,
+                            "selector": {"matchLabels": labels}, "template": pod_template}
+    if pods_by_caller:
+        spec["managedBy"] = STAND_IN_MANAGER
+    return {"apiVersion": _INTERMEDIATE["Job"], "kind": "Job", "metadata": meta, "spec": spec}
 
 
-def children(obj: Mapping[str, Any], tree: WorkloadTree,
-             descriptor: Descriptor) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def children(obj: Mapping[str, Any], tree: WorkloadTree, descriptor: Descriptor, *,
+             pods_by_caller: bool = True) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """What the kind's controller would create for ``obj`` (which must carry its ``uid``).
 
     Returns ``(intermediates, pods)``. Each pod names its owner by ``name``; the caller creates
-    the intermediates first and fills each pod's owner ``uid`` with :func:`adopt`.
+    the intermediates first and fills each pod's owner ``uid`` with :func:`adopt`. With
+    ``pods_by_caller=False`` the Job controller makes the pods of each Job (see the module
+    docstring): the pods under a Job are then only what it will make, not to be created.
     """
     owners = [k for k in descriptor.pods.owners if k in _INTERMEDIATE]
     via = owners[0] if owners else None
@@ -120,9 +138,10 @@ def children(obj: Mapping[str, Any], tree: WorkloadTree,
             group = dns_name(tree.ref.name, role.name, replica)
             parent: Mapping[str, Any] = obj
             if via is not None:
-                made = _intermediate(via, group, owner=obj,
-                                     labels=_group_labels(tree, descriptor, role, replica),
-                                     template=role.template, pods=role.pods_per_replica)
+                made = _job(group, owner=obj,
+                            labels=_group_labels(tree, descriptor, role, replica),
+                            template=role.template, pods=role.pods_per_replica,
+                            pods_by_caller=pods_by_caller)
                 intermediates.append(made)
                 parent = {**made, "metadata": {**made["metadata"], "uid": ""}}
             for index in range(role.pods_per_replica):

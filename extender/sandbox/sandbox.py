@@ -5,12 +5,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
-import ssl
 import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -19,7 +15,9 @@ from typing import Any
 from extender.files.catalog import packaged_catalog
 from extender.files.yamlsafe import load_all
 from extender.kube.client import Connection, KubeError, connect
+from extender.sandbox import jobset
 from extender.sandbox.binaries import control_plane_bin
+from extender.sandbox.components import controller_manager_argv, kwok_argv
 from extender.sandbox.config import (
     TOKEN,
     Ports,
@@ -30,6 +28,7 @@ from extender.sandbox.config import (
     write_tokens,
 )
 from extender.sandbox.crds import permissive_crds
+from extender.sandbox.local import SandboxError, clear_own, free_ports, http_ok, port_free, wait_for
 from extender.sandbox.nodes import fake_node
 from extender.sandbox.processes import ProcessTable, alive
 
@@ -37,10 +36,6 @@ Say = Callable[[str], None]
 
 REPO = Path(__file__).resolve().parents[2]
 CRD_FILE = REPO / "manifests" / "crd-workloaddescriptor.yaml"
-
-
-class SandboxError(RuntimeError):
-    """Something a person can fix (port in use, build failed, already running)."""
 
 
 def default_dir() -> Path:
@@ -66,6 +61,13 @@ class SandboxSpec:
     plan_ttl: float = 30.0
     install_descriptors: bool = True
     extra_descriptor_dirs: tuple[str, ...] = ()
+    controller_manager: bool = True
+    """Run kube-controller-manager: Jobs, StatefulSets, Deployments and ReplicaSets get pods."""
+    kwok: bool = True
+    """Run KWOK: nodes Ready with Leases, bound pods Running, runtimes end, deletions finish."""
+    jobset: bool = False
+    """Run the real JobSet controller (its CRD and webhooks) instead of the JobSet stand-in's
+    permissive CRD; JobSets are then applied alone and the controller makes their Jobs."""
 
 
 @dataclass(frozen=True)
@@ -77,43 +79,7 @@ class SandboxInfo:
     mode: str
     muster_url: str | None
     processes: dict[str, int]
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-def _wait(name: str, check: Callable[[], bool], *, timeout: float, log: Path | None) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.2)
-    tail = ""
-    if log is not None and log.exists():
-        tail = "\n" + "\n".join(log.read_text(errors="replace").splitlines()[-15:])
-    raise SandboxError(f"{name} did not become ready within {timeout:.0f}s{tail}")
-
-
-def _http_ok(url: str, *, token: str | None = None, cafile: Path | None = None) -> bool:
-    request = urllib.request.Request(url)
-    if token:
-        request.add_header("Authorization", f"Bearer {token}")
-    context = None
-    if url.startswith("https"):
-        context = ssl.create_default_context(cafile=str(cafile)) if cafile and cafile.exists() \
-            else ssl._create_unverified_context()
-    try:
-        with urllib.request.urlopen(request, timeout=2, context=context) as response:
-            return bool(response.status == 200)
-    except (OSError, ValueError):
-        return False
+    ports: dict[str, int] = field(default_factory=dict)
 
 
 class Sandbox:
@@ -122,6 +88,16 @@ class Sandbox:
         self.dir = spec.directory
         self.say = say
         self.table = ProcessTable(self.dir)
+        self._ports: Ports | None = None
+
+    @property
+    def ports(self) -> Ports:
+        """The ports in use: chosen ones as given, the others as picked at ``up``."""
+        if self._ports is None:
+            info = self.info()
+            self._ports = Ports(**info.ports) if info is not None and info.ports \
+                else self.spec.ports
+        return self._ports
 
     # -- queries ---------------------------------------------------------------------------
     def running(self) -> dict[str, int]:
@@ -145,21 +121,27 @@ class Sandbox:
         if self.running():
             raise SandboxError(f"a sandbox is already running from {self.dir}; "
                                "run 'muster sandbox down' first")
-        spec, ports = self.spec, self.spec.ports
-        wanted = [ports.etcd, ports.etcd_peer, ports.apiserver, ports.scheduler]
-        if spec.mode is SchedulerMode.MUSTER:
-            wanted.append(ports.muster)
-        busy = [p for p in wanted if not _port_free(p)]
+        spec = self.spec
+        busy = [p for p in spec.ports.chosen().values() if not port_free(p)]
         if busy:
             raise SandboxError(f"ports in use on 127.0.0.1: {busy}; stop what holds them or "
-                               "choose other ports")
+                               "choose other ports (ports not given are picked free)")
+        ports = self._ports = spec.ports.resolved(free_ports)
         if shutil.which("openssl") is None:
             raise SandboxError("openssl is needed to make the service-account key; "
                                "install it (apt-get install openssl)")
         self.say("control plane: locating binaries (the first build takes several minutes)")
         bin_dir = control_plane_bin()
-        if self.dir.exists():
-            shutil.rmtree(self.dir)
+        wanted = {"kwok": spec.kwok, "kube-controller-manager": spec.controller_manager,
+                  "jobset": spec.jobset}
+        missing = [name for name, on in wanted.items() if on and not (bin_dir / name).is_file()]
+        if missing:
+            raise SandboxError(f"{bin_dir} lacks {', '.join(missing)}; rebuild with "
+                               "bash tests/e2e/controlplane/build.sh, or leave them out "
+                               "(--no-kwok, --no-controller-manager)")
+        if self.dir.exists() and not self.dir.is_dir():
+            raise SandboxError(f"{self.dir} is not a directory")
+        clear_own(self.dir)  # a previous run's state, never anything else in the directory
         (self.dir / "pki").mkdir(parents=True)
         try:
             self._start_all(bin_dir)
@@ -172,7 +154,7 @@ class Sandbox:
             mode=spec.mode.value,
             muster_url=(f"http://127.0.0.1:{ports.muster}"
                         if spec.mode is SchedulerMode.MUSTER else None),
-            processes=self.running(),
+            processes=self.running(), ports=dict(ports.__dict__),
         )
         data = asdict(info)
         data.pop("processes")
@@ -180,7 +162,7 @@ class Sandbox:
         return info
 
     def _start_all(self, bin_dir: Path) -> None:
-        spec, ports, d = self.spec, self.spec.ports, self.dir
+        spec, ports, d = self.spec, self.ports, self.dir
         gang = spec.mode is SchedulerMode.GANG
         self.say(f"etcd: starting on 127.0.0.1:{ports.etcd}")
         etcd = self.table.start("etcd", [
@@ -188,7 +170,7 @@ class Sandbox:
             f"--listen-client-urls=http://127.0.0.1:{ports.etcd}",
             f"--listen-peer-urls=http://127.0.0.1:{ports.etcd_peer}",
         ])
-        _wait("etcd", lambda: _http_ok(f"http://127.0.0.1:{ports.etcd}/health"),
+        wait_for("etcd", lambda: http_ok(f"http://127.0.0.1:{ports.etcd}/health"),
               timeout=30, log=Path(etcd.log))
 
         subprocess.run(["openssl", "genrsa", "-out", str(d / "sa.key"), "2048"],
@@ -213,8 +195,8 @@ class Sandbox:
         self.say(f"kube-apiserver: starting on https://127.0.0.1:{ports.apiserver}")
         api = self.table.start("kube-apiserver", argv)
         ca = d / "pki" / "apiserver.crt"
-        _wait("kube-apiserver",
-              lambda: _http_ok(f"https://127.0.0.1:{ports.apiserver}/readyz", token=TOKEN,
+        wait_for("kube-apiserver",
+              lambda: http_ok(f"https://127.0.0.1:{ports.apiserver}/readyz", token=TOKEN,
                                cafile=ca), timeout=120, log=Path(api.log))
         kubeconfig = write_kubeconfig(d, port=ports.apiserver)
         conn = connect(str(kubeconfig))
@@ -222,8 +204,20 @@ class Sandbox:
             _require_workload_api(conn)
 
         if spec.install_descriptors:
-            self._install_descriptors(conn)
+            self._install_descriptors(conn, bin_dir)
         self._create_nodes(conn)
+        if spec.kwok:
+            self._start_kwok(bin_dir, kubeconfig, conn)
+        if spec.controller_manager:
+            self.say("kube-controller-manager: starting (job, statefulset, replicaset, "
+                     "deployment, garbage collector, namespace, serviceaccount)")
+            kcm = self.table.start("kube-controller-manager", controller_manager_argv(
+                bin_dir, kubeconfig=kubeconfig, port=ports.controller_manager))
+            wait_for("kube-controller-manager",
+                  lambda: http_ok(f"https://127.0.0.1:{ports.controller_manager}/healthz"),
+                  timeout=60, log=Path(kcm.log))
+        if spec.jobset:
+            self._start_jobset(bin_dir, kubeconfig, conn)
 
         if spec.mode is SchedulerMode.MUSTER:
             self.start_muster()
@@ -237,13 +231,48 @@ class Sandbox:
             argv.append("--feature-gates=GenericWorkload=true")
         self.say(f"kube-scheduler: starting ({spec.mode.value} mode)")
         scheduler = self.table.start("kube-scheduler", argv)
-        _wait("kube-scheduler",
-              lambda: _http_ok(f"https://127.0.0.1:{ports.scheduler}/readyz"),
+        wait_for("kube-scheduler",
+              lambda: http_ok(f"https://127.0.0.1:{ports.scheduler}/readyz"),
               timeout=60, log=Path(scheduler.log))
+
+    def _start_kwok(self, bin_dir: Path, kubeconfig: Path, conn: Connection) -> None:
+        port = self.ports.kwok
+        self.say("kwok: starting; it plays the kubelet of every fake node")
+        # KWOK also loads ~/.kwok/kwok.yaml when it exists (a kwokctl user's Stages): HOME is
+        # the sandbox's directory, so it plays only the sandbox's own.
+        kwok = self.table.start("kwok", kwok_argv(bin_dir, kubeconfig=kubeconfig, port=port),
+                                env={"HOME": str(self.dir.resolve())})
+        wait_for("kwok", lambda: http_ok(f"http://127.0.0.1:{port}/healthz"), timeout=60,
+              log=Path(kwok.log))
+
+        def all_ready() -> bool:
+            nodes = conn.request("GET", "/api/v1/nodes").get("items", [])
+            return len(nodes) >= self.spec.nodes and all(
+                any(c.get("type") == "Ready" and c.get("status") == "True"
+                    for c in n.get("status", {}).get("conditions", []) or [])
+                for n in nodes)
+
+        wait_for("the fake nodes (made Ready by kwok)", all_ready, timeout=60, log=Path(kwok.log))
+
+    def _start_jobset(self, bin_dir: Path, kubeconfig: Path, conn: Connection) -> None:
+        ports = self.ports
+        self.say(f"jobset: starting the JobSet controller (webhooks on "
+                 f"https://127.0.0.1:{ports.jobset_webhook})")
+        certs = jobset.make_certs(self.dir)
+        config = jobset.write_config(self.dir, webhook_port=ports.jobset_webhook,
+                                     health_port=ports.jobset_health, cert_dir=certs)
+        proc = self.table.start("jobset", jobset.argv(bin_dir, kubeconfig=kubeconfig,
+                                                      config=config))
+        wait_for("jobset", lambda: http_ok(f"http://127.0.0.1:{ports.jobset_health}/readyz"),
+                 timeout=60, log=Path(proc.log))
+        for hooks in jobset.webhook_configurations(bin_dir, port=ports.jobset_webhook,
+                                                   ca=(certs / "ca.crt").read_bytes()):
+            kind = hooks["kind"].lower() + "s"
+            conn.request("POST", f"/apis/admissionregistration.k8s.io/v1/{kind}", body=hooks)
 
     def start_muster(self) -> None:
         """Start the extender (again, after :meth:`kill` of ``muster``) and wait until ready."""
-        spec, port = self.spec, self.spec.ports.muster
+        spec, port = self.spec, self.ports.muster
         self.say(f"muster: starting the extender on http://127.0.0.1:{port}")
         muster = self.table.start("muster", [
             sys.executable, "-m", "extender.cli.main", "serve",
@@ -252,7 +281,7 @@ class Sandbox:
             "--plan-ttl", str(spec.plan_ttl),
             *[a for extra in spec.extra_descriptor_dirs for a in ("--descriptors", extra)],
         ])
-        _wait("muster", lambda: _http_ok(f"http://127.0.0.1:{port}/readyz"),
+        wait_for("muster", lambda: http_ok(f"http://127.0.0.1:{port}/readyz"),
               timeout=60, log=Path(muster.log))
 
     def kill(self, name: str) -> None:
@@ -267,8 +296,8 @@ class Sandbox:
         def back() -> None:
             proc = self.table.start(name, argv)
             if name == "kube-apiserver":
-                port, ca = self.spec.ports.apiserver, self.dir / "pki" / "apiserver.crt"
-                _wait(name, lambda: _http_ok(f"https://127.0.0.1:{port}/readyz", token=TOKEN,
+                port, ca = self.ports.apiserver, self.dir / "pki" / "apiserver.crt"
+                wait_for(name, lambda: http_ok(f"https://127.0.0.1:{port}/readyz", token=TOKEN,
                                              cafile=ca), timeout=120, log=Path(proc.log))
 
         return back
@@ -279,19 +308,22 @@ class Sandbox:
         for i in range(spec.nodes):
             node = fake_node(i, gpus=spec.gpus_per_node, cpu=spec.cpu_per_node,
                              memory_gi=spec.memory_gi_per_node,
-                             nodes_per_rack=spec.nodes_per_rack)
+                             nodes_per_rack=spec.nodes_per_rack, ready=not spec.kwok)
             created = conn.request("POST", "/api/v1/nodes", body=node)
             if not created.get("status", {}).get("allocatable"):
                 # Some releases drop status on create; the status subresource takes it.
                 conn.request("PATCH", f"/api/v1/nodes/{node['metadata']['name']}/status",
                              body={"status": node["status"]})
 
-    def _install_descriptors(self, conn: Connection) -> None:
+    def _install_descriptors(self, conn: Connection, bin_dir: Path) -> None:
         if not CRD_FILE.exists():
             raise SandboxError(f"the descriptor CRD is missing: {CRD_FILE}")
         self.say("descriptors: installing the WorkloadDescriptor CRD and the catalog")
         # No operators run here: plain CRDs let the API server store each workload kind.
         crds = _yaml_docs([CRD_FILE]) + permissive_crds(packaged_catalog().descriptors)
+        if self.spec.jobset:  # the release's own CRD, validation and all
+            crds = [c for c in crds if c["spec"].get("group") != "jobset.x-k8s.io"]
+            crds.append(jobset.crd(bin_dir))
         for crd in crds:
             conn.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
                          body=crd)
@@ -303,9 +335,9 @@ class Sandbox:
                     "GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd_name}"
                 ).get("status", {})
                 return any(c.get("type") == "Established" and c.get("status") == "True"
-                           for c in status.get("conditions", []))
+                           for c in status.get("conditions") or [])
 
-            _wait(f"CRD {name}", established, timeout=30, log=None)
+            wait_for(f"CRD {name}", established, timeout=30, log=None)
         for doc in _yaml_docs(sorted((REPO / "descriptors").glob("*.yaml"))):
             conn.request("POST", f"/apis/{doc['apiVersion']}/workloaddescriptors", body=doc)
 

@@ -1,5 +1,9 @@
-"""Submit a workload to a sandbox the way its operator would make it run: the object, then the
-intermediate objects and pods its controller would create (see :mod:`controllers`)."""
+"""Submit a workload to a sandbox the way its operator would make it run: the object, then what
+its controller would create (see :mod:`controllers`).
+
+A built-in kind (Job, Deployment, StatefulSet, ReplicaSet) is only created: the sandbox's
+kube-controller-manager makes its pods, as on a cluster. A kind no real operator runs here yet
+gets the stand-in's Jobs (whose pods the Job controller makes) and the stand-in's own pods."""
 
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ from extender.core.model import WorkloadTree
 from extender.core.workload import resolve_workload
 from extender.kube.client import Connection
 from extender.sandbox.controllers import adopt, children, pod_groups
+from extender.sandbox.crds import BUILT_IN_GROUPS
 
 
 @dataclass(frozen=True)
@@ -21,6 +26,8 @@ class Submitted:
     tree: WorkloadTree
     intermediates: list[dict[str, Any]]
     pods: list[dict[str, Any]]
+    """The pods the stand-in made; those of Jobs and built-in kinds are kube-controller-manager's
+    to make, and appear later (``tree.pods`` counts them all)."""
     groups: list[dict[str, Any]] = field(default_factory=list)
     """The Workload and PodGroups made for the upstream GangScheduling plugin, if asked."""
 
@@ -42,38 +49,59 @@ def create(conn: Connection, obj: Mapping[str, Any], plural: str) -> dict[str, A
 def submit(conn: Connection, obj: Mapping[str, Any], catalog: Catalog, *,
            namespace: str = "default", with_children: bool = True,
            workload_api: bool = False, scheduler_name: str | None = None) -> Submitted:
-    """Create ``obj`` and, unless it is a bare Pod, what its controller would create.
+    """Create ``obj`` and, unless it is a bare Pod or a built-in kind, what its controller
+    would create.
 
     With ``workload_api`` (a gang-mode sandbox), also the ``Workload`` and one ``PodGroup`` per
-    gang, created before the pods, and each gang pod names its PodGroup, as the upstream
-    GangScheduling plugin needs. ``scheduler_name`` replaces the pods' ``schedulerName``: an
-    upstream manifest may name a scheduler (``kai-scheduler``) the sandbox does not run."""
+    gang, created before any pod, and each gang pod (or Job template) names its PodGroup, as
+    the upstream GangScheduling plugin needs. ``scheduler_name`` replaces the pods'
+    ``schedulerName``: an upstream manifest may name a scheduler (``kai-scheduler``) the
+    sandbox does not run."""
     descriptor = catalog.require(obj)
     body = copy.deepcopy(dict(obj))
     body.setdefault("metadata", {}).setdefault("namespace", namespace)
+    built_in = descriptor.target.group in BUILT_IN_GROUPS
+    if built_in and scheduler_name is not None:
+        _set_scheduler(body, scheduler_name)
     created = create(conn, body, descriptor.target.plural)
     tree = resolve_workload(created, descriptor)
-    if (obj.get("kind") == "Pod" and obj.get("apiVersion") == "v1") or not with_children:
+    if built_in or not with_children:
         return Submitted(workload=created, tree=tree, intermediates=[], pods=[])
-    intermediates, pods = children(created, tree, descriptor)
+    intermediates, pods = children(created, tree, descriptor, pods_by_caller=False)
     uids: dict[tuple[str, str], str] = {}
-    made = []
-    for item in intermediates:
-        plural = "jobs" if item["kind"] == "Job" else "statefulsets"
-        done = create(conn, item, plural)
-        uids[(done["kind"], done["metadata"]["name"])] = done["metadata"]["uid"]
-        made.append(done)
     groups: list[dict[str, Any]] = []
-    if workload_api:
+    if workload_api:  # before anything that makes pods
         workload, pod_group_list = pod_groups(created, tree, descriptor, pods)
         if workload is not None:
             done = create(conn, workload, "workloads")
             uids[("Workload", done["metadata"]["name"])] = done["metadata"]["uid"]
             groups = [done] + [create(conn, adopt(g, uids), "podgroups")
                                for g in pod_group_list]
+    by_job = {p["metadata"]["ownerReferences"][0]["name"]: p for p in pods
+              if p["metadata"]["ownerReferences"][0]["kind"] == "Job"}
+    made = []
+    for item in intermediates:
+        template = item["spec"]["template"]["spec"]
+        group = by_job[item["metadata"]["name"]]["spec"].get("schedulingGroup")
+        if group is not None:
+            template["schedulingGroup"] = group
+        if scheduler_name is not None:
+            template["schedulerName"] = scheduler_name
+        done = create(conn, item, "jobs")
+        uids[(done["kind"], done["metadata"]["name"])] = done["metadata"]["uid"]
+        made.append(done)
+    own = [p for p in pods if p["metadata"]["ownerReferences"][0]["kind"] != "Job"]
     if scheduler_name is not None:
-        for pod in pods:
+        for pod in own:
             pod["spec"]["schedulerName"] = scheduler_name
-    created_pods = [create(conn, adopt(pod, uids), "pods") for pod in pods]
+    created_pods = [create(conn, adopt(pod, uids), "pods") for pod in own]
     return Submitted(workload=created, tree=tree, intermediates=made, pods=created_pods,
                      groups=groups)
+
+
+def _set_scheduler(obj: dict[str, Any], name: str) -> None:
+    """``schedulerName`` of a built-in kind's pod template (a bare Pod's own spec)."""
+    spec = obj.setdefault("spec", {})
+    if obj.get("kind") != "Pod":
+        spec = spec.setdefault("template", {}).setdefault("spec", {})
+    spec["schedulerName"] = name

@@ -15,11 +15,13 @@ mode (real etcd, kube-apiserver and kube-scheduler v1.37.2, fake GPU nodes; ``ex
 * ``muster``: kube-scheduler with Muster as its extender; ``muster:THREADS`` runs Muster with
   that many server threads (``MUSTER_THREADS``) instead of the default 32.
 
-First every workload and what its operator makes before pods (Jobs, StatefulSets, and in gang
-mode Workload and PodGroups) is created; then all pods, as their controllers would make them
-(:func:`extender.sandbox.controllers.children`), in one seeded random merge that keeps each
-workload's own order: every controller at once, from ``--creators`` connections. No kubelet
-runs, so no pod ever finishes: this measures the admission phase. From the first pod on, a
+First every workload and what its operator makes before pods (Jobs, and in gang mode Workload
+and PodGroups) is created; then all pods, as the stand-ins for their controllers would make them
+(:func:`extender.sandbox.controllers.children`; the Jobs name the stand-in in ``managedBy``, so
+the sandbox's real Job controller leaves them to the bench), in one seeded random merge that
+keeps each workload's own order: every controller at once, from ``--creators`` connections.
+KWOK runs the bound pods but none asks for a runtime, so no pod finishes: this measures the
+admission phase. From the first pod on, a
 poller lists the bound pods every ``--poll`` seconds; a mode ends when the number of bound
 pods has not changed for ``--quiet`` seconds after the last pod was created, or at
 ``--timeout``. Columns (times from the first pod created):
@@ -46,7 +48,6 @@ import contextlib
 import json
 import os
 import random
-import socket
 import sys
 import tempfile
 import threading
@@ -196,15 +197,6 @@ class ModeResult:
     notes: list[str] = field(default_factory=list)
     series: list[tuple[float, int, int, int, int]] = field(default_factory=list)
     """Per poll: (t, bound pods, whole gangs, partial gangs, GPUs bound to partial gangs)."""
-
-
-def free_ports() -> Ports:
-    with contextlib.ExitStack() as stack:
-        socks = [stack.enter_context(socket.socket()) for _ in range(5)]
-        for sock in socks:
-            sock.bind(("127.0.0.1", 0))
-        etcd, peer, api, sched, muster = (sock.getsockname()[1] for sock in socks)
-    return Ports(etcd=etcd, etcd_peer=peer, apiserver=api, scheduler=sched, muster=muster)
 
 
 def gang_records(sub: Submitted, catalog: Catalog) -> list[GangRecord]:
@@ -400,7 +392,7 @@ def run_mode(label: str, mix: list[dict[str, Any]], spec: MixSpec, *,
                 tempfile.TemporaryDirectory(prefix=f"bench-peers-{mode.value}-")))
         box = Sandbox(SandboxSpec(directory=directory, nodes=spec.nodes,
                                   gpus_per_node=spec.gpus_per_node, mode=mode,
-                                  ports=free_ports()), say=lambda _m: None)
+                                  ports=Ports()), say=lambda _m: None)
         try:
             return _observe(box, label, mix, spec, catalog=catalog, options=options, say=say)
         finally:
@@ -569,7 +561,7 @@ def summarize(mode: str, samples: list[Sample], gangs: list[GangRecord], *,
 
 def muster_notes(box: Sandbox) -> list[str]:
     """A few of Muster's own counters at the end (its /metrics), for the report."""
-    url = f"http://127.0.0.1:{box.spec.ports.muster}/metrics"
+    url = f"http://127.0.0.1:{box.ports.muster}/metrics"
     try:
         with urllib.request.urlopen(url, timeout=5) as response:
             text = response.read().decode()

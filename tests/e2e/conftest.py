@@ -1,8 +1,9 @@
-"""End-to-end fixtures: a real etcd, kube-apiserver, kube-scheduler and Muster on loopback.
+"""End-to-end fixtures: a real etcd, kube-apiserver, kube-scheduler, kube-controller-manager,
+KWOK and Muster on loopback.
 
 The control plane is built once from pinned Go modules and cached under ``~/.cache/muster``
-(``tests/e2e/controlplane/build.sh``). Each sandbox uses its own ports and directory, so test
-sessions and a person's own ``muster sandbox`` do not collide.
+(``tests/e2e/controlplane/build.sh``). Each sandbox picks its own free ports and directory, so
+test sessions and a person's own ``muster sandbox`` do not collide.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
-import socket
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -30,21 +30,13 @@ REPO = Path(__file__).resolve().parents[2]
 SHARED = REPO.parent / "shared"
 
 
-def free_ports() -> Ports:
-    """Five ports the kernel says are free now (bound together, so they are distinct)."""
-    with contextlib.ExitStack() as stack:
-        socks = [stack.enter_context(socket.socket()) for _ in range(5)]
-        for sock in socks:
-            sock.bind(("127.0.0.1", 0))
-        etcd, peer, api, sched, muster = (sock.getsockname()[1] for sock in socks)
-    return Ports(etcd=etcd, etcd_peer=peer, apiserver=api, scheduler=sched, muster=muster)
-
-
 def start_sandbox(tmp: Path, *, mode: SchedulerMode = SchedulerMode.MUSTER, nodes: int = 4,
                   gpus_per_node: int = 8, bind_timeout: float = 15.0,
-                  plan_ttl: float = 30.0) -> Sandbox:
+                  plan_ttl: float = 30.0, controller_manager: bool = True) -> Sandbox:
+    """A sandbox on free ports (``Ports()`` picks them at ``up``)."""
     spec = SandboxSpec(directory=tmp, nodes=nodes, gpus_per_node=gpus_per_node, mode=mode,
-                       ports=free_ports(), bind_timeout=bind_timeout, plan_ttl=plan_ttl)
+                       ports=Ports(), bind_timeout=bind_timeout, plan_ttl=plan_ttl,
+                       controller_manager=controller_manager)
     sandbox = Sandbox(spec, say=lambda _m: None)
     sandbox.up()
     return sandbox
@@ -70,16 +62,20 @@ _NAMESPACES = itertools.count()
 
 @pytest.fixture()
 def namespace(sandbox: Sandbox) -> Iterator[str]:
-    """A fresh namespace per test; its pods are deleted afterwards so capacity frees up.
+    """A fresh namespace per test, deleted afterwards so capacity frees up.
 
-    No namespace controller runs, so the namespace itself stays.
+    The namespace goes first: a terminating namespace admits no new pod, so no Job or
+    ReplicaSet controller refills what the test made. Its pods are then deleted at once (the
+    namespace controller would get there too, only slower).
     """
     name = f"e2e-{os.getpid()}-{next(_NAMESPACES)}"
     conn = sandbox.connection()
     conn.request("POST", "/api/v1/namespaces", body={"metadata": {"name": name}})
     yield name
+    conn.request("DELETE", f"/api/v1/namespaces/{name}")
     delete_pods(conn, name)
-    wait_until(lambda: not pods_in(conn, name), timeout=30)
+    left = [] if wait_until(lambda: not pods_in(conn, name), timeout=30) else pods_in(conn, name)
+    assert not left, f"pods outlived namespace {name}: {[p['metadata']['name'] for p in left]}"
 
 
 def load_example(relative: str) -> list[dict[str, Any]]:

@@ -1,8 +1,10 @@
 """Every workload kind of the catalog, from a real upstream manifest, scheduled for real.
 
-Each manifest is applied as its operator would make it run (the workload, then the Jobs,
-StatefulSets and pods its controller creates, built from what the descriptor resolves), and every
-pod must end up bound by the real kube-scheduler with Muster as its extender.
+Each manifest is applied as its operator would make it run, and every pod must end up bound by
+the real kube-scheduler with Muster as its extender. A built-in kind (the Job) is only created:
+kube-controller-manager makes its pods. Every other kind has no real operator in the sandbox
+yet: a stand-in (``extender.sandbox.controllers``) makes its Jobs, whose pods the real Job
+controller makes, and its other pods itself, from what the descriptor resolves.
 """
 
 from __future__ import annotations
@@ -50,9 +52,23 @@ GANGS = {
 }
 
 
-@pytest.mark.parametrize("kind", sorted(EXAMPLES))
-def test_the_upstream_example_is_scheduled_whole(kind: str, sandbox: Sandbox, namespace: str,
-                                                 catalog: Catalog) -> None:
+#: Kinds whose pods a real controller of the sandbox makes.
+REAL = {"Job"}
+
+
+@pytest.mark.parametrize("kind", sorted(set(EXAMPLES) - REAL))
+def test_the_upstream_example_made_by_its_stand_in_operator_is_scheduled_whole(
+        kind: str, sandbox: Sandbox, namespace: str, catalog: Catalog) -> None:
+    scheduled_whole(kind, sandbox, namespace, catalog)
+
+
+@pytest.mark.parametrize("kind", sorted(REAL))
+def test_the_upstream_example_made_by_its_real_controller_is_scheduled_whole(
+        kind: str, sandbox: Sandbox, namespace: str, catalog: Catalog) -> None:
+    scheduled_whole(kind, sandbox, namespace, catalog)
+
+
+def scheduled_whole(kind: str, sandbox: Sandbox, namespace: str, catalog: Catalog) -> None:
     conn = sandbox.connection()
     workloads = [d for d in load_example(EXAMPLES[kind])
                  if catalog.for_object(d) is not None and d.get("kind") != "Pod"]
@@ -63,7 +79,7 @@ def test_the_upstream_example_is_scheduled_whole(kind: str, sandbox: Sandbox, na
         # Some examples name their own scheduler (KAI's); the sandbox runs only its own.
         made = submit(conn, doc, catalog, namespace=namespace,
                       scheduler_name="default-scheduler")
-        assert len(made.pods) == made.tree.pods
+        assert len(made.pods) <= made.tree.pods  # the rest are the Job controller's to make
         if kind in GANGS:
             assert [(g.pods, g.min_member) for g in made.tree.gangs] == GANGS[kind]
         expected += made.tree.pods

@@ -1,7 +1,10 @@
 """Gangs under the real kube-scheduler with Muster as its extender: all or nothing, for real.
 
 Each test asserts on API state (which pods have ``spec.nodeName``), never on Muster's own word.
-The session sandbox has 4 nodes x 8 GPUs; each test's namespace is emptied afterwards.
+The session sandbox has 4 nodes x 8 GPUs; each test's namespace is emptied afterwards. No JobSet
+or LWS operator runs here yet: their stand-ins (``extender.sandbox.controllers``) make the Jobs
+(whose pods the real Job controller makes) and the LWS pods; the tests that order the pods
+themselves make them from ``children()`` with Jobs the Job controller leaves alone.
 """
 
 from __future__ import annotations
@@ -81,7 +84,7 @@ def staged(conn: Connection, workload: dict[str, Any],
     return pods, uids
 
 
-def test_a_gang_that_fits_is_bound_completely(sandbox: Sandbox, namespace: str,
+def test_a_stand_in_jobset_gang_that_fits_is_bound_completely(sandbox: Sandbox, namespace: str,
                                               catalog: Catalog) -> None:
     conn = sandbox.connection()
     submit(conn, jobset("story", namespace, ("leader", 1, 4), ("workers", 2, 4)), catalog)
@@ -146,7 +149,7 @@ def test_non_gang_pods_do_not_steal_capacity_reserved_for_an_admitted_gang(
     assert len(bound(greedy)) == 2
 
 
-def test_a_leaderworkerset_with_two_groups_is_two_gangs(sandbox: Sandbox, namespace: str,
+def test_a_stand_in_leaderworkerset_with_two_groups_is_two_gangs(sandbox: Sandbox, namespace: str,
                                                         catalog: Catalog) -> None:
     conn = sandbox.connection()
     container = {"name": "vllm", "image": "registry.example/vllm:1",
@@ -199,28 +202,39 @@ def test_a_bind_barrier_timeout_releases_everything(tmp_path: Any, catalog: Cata
 
 
 def test_pods_that_reached_the_scheduler_before_their_workload_bind_once_it_is_observed(
-        sandbox: Sandbox, namespace: str, catalog: Catalog) -> None:
+        tmp_path: Any, catalog: Catalog) -> None:
     """Informers lag: a gang's pods may reach kube-scheduler before Muster has seen their
     JobSet, and are turned away. A JobSet or Job appearing is no event kube-scheduler
-    watches, so without Muster's requeue they would sit for its five-minute flush."""
-    conn = sandbox.connection()
-    workload = jobset("late", namespace, ("workers", 2, 4))
-    descriptor = catalog.require(workload)
-    unborn = {**workload, "metadata": {**workload["metadata"], "uid": "not-created-yet"}}
-    intermediates, pods = children(unborn, resolve_workload(unborn, descriptor), descriptor)
-    owners = {(i["kind"], i["metadata"]["name"]): "not-created-yet" for i in intermediates}
-    for pod in pods:
-        create(conn, adopt(pod, owners), "pods")
-    assert wait_until(lambda: all("not observed yet" in scheduled_message(p)
-                                  for p in pods_in(conn, namespace)), timeout=30)
-    time.sleep(2)  # both are in kube-scheduler's unschedulable queue now
-    staged(conn, workload, catalog)  # the JobSet and its Job, no pod, no node change
-    assert wait_until(lambda: len(bound(pods_in(conn, namespace))) == 2, timeout=30), [
-        scheduled_message(p) for p in pods_in(conn, namespace)]
-    requeued = [c for p in pods_in(conn, namespace)
-                for c in p.get("status", {}).get("conditions", [])
-                if c["type"] == "muster.dev/Gang"]
-    assert requeued and all(c["reason"] == "Requeued" for c in requeued)
+    watches, so without Muster's requeue they would sit for its five-minute flush.
+
+    The lag is played by creating the pods before their owners; the real garbage collector
+    would delete pods whose owners do not exist at once, so this sandbox runs without
+    kube-controller-manager."""
+    box = start_sandbox(tmp_path, nodes=2, controller_manager=False)
+    try:
+        conn = box.connection()
+        namespace = "t"
+        conn.request("POST", "/api/v1/namespaces", body={"metadata": {"name": namespace}})
+        workload = jobset("late", namespace, ("workers", 2, 4))
+        descriptor = catalog.require(workload)
+        unborn = {**workload, "metadata": {**workload["metadata"], "uid": "not-created-yet"}}
+        intermediates, pods = children(unborn, resolve_workload(unborn, descriptor),
+                                       descriptor)
+        owners = {(i["kind"], i["metadata"]["name"]): "not-created-yet" for i in intermediates}
+        for pod in pods:
+            create(conn, adopt(pod, owners), "pods")
+        assert wait_until(lambda: all("not observed yet" in scheduled_message(p)
+                                      for p in pods_in(conn, namespace)), timeout=30)
+        time.sleep(2)  # both are in kube-scheduler's unschedulable queue now
+        staged(conn, workload, catalog)  # the JobSet and its Job, no pod, no node change
+        assert wait_until(lambda: len(bound(pods_in(conn, namespace))) == 2, timeout=30), [
+            scheduled_message(p) for p in pods_in(conn, namespace)]
+        requeued = [c for p in pods_in(conn, namespace)
+                    for c in p.get("status", {}).get("conditions", [])
+                    if c["type"] == "muster.dev/Gang"]
+        assert requeued and all(c["reason"] == "Requeued" for c in requeued)
+    finally:
+        box.down()
 
 
 def _muster(box: Sandbox, method: str, path: str, body: object = None) -> tuple[int, Any]:

@@ -61,7 +61,7 @@ def run_crd() -> dict[str, Any]:
 
 
 def muster_gangs(sandbox: Sandbox) -> list[dict[str, Any]]:
-    url = f"http://127.0.0.1:{sandbox.spec.ports.muster}/inspect/gangs"
+    url = f"http://127.0.0.1:{sandbox.ports.muster}/inspect/gangs"
     with urllib.request.urlopen(url, timeout=5) as response:
         gangs: list[dict[str, Any]] = orjson.loads(response.read())["gangs"]
     return gangs

@@ -1,23 +1,25 @@
 #!/usr/bin/env bash
 # Build Muster's local Kubernetes control plane binaries (etcd, kube-apiserver,
-# kube-scheduler, kubectl) from the Go modules pinned in this folder.
+# kube-scheduler, kube-controller-manager, kubectl) from the Go module pinned in
+# this folder, and KWOK from its own module in kwok/ (see README.md for why two).
 #
 #   bash tests/e2e/controlplane/build.sh         # build if needed
 #   BIN=$(bash tests/e2e/controlplane/build.sh)  # last stdout line = bin dir
 #
-# Output:  $MUSTER_CACHE_DIR/controlplane/<k8s version>/bin/{etcd,kube-apiserver,kube-scheduler,kubectl}
+# Output:  $MUSTER_CACHE_DIR/controlplane/<k8s version>/bin/{etcd,kube-apiserver,kube-scheduler,
+#          kube-controller-manager,kubectl,kwok}
 # Caches:  $MUSTER_CACHE_DIR/go/{mod,build}  (GOMODCACHE, GOCACHE)
 # MUSTER_CACHE_DIR defaults to ${XDG_CACHE_HOME:-$HOME/.cache}/muster.
 #
-# Idempotent: when all four binaries exist and the stamp file matches a hash
-# of go.mod, go.sum, every cmd/*/main.go and this script, nothing is built.
+# Idempotent: when every binary exists and the stamp file matches a hash of
+# both go.mod/go.sum pairs, every cmd/*/main.go and this script, nothing is built.
 # Progress goes to stderr; stdout carries only the bin dir (last line).
 # Set MUSTER_CONTROLPLANE_REBUILD=1 to force a rebuild.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cache="${MUSTER_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/muster}"
-binaries=(etcd kube-apiserver kube-scheduler kubectl)
+binaries=(etcd kube-apiserver kube-scheduler kube-controller-manager kubectl kwok jobset)
 
 log() { printf '[controlplane] %s\n' "$*" >&2; }
 die() { printf '[controlplane] ERROR: %s\n' "$*" >&2; exit 1; }
@@ -41,7 +43,7 @@ hash="$(
   cd "$here"
   {
     go version
-    sha256sum go.mod go.sum build.sh
+    sha256sum go.mod go.sum build.sh kwok/go.mod kwok/go.sum jobset/go.mod jobset/go.sum
     find cmd -name '*.go' -type f | LC_ALL=C sort | xargs sha256sum
   } | sha256sum | cut -d' ' -f1
 )"
@@ -101,6 +103,8 @@ cd "$here"
 start_all=$SECONDS
 log "downloading Go modules (first time: a few hundred MB from the Go module proxy)..."
 go mod download || die "go mod download failed (is the Go module proxy reachable? GOPROXY=$(go env GOPROXY))"
+(cd kwok && go mod download) || die "go mod download failed for kwok/ (is the Go module proxy reachable?)"
+(cd jobset && go mod download) || die "go mod download failed for jobset/ (is the Go module proxy reachable?)"
 
 rm -f "$stamp"
 mkdir -p "$bin"
@@ -110,12 +114,28 @@ trap 'rm -rf "$tmp"' EXIT
 for b in "${binaries[@]}"; do
   log "building $b (first build takes several minutes; cached rebuilds are quick)..."
   t0=$SECONDS
-  if ! go build -p 2 -trimpath -ldflags "$ldflags" -o "$tmp/$b" "./cmd/$b"; then
+  if [[ "$b" == kwok ]]; then
+    # KWOK's own module (k8s.io/* v0.36.1 as KWOK v0.8.0 pins them); it stamps its
+    # own version in sigs.k8s.io/kwok/pkg/consts, so only strip here.
+    built() { (cd kwok && go build -p 2 -trimpath -ldflags "-s -w" -o "$tmp/$b" sigs.k8s.io/kwok/cmd/kwok); }
+  elif [[ "$b" == jobset ]]; then
+    # The JobSet controller's own module (k8s.io/* v0.34.1, controller-runtime v0.22.1).
+    built() { (cd jobset && go build -p 2 -trimpath -ldflags "-s -w" -o "$tmp/$b" sigs.k8s.io/jobset); }
+  else
+    built() { go build -p 2 -trimpath -ldflags "$ldflags" -o "$tmp/$b" "./cmd/$b"; }
+  fi
+  if ! built; then
     die "building $b failed; see the go output above"
   fi
   mv -f "$tmp/$b" "$bin/$b"
   log "built $b in $((SECONDS - t0))s ($(du -h "$bin/$b" | cut -f1))"
 done
+
+# The JobSet CRD and webhook configurations of the very release built, for the sandbox.
+jobset_dir="$(cd jobset && go list -m -f '{{.Dir}}' sigs.k8s.io/jobset)" || die "sigs.k8s.io/jobset is not in the module cache"
+cp -f "$jobset_dir/config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml" "$bin/jobset-crd.yaml"
+cp -f "$jobset_dir/config/components/webhook/manifests.yaml" "$bin/jobset-webhooks.yaml"
+chmod 0644 "$bin/jobset-crd.yaml" "$bin/jobset-webhooks.yaml"
 
 echo "$hash" >"$stamp"
 log "all control plane binaries built in $((SECONDS - start_all))s"

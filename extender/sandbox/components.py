@@ -1,0 +1,70 @@
+"""How the sandbox runs the real pod lifecycle: kube-controller-manager and KWOK.
+
+kube-controller-manager (the same Kubernetes release as the API server) creates the pods of
+Jobs, StatefulSets, Deployments and ReplicaSets, collects garbage and empties deleted
+namespaces. KWOK plays the kubelet of every fake node: it keeps the nodes Ready and their
+Leases renewed, starts bound pods, finishes pods that ask for a runtime and completes graceful
+deletion. Pure: paths and ports in, argument vectors out.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from extender.sandbox.nodes import FAKE_NODE_ANNOTATION
+
+#: The Stages KWOK plays for nodes and pods (documented in the files themselves).
+KWOK_STAGES = Path(__file__).resolve().parents[2] / "manifests" / "sandbox" / "kwok"
+#: A pod annotated with a Go duration (``90s``) succeeds that long after it became Ready.
+RUNTIME_ANNOTATION = "muster.dev/sandbox-runtime"
+
+#: What a scheduling test needs, nothing that needs a cloud. Left out on purpose:
+#: ``node-lifecycle-controller`` and ``taint-eviction-controller`` would taint every fake
+#: node unreachable and evict its pods whenever KWOK's Leases lapse (KWOK left out with
+#: ``--no-kwok``, or stopped by a test); ``pod-garbage-collector-controller`` would delete the
+#: pods of a node a test removes, which is the test's to decide; ``disruption-controller``
+#: stays out so PodDisruptionBudgets keep the status a test gives them; the
+#: ``serviceaccount-token-controller`` is not needed because the API server runs without the
+#: ServiceAccount admission plugin (no pod mounts a token).
+CONTROLLERS = (
+    "job-controller",
+    "statefulset-controller",
+    "replicaset-controller",
+    "deployment-controller",
+    "garbage-collector-controller",
+    "namespace-controller",
+    "serviceaccount-controller",
+)
+
+#: KWOK hands pods IPs from this range; its default (a /24) runs out at 254 pods.
+POD_CIDR = "10.64.0.0/12"
+
+
+def controller_manager_argv(bin_dir: Path, *, kubeconfig: Path, port: int) -> list[str]:
+    return [
+        str(bin_dir / "kube-controller-manager"),
+        f"--kubeconfig={kubeconfig}",
+        f"--controllers={','.join(CONTROLLERS)}",
+        "--leader-elect=false",
+        "--use-service-account-credentials=false",
+        "--bind-address=127.0.0.1", f"--secure-port={port}",
+        # Garbage collection and namespace deletion follow every served kind: look again
+        # soon, so the CRDs the sandbox installs are collected in seconds.
+        "--concurrent-gc-syncs=20",
+        "-v=1",
+    ]
+
+
+def kwok_argv(bin_dir: Path, *, kubeconfig: Path, port: int,
+              stages: Path = KWOK_STAGES) -> list[str]:
+    argv = [
+        str(bin_dir / "kwok"),
+        f"--kubeconfig={kubeconfig}",
+        f"--manage-nodes-with-annotation-selector={FAKE_NODE_ANNOTATION}=true",
+        f"--server-address=127.0.0.1:{port}",
+        f"--cidr={POD_CIDR}",
+        "--node-lease-duration-seconds=40",
+    ]
+    for path in sorted(stages.glob("*.yaml")):
+        argv.append(f"--config={path}")
+    return argv

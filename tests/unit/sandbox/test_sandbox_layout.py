@@ -1,0 +1,154 @@
+"""What a sandbox is made of, without starting it: ports, directory, scheduler profiles, the
+real controllers' command lines, the KWOK Stages and what the stand-ins hand to them."""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+
+import yaml
+
+from extender.core.workload import resolve_workload
+from extender.files.catalog import packaged_catalog
+from extender.sandbox.components import (
+    CONTROLLERS,
+    KWOK_STAGES,
+    RUNTIME_ANNOTATION,
+    controller_manager_argv,
+    kwok_argv,
+)
+from extender.sandbox.config import Ports, SchedulerMode, scheduler_config
+from extender.sandbox.controllers import STAND_IN_MANAGER, children
+from extender.sandbox.jobset import webhook_configurations
+from extender.sandbox.local import OWN_ENTRIES, clear_own, free_ports
+from extender.sandbox.nodes import FAKE_NODE_ANNOTATION, fake_node
+
+
+def test_ports_not_given_are_picked_distinct_and_given_ones_are_kept() -> None:
+    ports = Ports(apiserver=26443).resolved(free_ports)
+    values = list(ports.__dict__.values())
+    assert ports.apiserver == 26443
+    assert all(values) and len(set(values)) == len(values)
+    assert Ports(muster=28888).chosen() == {"muster": 28888}
+
+
+def test_up_clears_only_what_a_sandbox_wrote_in_its_directory(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("mine")
+    (tmp_path / "etcd").mkdir()
+    (tmp_path / "etcd" / "member").write_text("stale")
+    (tmp_path / "kube-apiserver.log").write_text("old log")
+    (tmp_path / "my.log").write_text("not a component's")
+    clear_own(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["my.log", "notes.txt"]
+    assert "notes.txt" not in OWN_ENTRIES
+
+
+def test_the_scheduler_serves_both_the_default_name_and_muster_with_the_extender() -> None:
+    config = scheduler_config(kubeconfig=Path("/k"), mode=SchedulerMode.MUSTER,
+                              muster_port=1, bind_timeout=20.0)
+    profiles = config["profiles"]
+    assert isinstance(profiles, list)
+    assert [p["schedulerName"] for p in profiles] == ["default-scheduler", "muster"]
+    assert config["extenders"]
+
+
+def test_the_controller_manager_runs_no_node_lifecycle_eviction_and_no_cloud() -> None:
+    argv = controller_manager_argv(Path("/bin"), kubeconfig=Path("/k"), port=1234)
+    controllers = next(a for a in argv if a.startswith("--controllers=")).split("=", 1)[1]
+    assert controllers.split(",") == list(CONTROLLERS)
+    assert "job-controller" in CONTROLLERS and "garbage-collector-controller" in CONTROLLERS
+    assert not {"node-lifecycle-controller", "taint-eviction-controller",
+                "cloud-node-lifecycle-controller"} & set(CONTROLLERS)
+    assert "--secure-port=1234" in argv and "--bind-address=127.0.0.1" in argv
+
+
+def test_kwok_manages_the_fake_nodes_with_every_stage_file() -> None:
+    argv = kwok_argv(Path("/bin"), kubeconfig=Path("/k"), port=9)
+    assert f"--manage-nodes-with-annotation-selector={FAKE_NODE_ANNOTATION}=true" in argv
+    configs = [a.split("=", 1)[1] for a in argv if a.startswith("--config=")]
+    assert sorted(Path(c).name for c in configs) == ["nodes.yaml", "pods.yaml"]
+    node = fake_node(0, gpus=8, ready=False)
+    assert node["metadata"]["annotations"][FAKE_NODE_ANNOTATION] == "true"
+    assert "conditions" not in node["status"]  # KWOK makes it Ready
+
+
+def test_the_runtime_stage_reads_the_annotation_and_only_finishes_pods_that_may_finish() -> None:
+    stages = {d["metadata"]["name"]: d for d in
+              yaml.safe_load_all((KWOK_STAGES / "pods.yaml").read_text())}
+    assert set(stages) == {"muster-pod-running", "muster-pod-finish", "muster-pod-delete"}
+    finish = stages["muster-pod-finish"]["spec"]
+    assert RUNTIME_ANNOTATION in finish["delay"]["durationFrom"]["jq"]["expression"]
+    keys = {e["key"]: e for e in finish["selector"]["matchExpressions"]}
+    assert keys[f'.metadata.annotations["{RUNTIME_ANNOTATION}"]']["operator"] == "Exists"
+    assert keys[".spec.restartPolicy"]["values"] == ["Never", "OnFailure"]
+    assert "phase: Succeeded" in finish["next"]["statusTemplate"]
+    assert stages["muster-pod-delete"]["spec"]["next"]["delete"] is True
+
+
+def _story() -> dict[str, object]:
+    template = {"metadata": {"annotations": {RUNTIME_ANNOTATION: "90s"},
+                             "labels": {"team": "a"}},
+                "spec": {"restartPolicy": "Never", "containers": [{"name": "m", "image": "i"}]}}
+    return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+            "metadata": {"name": "s", "namespace": "ns", "uid": "u"},
+            "spec": {"replicatedJobs": [{"name": "w", "replicas": 2, "template": {"spec": {
+                "parallelism": 2, "completions": 2, "template": template}}}]}}
+
+
+def test_a_stand_in_job_carries_the_role_template_for_the_real_job_controller() -> None:
+    obj = _story()
+    descriptor = packaged_catalog().require(obj)
+    jobs, pods = children(obj, resolve_workload(obj, descriptor), descriptor,
+                          pods_by_caller=False)
+    assert len(jobs) == 2 and len(pods) == 4
+    for job in jobs:
+        template = job["spec"]["template"]
+        assert template["metadata"]["annotations"] == {RUNTIME_ANNOTATION: "90s"}
+        assert template["metadata"]["labels"]["team"] == "a"
+        assert "managedBy" not in job["spec"]  # the Job controller's to fill
+        assert job["spec"]["selector"]["matchLabels"].items() <= \
+            template["metadata"]["labels"].items()
+
+
+def test_a_stand_in_job_whose_pods_the_caller_makes_is_left_alone_by_the_job_controller() -> None:
+    obj = _story()
+    descriptor = packaged_catalog().require(obj)
+    jobs, _ = children(obj, resolve_workload(obj, descriptor), descriptor)
+    assert {j["spec"]["managedBy"] for j in jobs} == {STAND_IN_MANAGER}
+
+
+def test_a_stand_in_leaderworkerset_makes_no_statefulset_and_owns_its_pods() -> None:
+    obj = {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+           "metadata": {"name": "serve", "namespace": "ns", "uid": "u"},
+           "spec": {"replicas": 2, "leaderWorkerTemplate": {"size": 2, "workerTemplate": {
+               "spec": {"containers": [{"name": "m", "image": "i"}]}}}}}
+    descriptor = packaged_catalog().require(obj)
+    made, pods = children(obj, resolve_workload(obj, descriptor), descriptor)
+    assert made == [] and len(pods) == 4
+    assert {r["kind"] for p in pods for r in p["metadata"]["ownerReferences"]} == \
+        {"LeaderWorkerSet"}
+
+
+def test_jobset_webhooks_are_served_on_loopback_with_the_sandbox_ca_and_pods_narrowed(
+        tmp_path: Path) -> None:
+    (tmp_path / "jobset-webhooks.yaml").write_text(yaml.safe_dump_all([{
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": "mutating-webhook-configuration"},
+        "webhooks": [
+            {"name": "mjobset.kb.io", "clientConfig": {"service": {
+                "name": "webhook-service", "namespace": "system",
+                "path": "/mutate-jobset-x-k8s-io-v1alpha2-jobset"}},
+             "rules": [{"resources": ["jobsets"]}]},
+            {"name": "mpod.kb.io", "clientConfig": {"service": {
+                "name": "webhook-service", "namespace": "system", "path": "/mutate--v1-pod"}},
+             "rules": [{"resources": ["pods"]}]}]}]))
+    [config] = webhook_configurations(tmp_path, port=9443, ca=b"PEM")
+    assert config["metadata"]["name"] == "jobset-mutating-webhook-configuration"
+    jobsets, pods = config["webhooks"]
+    assert jobsets["clientConfig"] == {
+        "url": "https://127.0.0.1:9443/mutate-jobset-x-k8s-io-v1alpha2-jobset",
+        "caBundle": base64.b64encode(b"PEM").decode()}
+    assert "objectSelector" not in jobsets
+    assert pods["objectSelector"]["matchExpressions"] == [
+        {"key": "jobset.sigs.k8s.io/jobset-name", "operator": "Exists"}]
