@@ -39,7 +39,14 @@ from extender.core.capacity import (
     fits,
     index_of,
 )
-from extender.core.ledger import Ledger, free_capacity, per_node, per_role, placed_counts
+from extender.core.ledger import (
+    Ledger,
+    free_capacity,
+    occupants,
+    per_node,
+    per_role,
+    placed_counts,
+)
 from extender.core.model import Gang, GangKey, NodeName, PodInfo
 from extender.core.placement import Infeasible, Plan, placed_domain, plan_gang
 from extender.core.scoring import node_score
@@ -204,7 +211,7 @@ def decide_filter(
     capacity = free_capacity(snapshot, ledger, gpu=gpu, exclude=gang.key)
     result = plan_gang(gang, snapshot=snapshot, capacity=capacity, placed=by_role,
                        policy=settings.policy, gpu=gpu, budget=settings.search_budget,
-                       within=domain)
+                       within=domain, occupied=occupants(snapshot, ledger, gpu=gpu))
     if isinstance(result, Infeasible):
         return _infeasible(result, gang, candidates, snapshot=snapshot, settings=settings,
                            placed=by_role)

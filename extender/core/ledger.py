@@ -299,6 +299,24 @@ def placed_counts(
     return counts
 
 
+def occupants(
+    snapshot: ClusterSnapshot, ledger: Ledger, *, gpu: str = GPU,
+) -> dict[NodeName, frozenset[GangKey]]:
+    """Per node, the gangs with pods bound or in flight or a plan there; empty when no gang
+    of the snapshot is exclusive (then nobody asks, and this is one pass over the gangs)."""
+    if not any(g.topology is not None and g.topology.exclusive
+               for g in snapshot.gangs.values()):
+        return {}
+    found: dict[NodeName, set[GangKey]] = {}
+    for key in index_of(snapshot, gpu=gpu).gang_pods:
+        for node, _ in ledger.placed(GangKey(key), snapshot, gpu=gpu):
+            found.setdefault(node, set()).add(GangKey(key))
+    for key, res in ledger.reservations():
+        for node, _, _ in res.plan.slots:
+            found.setdefault(node, set()).add(key)
+    return {n: frozenset(keys) for n, keys in found.items()}
+
+
 def per_role(counts: Mapping[tuple[NodeName, str], int]) -> dict[str, int]:
     """:func:`placed_counts` summed per role."""
     out: dict[str, int] = {}
