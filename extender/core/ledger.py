@@ -20,7 +20,7 @@ from extender.core.capacity import (
     index_of,
     take,
 )
-from extender.core.model import GangKey, NodeName
+from extender.core.model import Gang, GangKey, NodeName
 from extender.core.placement import Plan, placed_domain, plan_gang
 from extender.core.resources import GPU
 from extender.core.snapshot import ClusterSnapshot
@@ -300,21 +300,24 @@ def placed_counts(
 
 
 def occupants(
-    snapshot: ClusterSnapshot, ledger: Ledger, *, gpu: str = GPU,
-) -> dict[NodeName, frozenset[GangKey]]:
-    """Per node, the gangs with pods bound or in flight or a plan there; empty when no gang
-    of the snapshot is exclusive (then nobody asks, and this is one pass over the gangs)."""
-    if not any(g.topology is not None and g.topology.exclusive
-               for g in snapshot.gangs.values()):
+    snapshot: ClusterSnapshot, ledger: Ledger, *, gpu: str = GPU, force: bool = False,
+) -> dict[NodeName, list[Gang]]:
+    """Per node, the gangs with pods bound or in flight or a plan there. Empty when no gang
+    of the snapshot is exclusive and not ``force``d: then nobody needs it, and the cost is
+    one pass over the gangs."""
+    if not force and not any(g.topology is not None and g.topology.exclusive
+                             for g in snapshot.gangs.values()):
         return {}
-    found: dict[NodeName, set[GangKey]] = {}
-    for key in index_of(snapshot, gpu=gpu).gang_pods:
-        for node, _ in ledger.placed(GangKey(key), snapshot, gpu=gpu):
-            found.setdefault(node, set()).add(GangKey(key))
-    for key, res in ledger.reservations():
-        for node, _, _ in res.plan.slots:
-            found.setdefault(node, set()).add(key)
-    return {n: frozenset(keys) for n, keys in found.items()}
+    found: dict[NodeName, dict[GangKey, Gang]] = {}
+    keys = [GangKey(k) for k in index_of(snapshot, gpu=gpu).gang_pods]
+    held = [(k, {n for n, _ in ledger.placed(k, snapshot, gpu=gpu)}) for k in keys]
+    held += [(k, {n for n, _, _ in res.plan.slots}) for k, res in ledger.reservations()]
+    for key, nodes in held:
+        gang = snapshot.gangs.get(key)
+        if gang is not None:
+            for node in nodes:
+                found.setdefault(node, {})[key] = gang
+    return {n: list(gangs.values()) for n, gangs in found.items()}
 
 
 def per_role(counts: Mapping[tuple[NodeName, str], int]) -> dict[str, int]:

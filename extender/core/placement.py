@@ -471,7 +471,7 @@ def plan_gang(
     gpu: str = GPU,
     budget: int = SEARCH_BUDGET,
     within: str | None = None,
-    occupied: Mapping[NodeName, Collection[GangKey]] | None = None,
+    occupied: Mapping[NodeName, Collection[Gang]] | None = None,
 ) -> Plan | Infeasible:
     """Plan the rest of ``gang`` on ``snapshot``'s nodes with ``capacity`` free.
 
@@ -508,7 +508,7 @@ def plan_gang(
 
 
 def exclusive_fences(
-    gang: Gang, snapshot: ClusterSnapshot, occupied: Mapping[NodeName, Collection[GangKey]],
+    gang: Gang, snapshot: ClusterSnapshot, occupied: Mapping[NodeName, Collection[Gang]],
 ) -> tuple[frozenset[NodeName], dict[str, str]]:
     """What exclusivity closes to ``gang``: the nodes of every domain an exclusive other gang
     is in (its pods bound, in flight or planned; ``occupied``: node -> gangs there), and, when
@@ -520,12 +520,11 @@ def exclusive_fences(
     taken: dict[str, str] = {}
     for node in sorted(occupied):
         info = snapshot.nodes.get(node)
-        others = sorted(k for k in occupied[node] if k != gang.key)
+        others = sorted((g for g in occupied[node] if g.key != gang.key), key=lambda g: g.key)
         if info is None or not others:
             continue
-        for key in others:
-            other = snapshot.gangs.get(key)
-            held = None if other is None else other.topology
+        for other in others:
+            held = other.topology
             if held is not None and held.exclusive:
                 value = info.label(held.key)
                 if value is not None:
@@ -533,7 +532,7 @@ def exclusive_fences(
         if mine is not None:
             value = info.label(mine.key)
             if value is not None and value not in taken:
-                taken[value] = f"gang {others[0]} is there"
+                taken[value] = f"gang {others[0].key} is there"
     fenced = frozenset(n.name for n in snapshot.nodes.values() for key, values in fences.items()
                        if n.label(key) in values)
     return fenced, taken
