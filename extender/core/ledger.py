@@ -270,7 +270,8 @@ class Ledger:
                 continue
             capacity = free_capacity(snapshot, self, gpu=gpu)
             plan = plan_gang(gang, snapshot=snapshot, capacity=capacity, placed=placed, gpu=gpu,
-                             within=placed_domain(gang, snapshot, nodes))
+                             within=placed_domain(gang, snapshot, nodes),
+                             occupied=occupants(snapshot, self, gpu=gpu))
             if isinstance(plan, Plan) and plan.slots:
                 self.reserve(plan, now=now, ttl=ttl)
         self.version += 1

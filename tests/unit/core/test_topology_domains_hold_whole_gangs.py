@@ -3,9 +3,9 @@ domains were tried and why each failed, and exclusive gangs keep their domain to
 
 from __future__ import annotations
 
-from extender.core.decisions import FilterOutcome, decide_filter
+from extender.core.decisions import BindOutcome, FilterOutcome, decide_bind, decide_filter
 from extender.core.ledger import Ledger
-from extender.core.model import TopologyConstraint
+from extender.core.model import NodeName, TopologyConstraint
 from extender.core.settings import CoreSettings
 
 from .builders import make_gang, make_node, make_pod, make_shape, make_snapshot, uid
@@ -101,3 +101,20 @@ def test_a_planned_exclusive_gang_holds_its_rack_before_any_pod_binds() -> None:
     planned = ledger.plan_for(late.key)
     assert planned is not None
     assert all(not n.startswith(held.domain) for n, _, _ in planned.slots)
+
+
+def test_a_bind_into_a_rack_an_exclusive_gang_took_since_the_filter_is_refused() -> None:
+    # g's filter passed y0, then its plan expired; the exclusive gang planned rack y meanwhile.
+    gang = make_gang("g", roles=[("worker", 2, make_shape(gpus=1))])
+    held = make_gang("held", roles=[("worker", 1, make_shape(gpus=1))], topology=EXCLUSIVE)
+    snap = make_snapshot(RACKS, gangs=[gang, held], bound={"held-worker-0": "y1"})
+    ledger = Ledger()
+    decision = decide_bind(uid(gang, "worker", 0), NodeName("y0"), snapshot=snap,
+                           ledger=ledger, now=0, settings=CoreSettings())
+    assert decision.outcome is BindOutcome.REJECT
+    assert decision.reason == ("pod ml/g-worker-0: node y0 is in a domain an exclusive gang "
+                               "holds")
+    assert not ledger.in_flight()
+    fine = decide_bind(uid(gang, "worker", 0), NodeName("x0"), snapshot=snap, ledger=ledger,
+                       now=0, settings=CoreSettings())
+    assert fine.outcome is BindOutcome.WAIT
