@@ -60,10 +60,11 @@ _PREFIX = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0
 def bad_label_key(key: str) -> str | None:
     """Why ``key`` is not a node label key (``prefix/name``, as the API server checks it)."""
     prefix, _, name = key.rpartition("/")
+    shown = repr(key if len(key) <= 80 else key[:77] + "...")  # a hostile value stays short
     if prefix and (len(prefix) > 253 or not _PREFIX.match(prefix)):
-        return f"{key!r} is not a label key: its prefix must be a DNS subdomain"
+        return f"{shown} is not a label key: its prefix must be a DNS subdomain"
     if not _NAME.match(name):
-        return (f"{key!r} is not a label key: the name must be 1-63 letters, digits, '-', '_' "
+        return (f"{shown} is not a label key: the name must be 1-63 letters, digits, '-', '_' "
                 "or '.', starting and ending with a letter or digit")
     return None
 

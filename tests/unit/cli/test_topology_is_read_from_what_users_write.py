@@ -192,3 +192,10 @@ def test_a_descriptor_rule_with_exclusive_on_a_preferred_domain_is_refused_by_pa
     ran = muster(capsys, "describe", "-f", _file(tmp_path, _lws({})), "--descriptors", folder)
     assert ran.code == 1 and "Traceback" not in ran.err
     assert "spec.gangs.topology[0].exclusive: only a required domain can be exclusive" in ran.err
+
+
+def test_a_huge_topology_annotation_is_refused_with_a_short_message(capsys, tmp_path):
+    path = _file(tmp_path, _story({"muster.dev/topology-required": "r" * 1_000_000}))
+    ran = muster(capsys, "describe", "-f", path)
+    assert ran.code == 1 and "is not a label key" in ran.err
+    assert len(ran.err) < 1000
