@@ -42,6 +42,9 @@ class Report(TypedDict):
     """The same, leaving out GPUs held by partial gangs (bound, but their job cannot run)."""
     gpu_hours_partial: float
     gang_wait_seconds: Waits
+    gangs_in_one_domain: int | None
+    """Admitted gangs whose members at admission were all in one domain of the scenario's
+    domain label (a rack); ``None`` when the scenario names no domain label."""
     pods: dict[str, int]
     end_seconds: float
 
@@ -64,6 +67,8 @@ class _Gang:
     """GPU milli its bound members hold."""
     admitted_at: float | None = None
     was_partial: bool = False
+    domains: set[str | None] = field(default_factory=set)
+    """Domains its bound members were in, up to admission (``None``: a node without one)."""
 
 
 @dataclass
@@ -82,11 +87,14 @@ class Metrics:
     def gang_arrived(self, key: GangKey, *, minimum: int, now: float) -> None:
         self.gangs.setdefault(key, _Gang(minimum=minimum, arrival=now))
 
-    def pod_bound(self, key: GangKey | None, gpu_milli: int, *, now: float) -> None:
+    def pod_bound(self, key: GangKey | None, gpu_milli: int, *, now: float,
+                  domain: str | None = None) -> None:
         self.pods_bound += 1
         gang = None if key is None else self.gangs.get(key)
         if gang is None or key is None:
             return
+        if gang.admitted_at is None:
+            gang.domains.add(domain)
         gang.bound += 1
         gang.held += gpu_milli
         self._touched.add(key)
@@ -142,7 +150,7 @@ class Metrics:
         return sorted(g.admitted_at - g.arrival for g in self.gangs.values()
                       if g.admitted_at is not None)
 
-    def report(self, scheduler: str, *, end: float) -> Report:
+    def report(self, scheduler: str, *, end: float, domains: bool = False) -> Report:
         waits = self.waits()
         used_ms, partial_ms = self._integrals(end)
         if end > 0:
@@ -163,6 +171,9 @@ class Metrics:
             gpu_hours_partial=round(partial_ms / DEVICE / 3600.0, 3),
             gang_wait_seconds=Waits(p50=percentile(waits, 50), p95=percentile(waits, 95),
                                     max=waits[-1] if waits else None),
+            gangs_in_one_domain=sum(
+                1 for g in self.gangs.values() if g.admitted_at is not None
+                and len(g.domains) == 1 and None not in g.domains) if domains else None,
             pods={"created": self.pods_created, "bound": self.pods_bound,
                   "finished": self.pods_finished},
             end_seconds=end,

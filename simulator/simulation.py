@@ -56,6 +56,8 @@ class Scenario:
     preferred: Mapping[str, Preferred] = field(default_factory=dict)
     """Pod UID -> preferred node affinity of the pods the input holds (created pods take
     their role template's)."""
+    domain_label: str | None = None
+    """A node label whose domains (racks) the report counts gangs within."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +96,7 @@ class Simulation:
         self.events: EventQueue[object] = EventQueue()
         self.cluster = ClusterModel(scenario.nodes, gpu=settings.core.gpu_resource)
         self.metrics = Metrics(total_gpu_milli=self.cluster.total_gpu_milli)
+        self._nodes = {n.name: n for n in scenario.nodes}
         self.scheduler = SchedulerModel(self.cluster, settings, events=self.events,
                                         on_bound=self._bound)
         self._runtime: dict[str, float | None] = {}
@@ -142,7 +145,8 @@ class Simulation:
             self.scheduler.run(0.0)
             self.metrics.end_round(0.0, used_gpu_milli=self.cluster.used_gpu_milli)
         end = self.last_progress if horizon is None else min(horizon, self.events.now)
-        report = self.metrics.report(self.settings.mode.value, end=end)
+        report = self.metrics.report(self.settings.mode.value, end=end,
+                                     domains=self.scenario.domain_label is not None)
         return Result(report=report, utilization=self.metrics.utilization,
                       waits=self.metrics.waits(),
                       stats=self.scheduler.stats())
@@ -221,9 +225,12 @@ class Simulation:
     def _bound(self, pod: PodInfo, now: float) -> None:
         member = self.cluster.memberships.get(pod.uid)
         gang = None if member is None else member.gang
-        self.metrics.pod_bound(gang, self.cluster.demand(pod.shape).gpu_milli,
-                               now=now)
         node = pod.node_name
+        label = self.scenario.domain_label
+        info = None if node is None or label is None else self._nodes.get(node)
+        self.metrics.pod_bound(gang, self.cluster.demand(pod.shape).gpu_milli, now=now,
+                               domain=None if info is None or label is None else
+                               info.label(label))
         if node is not None and self.cluster.oversubscribed(node):
             self.metrics.oversubscribed.add(node)
         self.last_progress = max(self.last_progress, now)

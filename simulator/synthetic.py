@@ -21,6 +21,14 @@ from simulator.controllers import dns_name
 from simulator.simulation import Scenario, WorkloadSpec
 
 KINDS = ("JobSet", "PyTorchJob", "LeaderWorkerSet", "RayCluster")
+TOPOLOGIES = ("none", "required", "preferred", "exclusive")
+RACK = "rack"
+_ANNOTATIONS = {
+    "none": {},
+    "required": {"muster.dev/topology-required": RACK},
+    "preferred": {"muster.dev/topology-preferred": RACK},
+    "exclusive": {"muster.dev/topology-required": RACK, "muster.dev/topology-exclusive": "true"},
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +50,11 @@ class SyntheticSpec:
     elastic: float = 0.0
     """Share of PyTorchJobs (with two or more workers) whose workers are elastic: their
     minimum is half the workers, so members beyond it are bound as surplus."""
+    racks: int = 0
+    """Racks the nodes are split into (label ``rack``, contiguous blocks); 0: no racks."""
+    topology: str = "none"
+    """What each workload asks of racks (``muster.dev/topology-*`` annotations): ``none``,
+    ``required``, ``preferred`` or ``exclusive``."""
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -59,14 +72,28 @@ class SyntheticSpec:
             raise ValueError("synthetic: runtime needs 0 < low <= high")
         if not 0 <= self.elastic <= 1:
             raise ValueError("synthetic: elastic is a share between 0 and 1")
+        if not 0 <= self.racks <= self.nodes:
+            raise ValueError("synthetic: racks must be between 0 and the number of nodes")
+        if self.topology not in TOPOLOGIES:
+            raise ValueError(f"synthetic: topology {self.topology!r}; choose from "
+                             f"{', '.join(TOPOLOGIES)}")
+        if self.topology != "none" and not self.racks:
+            raise ValueError("synthetic: topology needs racks (racks=2)")
 
 
 def make_nodes(spec: SyntheticSpec) -> tuple[NodeInfo, ...]:
     alloc = Resources.parse({"cpu": spec.cpu_per_node, "memory": f"{spec.memory_gib_per_node}Gi",
                              "nvidia.com/gpu": spec.gpus_per_node, "pods": 110})
     width = len(str(spec.nodes - 1))
+
+    def labels(i: int) -> dict[str, str]:
+        out = {"kubernetes.io/hostname": f"node-{i:0{width}d}"}
+        if spec.racks:  # contiguous blocks, as racks are cabled
+            out[RACK] = f"rack-{i * spec.racks // spec.nodes}"
+        return out
+
     return tuple(NodeInfo(name=NodeName(f"node-{i:0{width}d}"), allocatable=alloc,
-                          labels=freeze_labels({"kubernetes.io/hostname": f"node-{i:0{width}d}"}))
+                          labels=freeze_labels(labels(i)))
                  for i in range(spec.nodes))
 
 
@@ -133,6 +160,8 @@ def generate(spec: SyntheticSpec, *, seed: int, catalog: Catalog) -> Scenario:
         obj = manifest(kind, dns_name(kind, i), namespace=spec.namespace, pods=pods, gpus=gpus,
                        cpu=max(1, gpus) * cpu_per_gpu // 2,
                        memory_gib=max(1, gpus) * mem_per_gpu // 2, elastic=elastic)
+        if spec.topology != "none":
+            obj["metadata"]["annotations"] = dict(_ANNOTATIONS[spec.topology])
         descriptor = catalog.for_object(obj)
         if descriptor is None:
             raise ValueError(f"the catalog has no descriptor for {kind}")
@@ -140,4 +169,4 @@ def generate(spec: SyntheticSpec, *, seed: int, catalog: Catalog) -> Scenario:
         workloads.append(WorkloadSpec(tree=tree, policy=descriptor.gangs.policy,
                                       arrival=round(clock, 3), runtime=runtime))
     return Scenario(nodes=make_nodes(spec), workloads=tuple(workloads),
-                    name=f"synthetic seed {seed}")
+                    name=f"synthetic seed {seed}", domain_label=RACK if spec.racks else None)

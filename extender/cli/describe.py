@@ -135,8 +135,14 @@ def render_workload(w: dict[str, Any]) -> None:
     out.print(f"pods: {totals['readyPods']}/{totals['pods']} ready, "
               f"{totals['observedPods']} observed", markup=False)
     for gang in w["gangs"]:
+        where = ""
+        if "topology" in gang:
+            t = gang["topology"]
+            how = ("required, exclusive" if t["exclusive"] else
+                   "required" if t["required"] else "preferred")
+            where = f", in one {t['key']} domain ({how})"
         out.print(f"gang: {gang['name']} (minimum {gang['minMember']} of {gang['pods']} pods, "
-                  f"{gang['gpus']} GPUs)", markup=False)
+                  f"{gang['gpus']} GPUs{where})", markup=False)
     if not w["gangs"]:
         out.print("gang: none (pods schedule one by one)", markup=False)
     if w["order"]:

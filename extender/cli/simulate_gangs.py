@@ -28,7 +28,7 @@ from simulator.synthetic import SyntheticSpec, generate
 _KEYS = {
     "nodes": "nodes", "gpus": "gpus_per_node", "workloads": "workloads", "kinds": "kinds",
     "sizes": "gang_sizes", "gpus-per-pod": "gpus_per_pod", "rate": "arrival_rate",
-    "runtime": "runtime", "elastic": "elastic",
+    "runtime": "runtime", "elastic": "elastic", "racks": "racks", "topology": "topology",
 }
 SYNTHETIC_KEYS = tuple(_KEYS)
 
@@ -54,6 +54,8 @@ def synthetic_spec(text: str) -> SyntheticSpec:
                 values[name] = tuple(int(v) for v in raw.split("/"))
             elif kind == "float":
                 values[name] = float(raw)
+            elif kind == "str":
+                values[name] = raw
             else:
                 values[name] = int(raw)
         except ValueError:
@@ -142,6 +144,9 @@ def run_gangs(args: argparse.Namespace) -> int:
         ["gang wait p95", *(_fmt(r["gang_wait_seconds"]["p95"], " s") for r in reports)],
         ["pods bound", *(r["pods"]["bound"] for r in reports)],
     ]
+    if reports[0]["gangs_in_one_domain"] is not None:
+        rows.insert(3, ["gangs admitted within one rack",
+                        *(r["gangs_in_one_domain"] for r in reports)])
     out.print(table(["", *names], rows,
                     title=f"{scenario.name}: {len(scenario.nodes)} nodes, "
                           f"{len(scenario.workloads)} workloads, "

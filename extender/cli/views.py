@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from extender.cli.workloads import Found, PodView
+from extender.core.model import Gang
 from extender.core.quantity import format_quantity
 from extender.core.resources import CPU, MEMORY, Resources
 
@@ -120,8 +121,7 @@ def workload_data(found: Found) -> dict[str, Any]:
         "descriptorSource": found.origin.source,
         "phase": str(tree.phase),
         "roles": roles,
-        "gangs": [{"name": g.key, "minMember": g.min_member, "pods": g.pods, "gpus": g.gpus,
-                   "roles": {m.role: m.count for m in g.members}} for g in tree.gangs],
+        "gangs": [_gang_view(g) for g in tree.gangs],
         "order": [{"before": b, "after": a} for b, a in tree.edges],
         "totals": {
             "pods": tree.pods,
@@ -133,3 +133,13 @@ def workload_data(found: Found) -> dict[str, Any]:
         },
         "unassigned": [p for p in pods if p["role"] not in names],
     }
+
+
+def _gang_view(g: Gang) -> dict[str, Any]:
+    """A gang as ``describe -o json`` shows it; ``topology`` only when it keeps to a domain."""
+    view: dict[str, Any] = {"name": g.key, "minMember": g.min_member, "pods": g.pods,
+                            "gpus": g.gpus, "roles": {m.role: m.count for m in g.members}}
+    if g.topology is not None:
+        view["topology"] = {"key": g.topology.key, "required": g.topology.required,
+                            "exclusive": g.topology.exclusive}
+    return view

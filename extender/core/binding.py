@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from extender.core.capacity import index_of
-from extender.core.ledger import Ledger, free_capacity
+from extender.core.constraints import exclusive_fences
+from extender.core.ledger import Ledger, free_capacity, occupants
 from extender.core.model import Gang, GangKey, NodeName, PodInfo
 from extender.core.room import lack_of_room
 from extender.core.settings import CoreSettings
@@ -82,6 +83,11 @@ def decide_bind(
                         gpu=settings.gpu_resource, exclude=key)
     if lack is not None:
         return _no_room(pod, gang, node, lack, snapshot=snapshot, ledger=ledger)
+    fenced = None if gang is None else _fenced(gang, node, snapshot=snapshot, ledger=ledger,
+                                                gpu=settings.gpu_resource)
+    if fenced is not None:
+        return _no_room(pod, gang, node, f"pod {pod.key}: {fenced}", snapshot=snapshot,
+                        ledger=ledger)
     ledger.mark_bind_requested(pod_uid, node, now=now, ttl=settings.inflight_ttl)
     if gang is None:
         return BindDecision(BindOutcome.BIND, f"pod {pod.key} is not in a gang",
@@ -131,6 +137,16 @@ def _no_room(
         ledger.drop_plan(gang.key)
         lack += f"; gang {gang.key} is planned again"
     return BindDecision(BindOutcome.REJECT, lack, gang.key)
+
+
+def _fenced(gang: Gang, node: NodeName, *, snapshot: ClusterSnapshot, ledger: Ledger,
+            gpu: str) -> str | None:
+    """Why ``node`` is closed to ``gang`` by exclusivity since its filter passed it (a plan
+    expired meanwhile and an exclusive gang took the domain); ``None`` when it is open."""
+    fenced, _ = exclusive_fences(gang, snapshot, occupants(snapshot, ledger, gpu=gpu))
+    if node not in fenced:
+        return None
+    return f"node {node} is in a domain an exclusive gang holds"
 
 
 def lost_node(gang: GangKey, *, snapshot: ClusterSnapshot, ledger: Ledger) -> str | None:

@@ -8,9 +8,10 @@ when the node is allowed and otherwise a short reason naming the rule that exclu
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 
 from extender.core.model import (
+    Gang,
     NodeInfo,
     NodeName,
     NodeSelectorRequirement,
@@ -21,6 +22,7 @@ from extender.core.model import (
     Toleration,
     TopologyConstraint,
 )
+from extender.core.snapshot import ClusterSnapshot
 
 #: The taint kube-scheduler's NodeUnschedulable plugin treats as the cordon.
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
@@ -144,3 +146,34 @@ def topology_domains(
         if value is not None:
             domains.setdefault(value, []).append(name)
     return {k: tuple(v) for k, v in sorted(domains.items())}
+
+
+def exclusive_fences(
+    gang: Gang, snapshot: ClusterSnapshot, occupied: Mapping[NodeName, Collection[Gang]],
+) -> tuple[frozenset[NodeName], dict[str, str]]:
+    """What exclusivity closes to ``gang``: the nodes of every domain an exclusive other gang
+    is in (its pods bound, in flight or planned; ``occupied``: node -> gangs there), and, when
+    ``gang`` is exclusive itself, its domains any other gang is in, with why.
+
+    Work is one pass over the occupied nodes, plus one over all nodes per label key fenced."""
+    mine = gang.topology if gang.topology is not None and gang.topology.exclusive else None
+    fences: dict[str, set[str]] = {}  # label key -> values held by exclusive gangs
+    taken: dict[str, str] = {}
+    for node in sorted(occupied):
+        info = snapshot.nodes.get(node)
+        others = sorted((g for g in occupied[node] if g.key != gang.key), key=lambda g: g.key)
+        if info is None or not others:
+            continue
+        for other in others:
+            held = other.topology
+            if held is not None and held.exclusive:
+                value = info.label(held.key)
+                if value is not None:
+                    fences.setdefault(held.key, set()).add(value)
+        if mine is not None:
+            value = info.label(mine.key)
+            if value is not None and value not in taken:
+                taken[value] = f"gang {others[0].key} is there"
+    fenced = frozenset(n.name for n in snapshot.nodes.values() for key, values in fences.items()
+                       if n.label(key) in values)
+    return fenced, taken

@@ -39,9 +39,22 @@ from extender.core.capacity import (
     fits,
     index_of,
 )
-from extender.core.ledger import Ledger, free_capacity, per_node, per_role, placed_counts
+from extender.core.constraints import exclusive_fences
+from extender.core.ledger import (
+    Ledger,
+    free_capacity,
+    occupants,
+    per_node,
+    per_role,
+    placed_counts,
+)
 from extender.core.model import Gang, GangKey, NodeName, PodInfo
-from extender.core.placement import Infeasible, Plan, placed_domain, plan_gang
+from extender.core.placement import (
+    Infeasible,
+    Plan,
+    placed_domain,
+    plan_gang,
+)
 from extender.core.scoring import node_score
 from extender.core.settings import CoreSettings
 from extender.core.snapshot import ClusterSnapshot
@@ -200,11 +213,12 @@ def decide_filter(
         # The plan is used up and the minimum is covered: this member is extra.
         extra = _free_fit(pod, candidates, snapshot=snapshot, ledger=ledger, settings=settings,
                           outcome=FilterOutcome.SURPLUS, gang=gang.key)
-        return _keep_to_domain(extra, gang, domain, snapshot)
+        return _fence(_keep_to_domain(extra, gang, domain, snapshot), gang, snapshot, ledger,
+                      gpu=gpu)
     capacity = free_capacity(snapshot, ledger, gpu=gpu, exclude=gang.key)
     result = plan_gang(gang, snapshot=snapshot, capacity=capacity, placed=by_role,
                        policy=settings.policy, gpu=gpu, budget=settings.search_budget,
-                       within=domain)
+                       within=domain, occupied=occupants(snapshot, ledger, gpu=gpu))
     if isinstance(result, Infeasible):
         return _infeasible(result, gang, candidates, snapshot=snapshot, settings=settings,
                            placed=by_role)
@@ -215,7 +229,8 @@ def decide_filter(
         return decided
     extra = _free_fit(pod, candidates, snapshot=snapshot, ledger=ledger, settings=settings,
                       outcome=FilterOutcome.SURPLUS, gang=gang.key)
-    return _keep_to_domain(extra, gang, result.domain or domain, snapshot)
+    return _fence(_keep_to_domain(extra, gang, result.domain or domain, snapshot), gang,
+                  snapshot, ledger, gpu=gpu)
 
 
 def _infeasible(
@@ -278,6 +293,21 @@ def _gang_domain(
     if gang is None or gang.topology is None:
         return None
     return placed_domain(gang, snapshot, per_node(ledger.placed(gang.key, snapshot, gpu=gpu)))
+
+
+def _fence(
+    decision: FilterDecision, gang: Gang, snapshot: ClusterSnapshot, ledger: Ledger, *, gpu: str,
+) -> FilterDecision:
+    """A member beyond the plan may not go into a domain an exclusive other gang holds."""
+    fenced, _ = exclusive_fences(gang, snapshot, occupants(snapshot, ledger, gpu=gpu))
+    inside = [n for n in decision.passed if n in fenced]
+    if not inside:
+        return decision
+    why = "the node is in a domain an exclusive gang holds"
+    unresolvable = {**decision.unresolvable, **dict.fromkeys(inside, why)}
+    passed = tuple(n for n in decision.passed if n not in fenced)
+    return replace(decision, passed=passed, unresolvable=MappingProxyType(unresolvable),
+                   reason=decision.reason if passed else why)
 
 
 def _keep_to_domain(

@@ -34,6 +34,7 @@ from extender.core.expressions import (
 )
 from extender.core.model import Phase
 from extender.core.named import expand_named_conditions
+from extender.core.topology import TopologyRule, bad_label_key
 
 __all__ = [
     "API_VERSION",
@@ -170,6 +171,8 @@ class GangSpec:
     policy: GangPolicy = GangPolicy.WORKLOAD
     roles: tuple[str, ...] = ()
     """Roles in gangs; empty means every role."""
+    topology: tuple[TopologyRule, ...] = ()
+    """Where each gang's domain label is read; the first rule that finds a key wins."""
 
 
 class RoleMatch(StrEnum):
@@ -370,16 +373,44 @@ def _role(raw: object, at: str) -> RoleSpec:
     )
 
 
+def _topology_rule(raw: object, at: str) -> TopologyRule:
+    """``{required: <key>}`` or ``{preferred: <key>}`` (a label key, or ``{path: ...}`` read
+    on the object), with ``exclusive: true`` for a required domain no other gang may share."""
+    spec = expect_mapping(raw, at)
+    check_fields(spec, at, ("required", "preferred", "exclusive"))
+    chosen = [k for k in ("required", "preferred") if k in spec]
+    if len(chosen) != 1:
+        raise DescriptorError(at, "needs exactly one of required or preferred (a node label "
+                              "key or {path: ...})")
+    kind = chosen[0]
+    exclusive = spec.get("exclusive", False)
+    if not isinstance(exclusive, bool):
+        raise DescriptorError(f"{at}.exclusive", "expected true or false")
+    if exclusive and kind != "required":
+        raise DescriptorError(f"{at}.exclusive", "only a required domain can be exclusive")
+    value = spec[kind]
+    if isinstance(value, str):
+        why = bad_label_key(value)
+        if why is not None:
+            raise DescriptorError(f"{at}.{kind}", why)
+        return TopologyRule(required=kind == "required", exclusive=exclusive, literal=value)
+    ref = _path_ref(value, f"{at}.{kind}", _OBJECT_ONLY, OBJECT)
+    return TopologyRule(required=kind == "required", exclusive=exclusive, ref=ref)
+
+
 def _gangs(raw: object, at: str) -> GangSpec:
     spec = expect_mapping(raw, at)
-    check_fields(spec, at, ("policy", "roles"))
+    check_fields(spec, at, ("policy", "roles", "topology"))
     policy = spec.get("policy", GangPolicy.WORKLOAD.value)
     if policy not in {p.value for p in GangPolicy}:
         raise DescriptorError(f"{at}.policy", f"unknown policy {policy!r}; expected one of "
                               f"{', '.join(p.value for p in GangPolicy)}")
     roles = expect_list(spec.get("roles", []), f"{at}.roles")
+    rules = expect_list(spec.get("topology", []), f"{at}.topology")
     return GangSpec(policy=GangPolicy(policy),
-                    roles=tuple(expect_str(r, f"{at}.roles[{i}]") for i, r in enumerate(roles)))
+                    roles=tuple(expect_str(r, f"{at}.roles[{i}]") for i, r in enumerate(roles)),
+                    topology=tuple(_topology_rule(r, f"{at}.topology[{i}]")
+                                   for i, r in enumerate(rules)))
 
 
 def _pods(raw: object, at: str) -> PodMatch:

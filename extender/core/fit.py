@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from extender.core.capacity import CapacityView, demand_of, index_of, take
-from extender.core.ledger import Ledger, per_node, per_role, placed_counts
+from extender.core.ledger import Ledger, occupants, per_node, per_role, placed_counts
 from extender.core.model import GangKey, NodeName, WorkloadTree
 from extender.core.placement import (
     Infeasible,
@@ -75,18 +75,23 @@ def fit_workload(
     view = CapacityView(index_of(snapshot, gpu=gpu).base)
     nobody = Ledger()
     results = []
+    exclusive = any(g.topology is not None and g.topology.exclusive for g in tree.gangs)
+    # Who is where, for exclusive domains: the cluster's gangs, then each gang planned here.
+    occupied = occupants(snapshot, nobody, gpu=gpu, force=exclusive)
     for gang in tree.gangs:
         bound = placed_counts(gang.key, snapshot, nobody, gpu=gpu)
         by_role, nodes = per_role(bound), per_node(bound)
         already = sum(by_role.values())
         outcome = plan_gang(gang, snapshot=snapshot, capacity=view, placed=by_role,
                             policy=settings.policy, gpu=gpu, budget=settings.search_budget,
-                            within=placed_domain(gang, snapshot, nodes))
+                            within=placed_domain(gang, snapshot, nodes), occupied=occupied)
         if isinstance(outcome, Infeasible):
             results.append(GangFit(gang.key, gang.min_member, already + outcome.placed,
                                    _frozen(bound), outcome.reason, False))
             continue
         _charge(view, outcome, gpu=gpu)
+        for node in {n for n, _, _ in outcome.slots}:
+            occupied.setdefault(node, []).append(gang)
         plan = _frozen(bound, {(n, r): c for n, r, c in outcome.slots})
         where = ", ".join(f"{n}: {sum(r.values())}" for n, r in plan.items())
         note = f"; {already} already bound" if already else ""

@@ -55,6 +55,7 @@ from extender.core.karta_model import (
 )
 from extender.core.model import Phase
 from extender.core.paths import compile_path
+from extender.core.topology import TopologyRule, bad_label_key
 
 __all__ = ["PHASES", "KartaInstances", "as_count", "compile_any", "compile_karta",
            "descriptor_of", "gang_plan", "instances", "label_names", "pod_match"]
@@ -238,9 +239,14 @@ def gang_plan(karta: Karta) -> tuple[GangPolicy, dict[str, tuple[JqPath, ...]], 
             for c in karta.subtree(name):
                 if c.has_pods:
                     members[c.name] = ()
-        if karta.topology is not None or any(s.topology for s in subs):
-            notes.append("podGroup topology names a KAI Topology level; Muster keeps no "
-                         "topology constraint for it")
+        if karta.topology is not None:
+            notes.append(f"podGroup topology: the gang keeps to one {karta.topology[1]} domain "
+                         f"(requiredTopologyLevel, a node label of KAI Topology "
+                         f"{karta.topology[0]}); the finer preferredTopologyLevel "
+                         f"{karta.topology[2]} is not weighed")
+        if any(s.topology for s in subs):
+            notes.append("subGroups topology is per subgroup; Muster keeps a whole gang to "
+                         "one domain or none, so it keeps to none for them")
         return GangPolicy.WORKLOAD, members, None, notes
     if not karta.pod_groups:
         return GangPolicy.NONE, members, None, notes
@@ -402,6 +408,18 @@ def compile_karta(raw: object, *, source: str = "") -> Descriptor:
     return descriptor_of(karta, source=source)
 
 
+def _topology_rules(karta: Karta, policy: GangPolicy) -> tuple[TopologyRule, ...]:
+    """KAI's podGroup topology as a required domain: its level is a node label key."""
+    if karta.topology is None or karta.pod_groups or policy is GangPolicy.NONE:
+        return ()
+    level = karta.topology[1]
+    why = bad_label_key(level)
+    if why is not None:
+        raise DescriptorError("spec.optimizationInstructions.gangScheduling.podGroup.topology"
+                              ".requiredTopologyLevel", why)
+    return (TopologyRule(required=True, literal=level),)
+
+
 def descriptor_of(karta: Karta, *, source: str = "") -> Descriptor:
     policy, members, workload_label, notes = gang_plan(karta)
     pod_bearing = [c for c in karta.components if c.has_pods]
@@ -421,7 +439,7 @@ def descriptor_of(karta: Karta, *, source: str = "") -> Descriptor:
         name=karta.name,
         target=Target(group=group, kind=kind, versions=(version,), plural=kind.lower() + "s"),
         roles=roles,
-        gangs=GangSpec(policy=policy),
+        gangs=GangSpec(policy=policy, topology=_topology_rules(karta, policy)),
         pods=pods,
         status=_status(karta.root),
         description=f"Workload Map descriptor {karta.name}, read from a Karta",

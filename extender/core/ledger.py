@@ -21,7 +21,7 @@ from extender.core.capacity import (
     index_of,
     take,
 )
-from extender.core.model import GangKey, NodeName
+from extender.core.model import Gang, GangKey, NodeName
 from extender.core.placement import Plan, placed_domain, plan_gang
 from extender.core.resources import GPU
 from extender.core.snapshot import ClusterSnapshot
@@ -276,7 +276,8 @@ class Ledger:
                 continue
             capacity = free_capacity(snapshot, self, gpu=gpu)
             plan = plan_gang(gang, snapshot=snapshot, capacity=capacity, placed=placed, gpu=gpu,
-                             within=placed_domain(gang, snapshot, nodes))
+                             within=placed_domain(gang, snapshot, nodes),
+                             occupied=occupants(snapshot, self, gpu=gpu))
             if isinstance(plan, Plan) and plan.slots:
                 self.reserve(plan, now=now, ttl=ttl)
         self.version += 1
@@ -303,6 +304,27 @@ def placed_counts(
             key = (node, snapshot.memberships[uid].role)
             counts[key] = counts.get(key, 0) + 1
     return counts
+
+
+def occupants(
+    snapshot: ClusterSnapshot, ledger: Ledger, *, gpu: str = GPU, force: bool = False,
+) -> dict[NodeName, list[Gang]]:
+    """Per node, the gangs with pods bound or in flight or a plan there. Empty when no gang
+    of the snapshot is exclusive and not ``force``d: then nobody needs it, and the cost is
+    one pass over the gangs."""
+    if not force and not any(g.topology is not None and g.topology.exclusive
+                             for g in snapshot.gangs.values()):
+        return {}
+    found: dict[NodeName, dict[GangKey, Gang]] = {}
+    keys = [GangKey(k) for k in index_of(snapshot, gpu=gpu).gang_pods]
+    held = [(k, {n for n, _ in ledger.placed(k, snapshot, gpu=gpu)}) for k in keys]
+    held += [(k, {n for n, _, _ in res.plan.slots}) for k, res in ledger.reservations()]
+    for key, nodes in held:
+        gang = snapshot.gangs.get(key)
+        if gang is not None:
+            for node in nodes:
+                found.setdefault(node, {})[key] = gang
+    return {n: list(gangs.values()) for n, gangs in found.items()}
 
 
 def per_role(counts: Mapping[tuple[NodeName, str], int]) -> dict[str, int]:

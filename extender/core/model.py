@@ -94,6 +94,13 @@ class TopologyConstraint:
 
     key: str
     required: bool = True
+    exclusive: bool = False
+    """No other gang in the gang's domain while it holds it (LWS ``exclusive-topology``).
+    Only a required constraint can be exclusive: a gang spread over domains holds none."""
+
+    def __post_init__(self) -> None:
+        if self.exclusive and not self.required:
+            raise ValueError(f"topology {self.key}: only a required domain can be exclusive")
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ With a topology constraint each domain (sorted) is tried alone and the best plan
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from extender.core.capacity import (
@@ -29,7 +29,12 @@ from extender.core.capacity import (
     index_of,
     take,
 )
-from extender.core.constraints import eligible_nodes, ineligibility_summary, topology_domains
+from extender.core.constraints import (
+    eligible_nodes,
+    exclusive_fences,
+    ineligibility_summary,
+    topology_domains,
+)
 from extender.core.model import Gang, GangKey, NodeName, PodShape, TopologyConstraint
 from extender.core.quantity import format_quantity
 from extender.core.resources import GPU, MEMORY
@@ -292,62 +297,28 @@ def place_gang(
     gpu: str = GPU,
     budget: int = SEARCH_BUDGET,
     within: str | None = None,
+    taken: Mapping[str, str] | None = None,
 ) -> Plan | Infeasible:
     """Plan ``demands`` onto nodes, each pod wholly on one node.
 
     ``capacity`` gives each node's free capacity; ``eligible`` gives, per role, the nodes its
     shape may use (sorted). With ``topology``, ``domains`` maps each domain value to its nodes;
-    ``within`` names the one domain to use, where the gang's placed members already run.
+    ``within`` names the one domain to use, where the gang's placed members already run;
+    ``taken`` names domains the gang may not use, with why (another gang is in the domain of
+    an exclusive gang).
     """
     ordered = _order(demands, gpu)
     needed = sum(rd.need for rd in demands)
     cap_of: Mapping[NodeName, NodeCapacity] = capacity
     if topology is not None and domains is not None and within is not None:
         domains = {within: domains.get(within, ())}
+        taken = None  # the gang holds this domain already; newcomers do not take it away
     if topology is not None and domains is not None:
-        allowed = {role: frozenset(nodes) for role, nodes in eligible.items()}
-        best: tuple[tuple[int, ...], str, Plan] | None = None
-        best_failure: tuple[int, str, _Attempt | None] | None = None
-        for value, members in sorted(domains.items()):
-            scoped = {role: [n for n in members if n in allowed[role]] for role in eligible}
-            attempt: _Attempt | None = None
-            counted = [(rd.role, rd.need, d) for rd, d in ordered]
-            if could_fit(counted, scoped, cap_of=cap_of):
-                plan, attempt = _plan_in(gang, ordered, scoped, cap_of=cap_of, policy=policy,
-                                         gpu=gpu, budget=budget, domain=value)
-                if plan is not None:
-                    after = CapacityView(cap_of, attempt.working)
-                    cost = domain_cost(policy, (after[n] for n in members))
-                    if best is None or (cost, value) < best[:2]:
-                        best = (cost, value, plan)
-                    continue
-                placed = attempt.placed
-            else:
-                # Cannot hold the gang: skip greedy, count how many pods it would take (exact
-                # for one role, an upper bound for several).
-                placed = sum(min(need, room_for(d, scoped.get(role, ()), cap_of=cap_of,
-                                                enough=need)) for role, need, d in counted)
-            if best_failure is None or placed > best_failure[0]:
-                best_failure = (placed, value, attempt)
-        if best is not None:
-            return best[2]
-        if topology.required:
-            if best_failure is None:
-                return Infeasible(gang, f"gang {gang}: no node carries the topology label "
-                                  f"{topology.key} and is eligible", 0, needed)
-            placed, value, tried = best_failure
-            members = domains[value]
-            attempt = tried or _greedy(
-                ordered, {role: [n for n in members if n in allowed[role]] for role in eligible},
-                cap_of=cap_of, policy=policy)
-            placed = attempt.placed
-            detail = _failure_detail(attempt, eligible, domain_nodes=domains[value],
-                                     cap_of=cap_of, gpu=gpu)
-            where = (f"its placed members run in {topology.key} {value}, which fits {placed} "
-                     f"of the {needed} pods it still needs" if within is not None else
-                     f"no single {topology.key} domain holds it; the best, {value}, fits "
-                     f"{placed} of {needed} pods")
-            return Infeasible(gang, f"gang {gang}: {where}; {detail}", placed, needed)
+        found = _by_domain(gang, ordered, eligible, domains, topology, cap_of=cap_of,
+                           policy=policy, gpu=gpu, budget=budget, within=within,
+                           taken=taken or {}, needed=needed)
+        if found is not None:
+            return found
     plan, attempt = _plan_in(gang, ordered, eligible, cap_of=cap_of, policy=policy, gpu=gpu,
                              budget=budget, domain=None)
     if plan is not None:
@@ -355,6 +326,87 @@ def place_gang(
     detail = _failure_detail(attempt, eligible, domain_nodes=None, cap_of=cap_of, gpu=gpu)
     return Infeasible(gang, f"gang {gang}: {attempt.placed} of {needed} pods fit; {detail}",
                       attempt.placed, needed)
+
+
+SHOWN_DOMAINS = 8
+"""Domains a failure names one by one (each with why); the rest are counted."""
+
+
+def _by_domain(
+    gang: GangKey, ordered: list[tuple[RoleDemand, Demand]],
+    eligible: Mapping[str, Sequence[NodeName]], domains: Mapping[str, tuple[NodeName, ...]],
+    topology: TopologyConstraint, *, cap_of: Mapping[NodeName, NodeCapacity], policy: Policy,
+    gpu: str, budget: int, within: str | None, taken: Mapping[str, str], needed: int,
+) -> Plan | Infeasible | None:
+    """Each domain alone (sorted); the best plan by :func:`domain_cost`, else, when the
+    constraint is required, why each domain failed. ``None``: no domain holds a preferred
+    gang, plan it on every node."""
+    allowed = {role: frozenset(nodes) for role, nodes in eligible.items()}
+    counted = [(rd.role, rd.need, d) for rd, d in ordered]
+    best: tuple[tuple[int, ...], str, Plan] | None = None
+    failures: list[tuple[int, str, _Attempt | None]] = []  # (pods that fit, value, attempt)
+    for value, members in sorted(domains.items()):
+        if value in taken:
+            continue
+        scoped = {role: [n for n in members if n in allowed[role]] for role in eligible}
+        attempt: _Attempt | None = None
+        if could_fit(counted, scoped, cap_of=cap_of):
+            plan, attempt = _plan_in(gang, ordered, scoped, cap_of=cap_of, policy=policy,
+                                     gpu=gpu, budget=budget, domain=value)
+            if plan is not None:
+                after = CapacityView(cap_of, attempt.working)
+                cost = domain_cost(policy, (after[n] for n in members))
+                if best is None or (cost, value) < best[:2]:
+                    best = (cost, value, plan)
+                continue
+            placed = attempt.placed
+        else:
+            # Cannot hold the gang: skip greedy, count how many pods it would take (exact
+            # for one role, an upper bound for several).
+            placed = sum(min(need, room_for(d, scoped.get(role, ()), cap_of=cap_of,
+                                            enough=need)) for role, need, d in counted)
+        failures.append((placed, value, attempt))
+    if best is not None:
+        return best[2]
+    if not topology.required:
+        return None
+    if not failures:
+        why = (f"every {topology.key} domain is taken: " + _list_taken(taken) if taken else
+               f"no node carries the topology label {topology.key} and is eligible")
+        return Infeasible(gang, f"gang {gang}: {why}", 0, needed)
+
+    def explain(value: str, tried: _Attempt | None) -> tuple[int, str]:
+        scoped = {role: [n for n in domains[value] if n in allowed[role]] for role in eligible}
+        attempt = tried or _greedy(ordered, scoped, cap_of=cap_of, policy=policy)
+        return attempt.placed, _failure_detail(attempt, eligible, domain_nodes=domains[value],
+                                               cap_of=cap_of, gpu=gpu)
+
+    # The domain that fits the most pods; failures are sorted, so ties go to the first.
+    _, value, tried = max(failures, key=lambda f: f[0])
+    placed, detail = explain(value, tried)
+    if within is not None:
+        where = (f"its placed members run in {topology.key} {value}, which fits {placed} "
+                 f"of the {needed} pods it still needs")
+        return Infeasible(gang, f"gang {gang}: {where}; {detail}", placed, needed)
+    where = (f"no single {topology.key} domain holds it; the best, {value}, fits {placed} of "
+             f"{needed} pods")
+    shown = []
+    for _, other, attempt in failures[:SHOWN_DOMAINS]:
+        n, why = (placed, detail) if other == value else explain(other, attempt)
+        shown.append(f"{other}: {n} of {needed} fit, {why}")
+    more = len(failures) - len(shown)
+    tried_text = "; ".join(shown) + (f"; and {more} more" if more > 0 else "")
+    if taken:
+        tried_text += "; taken: " + _list_taken(taken)
+    return Infeasible(gang, f"gang {gang}: {where}; {detail}. Domains tried: {tried_text}",
+                      placed, needed)
+
+
+def _list_taken(taken: Mapping[str, str]) -> str:
+    items = sorted(taken.items())
+    shown = "; ".join(f"{v} ({why})" for v, why in items[:SHOWN_DOMAINS])
+    more = len(items) - SHOWN_DOMAINS
+    return shown + (f"; and {more} more" if more > 0 else "")
 
 
 def _failure_detail(
@@ -424,13 +476,15 @@ def plan_gang(
     gpu: str = GPU,
     budget: int = SEARCH_BUDGET,
     within: str | None = None,
+    occupied: Mapping[NodeName, Collection[Gang]] | None = None,
 ) -> Plan | Infeasible:
     """Plan the rest of ``gang`` on ``snapshot``'s nodes with ``capacity`` free.
 
     ``placed`` counts, per role, the gang's pods already bound or in flight: they count toward
     the minimum and are not planned again. ``within`` is the topology domain those pods run in
     (:func:`placed_domain`): the rest keeps to it (a preferred constraint falls back to every
-    node if it cannot).
+    node if it cannot). ``occupied`` (node -> gangs with pods or plans there) lets exclusive
+    gangs' domains be kept to them (:func:`exclusive_fences`); without it none are.
     """
     demands = gang_demands(gang, placed)
     eligible = {rd.role: eligible_for(rd.shape, snapshot, gpu=gpu) for rd in demands}
@@ -440,10 +494,19 @@ def plan_gang(
             needed = sum(d.need for d in demands)
             return Infeasible(gang.key, f"gang {gang.key}: no node accepts a {rd.role}: "
                               f"{summary}", 0, needed)
+    fenced, taken = exclusive_fences(gang, snapshot, occupied or {})
+    if fenced:
+        eligible = {role: tuple(n for n in nodes if n not in fenced)
+                    for role, nodes in eligible.items()}
     domains = None
     if gang.topology is not None:
         union = sorted({n for nodes in eligible.values() for n in nodes})
         domains = topology_domains(gang.topology, snapshot.nodes, union)
-    return place_gang(gang.key, demands, capacity=capacity, eligible=eligible, domains=domains,
-                      topology=gang.topology, policy=policy, gpu=gpu, budget=budget,
-                      within=within)
+    result = place_gang(gang.key, demands, capacity=capacity, eligible=eligible,
+                        domains=domains, topology=gang.topology, policy=policy, gpu=gpu,
+                        budget=budget, within=within, taken=taken)
+    if isinstance(result, Infeasible) and fenced:
+        why = (f"{result.reason} ({len(fenced)} node{'s are' if len(fenced) != 1 else ' is'} "
+               f"in a domain an exclusive gang holds)")
+        return Infeasible(result.gang, why, result.placed, result.needed)
+    return result

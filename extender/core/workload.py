@@ -30,6 +30,7 @@ from extender.core.model import Role, SubReplicas, WorkloadRef, WorkloadTree
 from extender.core.paths import compile_path
 from extender.core.phase import phase_of
 from extender.core.podspec import PodSpecError, shape_of
+from extender.core.topology import with_topology
 
 __all__ = ["DEFAULT_LIMITS", "WorkloadError", "WorkloadLimits", "gang_key", "member_gang_key",
            "replica_indexes", "resolve_workload", "workload_ref"]
@@ -336,6 +337,7 @@ def resolve_workload(obj: Mapping[str, Any], descriptor: Descriptor,
                                 "pods per workload")
         gangs = cut_gangs(descriptor, ref, roles, _created(obj), outside=outside,
                           limit=limits.gangs)
+        gangs, notes = with_topology(obj, descriptor.gangs.topology, roles, gangs)
     except WorkloadError as err:
         raise WorkloadError(f"{ref.kind}/{ref.name}: {err}") from err
     return WorkloadTree(
@@ -346,5 +348,5 @@ def resolve_workload(obj: Mapping[str, Any], descriptor: Descriptor,
         gangs=gangs,
         edges=tuple(edges),
         descriptor_format=descriptor.format,
-        warnings=() if roles else _no_roles(descriptor, obj),
+        warnings=notes + (() if roles else _no_roles(descriptor, obj)),
     )

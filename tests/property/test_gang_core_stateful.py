@@ -48,7 +48,16 @@ from extender.core.decisions import (
     withdraw,
 )
 from extender.core.ledger import Ledger
-from extender.core.model import Gang, Membership, NodeInfo, NodeName, PodInfo, PodPhase
+from extender.core.model import (
+    Gang,
+    Membership,
+    NodeInfo,
+    NodeName,
+    PodInfo,
+    PodPhase,
+    TopologyConstraint,
+    WorkloadRef,
+)
 from extender.core.resources import GPU, PODS
 from extender.core.snapshot import ClusterSnapshot
 from extender.core.yields import decide_yields
@@ -60,12 +69,22 @@ EXAMPLES = 150
 """At least this many histories, whatever the profile: fewer miss the races between filter and
 bind this machine exists to find."""
 MAX_GANGS = 6
+RACKS = ("a", "b", "c")
+# What a gang asks of racks: nothing (most), one rack, one rack alone, or one rack if any fits.
+topologies = st.sampled_from([None, None, "required", "exclusive", "preferred"])
+_TOPOLOGY = {
+    None: None,
+    "required": TopologyConstraint("rack", required=True),
+    "exclusive": TopologyConstraint("rack", required=True, exclusive=True),
+    "preferred": TopologyConstraint("rack", required=False),
+}
 
 # Small, crowded clusters: contention between gangs, lone pods and GPU shares is the point.
+# Each node is in one of a few racks (label ``rack``), for gangs that keep to one.
 node_specs = st.lists(
     st.tuples(st.sampled_from([1, 2, 2, 4]), st.sampled_from([8, 16, 32]),
-              st.sampled_from([3, 6, 110, 110])),
-    min_size=1, max_size=3,
+              st.sampled_from([3, 6, 110, 110]), st.sampled_from(RACKS)),
+    min_size=1, max_size=4,
 )
 # (pods, whole GPUs, CPUs, elastic, milli of one GPU for a sharing pod or 0)
 role_spec = st.tuples(st.integers(1, 3), st.sampled_from([0, 1, 1, 2, 4]), st.integers(1, 6),
@@ -118,23 +137,26 @@ class GangCoreMachine(RuleBasedStateMachine):
         """Pods asking for a billion GPUs, bound by hand (the API server accepts it), and their
         nodes: full for GPUs while the hog is there, whatever the arithmetic."""
 
-    @initialize(nodes=node_specs, gangs=st.lists(role_specs, min_size=1, max_size=3),
+    @initialize(nodes=node_specs,
+                gangs=st.lists(st.tuples(role_specs, topologies), min_size=1, max_size=3),
                 loners=st.lists(loner_spec, max_size=3))
-    def build(self, nodes: list[tuple[int, int, int]],
-              gangs: list[list[tuple[int, int, int, bool, int]]],
+    def build(self, nodes: list[tuple[int, int, int, str]],
+              gangs: list[tuple[list[tuple[int, int, int, bool, int]], str | None]],
               loners: list[tuple[int, int]]) -> None:
-        for i, (gpus, cpu, max_pods) in enumerate(nodes):
-            node = make_node(f"n{i}", gpus=gpus, cpu=cpu, max_pods=max_pods)
+        for i, (gpus, cpu, max_pods, rack) in enumerate(nodes):
+            node = make_node(f"n{i}", gpus=gpus, cpu=cpu, max_pods=max_pods,
+                             labels={"rack": rack})
             self.nodes[node.name] = node
-        for roles in gangs:
-            self._add_gang(roles)
+        for roles, topology in gangs:
+            self._add_gang(roles, topology)
         for gpus, share in loners:
             self._add_loner(gpus, share)
 
-    def _add_gang(self, roles: list[tuple[int, int, int, bool, int]]) -> None:
+    def _add_gang(self, roles: list[tuple[int, int, int, bool, int]],
+                  topology: str | None = None) -> None:
         g = len(self.gangs)
         gang = make_gang(
-            f"g{g}", created=self.now + g / 100,
+            f"g{g}", created=self.now + g / 100, topology=_TOPOLOGY[topology],
             roles=[(f"r{r}", count, make_shape(gpus=0 if share else gpus, cpu=cpu, share=share))
                    for r, (count, gpus, cpu, _, share) in enumerate(roles)],
             minimum={f"r{r}": count - 1 if elastic and count > 1 else count
@@ -312,14 +334,14 @@ class GangCoreMachine(RuleBasedStateMachine):
         self.ledger = Ledger()
         self.ledger.rebuild(self.snapshot(), now=self.now, ttl=SETTINGS.plan_ttl)
 
-    @rule(roles=role_specs, loner=st.none() | loner_spec)
-    def arrivals(self, roles: list[tuple[int, int, int, bool, int]],
+    @rule(roles=role_specs, topology=topologies, loner=st.none() | loner_spec)
+    def arrivals(self, roles: list[tuple[int, int, int, bool, int]], topology: str | None,
                  loner: tuple[int, int] | None) -> None:
         """A new gang (up to a few in all) or a new lone pod."""
         if loner is not None and self.loners < 6:
             self._add_loner(*loner)
         elif loner is None and len(self.gangs) < MAX_GANGS:
-            self._add_gang(roles)
+            self._add_gang(roles, topology)
 
     @precondition(lambda self: bool(self.pods))
     @rule(data=st.data(), coin=st.integers(0, 3))
@@ -396,6 +418,31 @@ class GangCoreMachine(RuleBasedStateMachine):
             assert not bound or len(bound) >= gang.min_member, (
                 f"gang {key}: {len(bound)} bound, minimum {gang.min_member}")
 
+    def _racks_of(self, key: str) -> set[str]:
+        """Racks the gang's pods are bound or held in."""
+        where = [p.node_name for u, p in self.pods.items() if p.node_name is not None
+                 and self.memberships.get(u, _NOBODY).gang == key]
+        where += [n for u, n in self.held.items() if self.memberships.get(u, _NOBODY).gang == key]
+        return {self.nodes[n].label("rack") or "" for n in where if n in self.nodes}
+
+    @invariant()
+    def a_required_domain_gang_is_never_bound_across_racks(self) -> None:
+        for key, gang in self.gangs.items():
+            if gang.topology is not None and gang.topology.required:
+                racks = self._racks_of(key)
+                assert len(racks) <= 1, f"gang {key} keeps to one rack, runs in {racks}"
+
+    @invariant()
+    def no_other_gang_runs_in_the_rack_an_exclusive_gang_holds(self) -> None:
+        held = {key: self._racks_of(key) for key in self.gangs}
+        for key, gang in self.gangs.items():
+            if gang.topology is None or not gang.topology.exclusive:
+                continue
+            for other, racks in held.items():
+                shared = racks & held[key]
+                assert other == key or not shared, (
+                    f"gang {other} runs in rack {shared}, which exclusive gang {key} holds")
+
     @invariant()
     def no_plan_outlives_its_deadline(self) -> None:
         for gang, res in self.ledger.reservations():
@@ -406,6 +453,9 @@ class GangCoreMachine(RuleBasedStateMachine):
     def no_member_waits_at_the_barrier_past_the_timeout(self) -> None:
         for gang, started in self.ledger.barriers():
             assert self.now < started + SETTINGS.bind_timeout, gang
+
+
+_NOBODY = Membership(workload=WorkloadRef("v1", "Pod", "", ""), role="")
 
 
 def _same(a: BindDecision, b: BindDecision) -> bool:

@@ -14,7 +14,7 @@ from extender.core.catalog import Catalog
 from extender.core.descriptor import DescriptorError, GangPolicy
 from extender.core.expressions import WorkloadError
 from extender.core.karta import compile_karta
-from extender.core.model import Phase
+from extender.core.model import Phase, TopologyConstraint
 from extender.core.workload import resolve_workload
 from extender.files.catalog import CatalogError, load_catalog, load_descriptor_text
 from tests.unit.descriptors.examples import REPO, catalog
@@ -214,10 +214,23 @@ def test_new_pod_group_format_makes_one_gang_of_its_subgroups() -> None:
         "subGroups": [{"componentName": "worker", "topology": topology}]}}
     d = compile_karta(raw)
     assert d.gangs.policy is GangPolicy.WORKLOAD
-    assert any("topology" in n for n in d.notes)
+    assert any("subGroups topology is per subgroup" in n for n in d.notes)
     tree = resolve_workload(PYTORCH, d)
     (gang,) = tree.gangs
     assert [(m.role, m.count) for m in gang.members] == [("worker", 3)]
+    # KAI's required level is a node label key: the gang keeps to one rack.
+    assert gang.topology == TopologyConstraint("rack", required=True)
+
+
+def test_a_pod_group_topology_level_that_is_not_a_label_key_is_refused_by_path() -> None:
+    raw = _raw("kubeflow-org-pytorchjob-v1.yaml")
+    raw["spec"]["optimizationInstructions"]["gangScheduling"] = {"podGroup": {
+        "name": "job", "topology": {"topologyName": "t", "requiredTopologyLevel": "a rack",
+                                    "preferredTopologyLevel": "node"}}}
+    with pytest.raises(DescriptorError) as err:
+        compile_karta(raw)
+    assert err.value.path == ("spec.optimizationInstructions.gangScheduling.podGroup.topology"
+                              ".requiredTopologyLevel")
 
 
 def test_a_subgroup_naming_no_component_is_an_error() -> None:

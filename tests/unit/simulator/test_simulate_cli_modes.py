@@ -5,6 +5,7 @@ point by point, in trace mode."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -76,3 +77,33 @@ def test_the_seed_draws_among_equal_nodes_in_a_gang_replay(
         runs.append(orjson.loads(capsys.readouterr().out))
     assert runs[0] == runs[1]
     assert runs[0] != runs[2]
+
+
+def _rack_day(capsys: pytest.CaptureFixture[str], topology: str) -> dict[str, Any]:
+    day = ("nodes=8,racks=2,workloads=40,sizes=2/4,gpus-per-pod=8,rate=0.01,"
+           f"topology={topology}")
+    assert main(["simulate", "--synthetic", day, "--seed", "7", "-o", "json"]) == 0
+    report: dict[str, Any] = orjson.loads(capsys.readouterr().out)
+    return report
+
+
+def test_a_two_rack_day_counts_gangs_within_one_rack_with_and_without_the_requirement(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    free = _rack_day(capsys, "none")
+    required = _rack_day(capsys, "required")
+    assert free["gangs"]["admitted"] == required["gangs"]["admitted"] == 40
+    # Unconstrained binpack splits some gangs across racks; required keeps every one in one.
+    assert free["gangs_in_one_domain"] < 40
+    assert required["gangs_in_one_domain"] == 40
+    exclusive = _rack_day(capsys, "exclusive")
+    assert exclusive["gangs_in_one_domain"] == exclusive["gangs"]["admitted"]
+    # A rack held alone leaves the other gangs waiting longer.
+    assert exclusive["gang_wait_seconds"]["p50"] > required["gang_wait_seconds"]["p50"]
+
+
+def test_a_day_without_racks_counts_no_domains_and_topology_needs_racks(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["simulate", "--synthetic", "nodes=4,workloads=3", "-o", "json"]) == 0
+    assert orjson.loads(capsys.readouterr().out)["gangs_in_one_domain"] is None
+    assert main(["simulate", "--synthetic", "nodes=4,workloads=3,topology=required"]) == 1
+    assert "topology needs racks (racks=2)" in capsys.readouterr().err
