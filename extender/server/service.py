@@ -167,10 +167,11 @@ class GangService:
         """Alive while the lock every decision takes is free within ``timeout``: a wedged
         service (work under the lock that never ends) fails its liveness probe and is
         restarted, instead of answering probes while every filter times out."""
-        if not self._cond.acquire(timeout=timeout):
-            return False, f"the service lock was not free within {timeout:g}s"
-        self._cond.release()
-        return True, "ok"
+        try:
+            with self._lock_or_busy(timeout):
+                return True, "ok"
+        except Busy as err:
+            return False, str(err)
 
     @contextmanager
     def _lock_or_busy(self, wait: float = _GAUGE_WAIT) -> Iterator[None]:
