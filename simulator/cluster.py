@@ -9,7 +9,7 @@ Two pictures of capacity are kept, as in a real cluster:
 
 The snapshot's derived index (base capacity per node, capacity classes, a gang's pods) is kept
 up to date as pods bind and finish and handed to the core with
-:func:`~extender.core.capacity.remember_index`, instead of the core deriving it from every node
+:func:`~extender.core.capacity.attach_index`, instead of the core deriving it from every node
 and pod for each of the tens of thousands of snapshots a day's replay makes. For the same
 reason a snapshot's mappings are read-only *views* of the model: the model makes a new
 snapshot object after every change, and the engine never keeps an old one.
@@ -28,16 +28,17 @@ from types import MappingProxyType
 
 from extender.core.capacity import (
     DEVICE,
+    Capacities,
     Demand,
     NodeCapacity,
     SnapshotIndex,
+    attach_empty,
+    attach_index,
     charge_pod,
     count_fitting,
     demand_of,
     empty_capacity,
     node_capacity,
-    remember_classes,
-    remember_index,
     take,
 )
 from extender.core.constraints import ineligibility
@@ -111,6 +112,8 @@ class ClusterModel:
                                                                          key=lambda n: n.name)}
         self._nodes_view = MappingProxyType(self.nodes)
         self.empty = {name: empty_capacity(n, gpu=gpu) for name, n in self.nodes.items()}
+        self._empty_view = Capacities(MappingProxyType(self.empty))
+        """The nodes never change in a replay: one empty view serves every snapshot."""
         self.cache: dict[NodeName, NodeCapacity] = dict(self.empty)
         """Free capacity as kube-scheduler's cache sees it (bound + assumed pods)."""
         self.pods: dict[str, PodInfo] = {}
@@ -180,7 +183,7 @@ class ClusterModel:
                 gangs=MappingProxyType(self.gangs),
                 revision=self.revision,
             )
-            base = MappingProxyType(self.base)
+            proxy = MappingProxyType(self.base)
             for cap in self._dirty_classes:
                 names = self._base_classes.get(cap)
                 if names:
@@ -188,8 +191,9 @@ class ClusterModel:
                 else:
                     self._class_tuples.pop(cap, None)
             self._dirty_classes.clear()
-            remember_classes(base, dict(self._class_tuples))
-            remember_index(snapshot, SnapshotIndex(
+            base = Capacities(proxy, classes=dict(self._class_tuples))
+            attach_empty(snapshot, self._empty_view, gpu=self.gpu)
+            attach_index(snapshot, SnapshotIndex(
                 base=base, pods_on=MappingProxyType(self._pods_on),
                 gang_pods=MappingProxyType(self._gang_pods), eligible=self._eligible,
             ), gpu=self.gpu)

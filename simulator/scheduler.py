@@ -12,9 +12,12 @@ Per pod, one scheduling cycle, as kube-scheduler runs it:
    BalancedAllocation, TaintToleration, preferred NodeAffinity, with the default weights)
    plus, in Muster mode, the extender's 0..10 x weight x 10; a node drawn uniformly among the
    best, with the replay's seeded generator;
-5. the pod is assumed on the node; in Muster mode the bind goes through the extender's barrier
-   (held members wait, a barrier older than ``bind_timeout`` on the virtual clock fails them
-   all); otherwise it binds.
+5. the pod is assumed on the node; in Muster mode the bind goes through Muster's session
+   (:class:`~extender.core.session.GangSession`, the server's own): a held request is polled
+   at its deadline on the virtual clock, the session's effects (a held request released or
+   failed, a parked member to bind, pods to requeue) are carried out as the server carries
+   them out, and the session is ticked whenever something falls due, as the server's
+   housekeeper ticks it every second; otherwise it binds.
 
 A pod that fails goes to the unschedulable pool with a backoff (1 s doubling to 10 s); cluster
 events (pods freed) move the pool back to the queue (pods still backing off wait for its end),
@@ -31,9 +34,19 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from extender.core.capacity import Demand, NodeCapacity
-from extender.core.decisions import BindOutcome, CoreSettings
+from extender.core.decisions import CoreSettings
+from extender.core.effects import (
+    BindParked,
+    BindStep,
+    Effect,
+    FailHeld,
+    Release,
+    Requeue,
+    Step,
+    Withdrawn,
+)
 from extender.core.ledger import Ledger
-from extender.core.model import GangKey, NodeName, PodInfo, PodShape
+from extender.core.model import NodeName, PodInfo, PodShape
 from simulator.cluster import ClusterModel
 from simulator.engine import EventQueue, Priority
 from simulator.extender_model import MusterExtender
@@ -85,11 +98,18 @@ class Flush:
 
 
 @dataclass(frozen=True, slots=True)
-class BarrierCheck:
-    gang: GangKey
+class PollHeld:
+    """A bind request held at Muster's barrier reaches its deadline."""
+
+    ticket: int
 
 
-SchedulerEvent = BackoffEnd | Flush | BarrierCheck
+@dataclass(frozen=True, slots=True)
+class Tick:
+    """Something falls due in Muster's session (a plan's TTL, a barrier's timeout)."""
+
+
+SchedulerEvent = BackoffEnd | Flush | PollHeld | Tick
 
 
 @dataclass(slots=True)
@@ -155,7 +175,10 @@ class SchedulerModel:
         self._attempts: dict[str, int] = {}
         self._unschedulable: dict[str, _Waiting] = {}
         self._backing_off: set[str] = set()
-        self._barrier_checks: set[tuple[GangKey, float]] = set()
+        self._holds: dict[int, tuple[str, NodeName]] = {}
+        """Ticket -> (pod, node) of each bind request held at Muster's barrier."""
+        self._ticks: set[float] = set()
+        """Times a :class:`Tick` is scheduled for."""
         self._flush_due = False
         self._no_fit: dict[object, int] = {}
         """Memo: pod shape -> cache revision at which no node fit it."""
@@ -193,7 +216,6 @@ class SchedulerModel:
         self._backing_off.discard(uid)
         self._attempts.pop(uid, None)
         self._queued_at.pop(uid, None)
-        self.ledger.forget_pod(uid)
 
     def cluster_changed(self, now: float) -> None:
         """Capacity was freed: unschedulable pods go back to the queue (after their backoff)."""
@@ -228,8 +250,14 @@ class SchedulerModel:
                 self.enqueue(event.uid, now)
         elif isinstance(event, Flush):
             self._flush(now)
+        elif isinstance(event, PollHeld):
+            self._poll(event.ticket, now)
         else:
-            self._barrier_expired(now)
+            self._ticks.discard(now)
+            due = self.extender.next_due()
+            if due is not None and due <= now:  # not a tick for something since settled
+                self._effects(self.extender.tick(now), now)
+            self._schedule_tick(now)
 
     def run(self, now: float) -> None:
         """Schedule every pod in the queue once (new failures wait for their backoff)."""
@@ -270,8 +298,9 @@ class SchedulerModel:
             self.cluster.assume(uid, node)
             self._bind(uid, node, now)
             return
-        passed = self.extender.filter(pod, _Feasible(self.cluster, pod.shape, demand, groups),
-                                      now)
+        passed, effects = self.extender.filter(
+            pod, _Feasible(self.cluster, pod.shape, demand, groups), now)
+        self._effects(effects, now)
         if not passed:
             self._fail(uid, now)
             return
@@ -324,26 +353,85 @@ class SchedulerModel:
         self.on_bound(pod, now)
 
     def _muster_bind(self, uid: str, node: NodeName, now: float) -> None:
-        decision = self.extender.bind(uid, node, now)
-        if decision.outcome is BindOutcome.BIND:
-            for member, where in decision.release:
-                if member in self.cluster.assumed:
-                    self._bind(member, where, now)
-                    self.ledger.confirm_bound(member, where)
-            if decision.gang is not None:
-                self.extender.settle(decision.gang)
-        elif decision.outcome is BindOutcome.WAIT:
+        step = self.extender.bind(self.cluster.pods[uid], node, now)
+        self._effects(step.effects, now)
+        if step.step is Step.HOLD:
             self.counters.held += 1
-            started = self.extender.barrier_started(decision.gang) if decision.gang else None
-            if decision.gang is not None and started is not None and \
-                    (decision.gang, started) not in self._barrier_checks:
-                self._barrier_checks.add((decision.gang, started))
-                self.events.schedule(started + self.settings.core.bind_timeout,
-                                     BarrierCheck(decision.gang), priority=Priority.RETRY)
+            self._holds[step.ticket] = (uid, node)
+            self.events.schedule(step.deadline, PollHeld(step.ticket), priority=Priority.RETRY)
         else:
-            if decision.rejected:
+            self._answered(step, uid, node, now)
+        self._schedule_tick(now)
+
+    def _answered(self, step: BindStep, uid: str, node: NodeName, now: float) -> None:
+        """A bind request got its answer: post the Binding, or fail the pod back to the queue."""
+        if step.step is Step.BIND:
+            if uid in self.cluster.assumed:
+                self._bind(uid, node, now)
+                self.extender.bound(uid, NodeName(node))
+        else:
+            self._reject([(uid, node)], now)
+
+    def _poll(self, ticket: int, now: float) -> None:
+        hold = self._holds.get(ticket)
+        if hold is None:
+            return  # answered already (woken by an effect)
+        step = self.extender.poll(ticket, now)
+        if step.step is Step.HOLD:
+            self._effects(step.effects, now)
+            self.events.schedule(step.deadline, PollHeld(ticket), priority=Priority.RETRY)
+            return
+        del self._holds[ticket]  # first: its own effects may name it (a gang failed whole)
+        self._effects(step.effects, now)
+        self._answered(step, *hold, now)
+        self._schedule_tick(now)
+
+    def _effects(self, effects: Sequence[Effect], now: float) -> None:
+        """Carry out the session's effects as the server does: a woken held request polls
+        at once, a parked member is bound by Muster, requeued pods go back to the queue."""
+        for effect in effects:
+            if isinstance(effect, (Release, FailHeld)):
+                self._poll(effect.ticket, now)
+            elif isinstance(effect, BindParked):
+                self._bind_parked(effect.pod.uid, effect.node, now)
+            elif isinstance(effect, Requeue):
+                uids = [p.uid for p in effect.pods if p.uid in self._unschedulable]
+                self._move(uids, now)
+            elif isinstance(effect, Withdrawn):
                 self.counters.withdrawn += 1
-            self._reject([(uid, node), *decision.rejected], now)
+
+    def _bind_parked(self, uid: str, node: NodeName, now: float) -> None:
+        pod = self.cluster.pods.get(uid)
+        if pod is None or pod.node_name is not None:
+            return
+        if uid in self.cluster.assumed:  # a retry is in its binding cycle: it binds itself
+            return
+        try:
+            self.cluster.assume(uid, node)
+        except ValueError:
+            self.extender.bind_failed(uid)
+            return
+        self._unschedulable.pop(uid, None)
+        self._backing_off.discard(uid)
+        self._bind(uid, node, now)
+        self.extender.bound(uid, node)
+
+    def _schedule_tick(self, now: float) -> None:
+        due = self.extender.next_due()
+        if due is None:
+            return
+        due = max(due, now)
+        if due not in self._ticks:
+            self._ticks.add(due)
+            self.events.schedule(due, Tick(), priority=Priority.RETRY)
+
+    def restart_muster(self, now: float) -> None:
+        """Muster restarts: its held requests fail (their connections drop) and a new session
+        rebuilds its state from the cluster at its first request."""
+        held = sorted(self._holds.values())
+        self._holds.clear()
+        self.extender.restart()
+        self._reject(held, now)
 
     def _reject(self, pairs: list[tuple[str, NodeName]], now: float) -> None:
         for member, _ in sorted(set(pairs)):
@@ -352,8 +440,3 @@ class SchedulerModel:
                 self.cluster.forget(member)
                 self._fail(member, now)
         self.cluster_changed(now)
-
-    def _barrier_expired(self, now: float) -> None:
-        for decision in self.extender.expired(now):
-            self.counters.withdrawn += 1
-            self._reject(list(decision.rejected), now)

@@ -21,11 +21,12 @@ from simulator.metrics import Metrics, Report
 from simulator.preferences import Preferred, preferred_affinity
 from simulator.scheduler import (
     BackoffEnd,
-    BarrierCheck,
     Flush,
     Mode,
+    PollHeld,
     SchedulerModel,
     SchedulerSettings,
+    Tick,
 )
 
 
@@ -158,7 +159,7 @@ class Simulation:
         self.events.schedule(time, event, priority=priority)
 
     def _handle(self, event: object, now: float) -> None:
-        if isinstance(event, BackoffEnd | Flush | BarrierCheck):
+        if isinstance(event, BackoffEnd | Flush | PollHeld | Tick):
             self.scheduler.handle(event, now)
             return
         self._progress -= 1
@@ -249,7 +250,6 @@ class Simulation:
 
     def _finish_gang(self, gang: GangKey, now: float) -> None:
         uids = sorted(self._gang_pods.pop(gang, set()))
-        self.scheduler.ledger.forget_gang(gang)
         self._finish_pods(uids, now)
 
     def _finish_pods(self, uids: Sequence[str], now: float) -> None:

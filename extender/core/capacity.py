@@ -256,11 +256,63 @@ def node_capacity(
     return cap
 
 
+Classes = dict[NodeCapacity, tuple[NodeName, ...]]
+
+
+class Capacities(Mapping[NodeName, NodeCapacity]):
+    """Free capacity per node, read-only, with its *capacity classes* (nodes grouped by
+    identical free capacity, names sorted) derived once.
+
+    Large clusters have few distinct free capacities (most nodes are empty or alike), so
+    placement ranks these classes instead of every node. A source that keeps the classes up
+    to date as capacity changes (the simulator, the live reindexer) hands them in."""
+
+    __slots__ = ("_classes", "_data")
+
+    def __init__(self, data: Mapping[NodeName, NodeCapacity], *,
+                 classes: Classes | None = None) -> None:
+        self._data = data
+        self._classes = classes
+
+    def __getitem__(self, name: NodeName) -> NodeCapacity:
+        return self._data[name]
+
+    def __iter__(self) -> Iterator[NodeName]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._data
+
+    @property
+    def classes(self) -> Classes:
+        if self._classes is None:
+            self._classes = _group(self._data)
+        return self._classes
+
+
+def _group(base: Mapping[NodeName, NodeCapacity]) -> Classes:
+    grouped: dict[NodeCapacity, list[NodeName]] = {}
+    for name in sorted(base):
+        grouped.setdefault(base[name], []).append(name)
+    return {cap: tuple(names) for cap, names in grouped.items()}
+
+
+def classes_of(base: Mapping[NodeName, NodeCapacity]) -> Classes:
+    """Nodes grouped by identical free capacity (sorted names); derived once per
+    :class:`Capacities`, computed afresh for any other mapping."""
+    if isinstance(base, Capacities):
+        return base.classes
+    return _group(base)
+
+
 @dataclass(frozen=True)
 class SnapshotIndex:
     """Values derived once per snapshot: base capacity and who is where."""
 
-    base: Mapping[NodeName, NodeCapacity]
+    base: Capacities
     """Allocatable minus bound, non-terminal pods, for every node."""
     pods_on: Mapping[NodeName, tuple[str, ...]]
     """UIDs of the pods holding resources on each node."""
@@ -284,60 +336,50 @@ def _build_index(snapshot: ClusterSnapshot, gpu: str) -> SnapshotIndex:
         if member.gang is not None and uid in snapshot.pods:
             gang_pods.setdefault(member.gang, []).append(uid)
     return SnapshotIndex(
-        base=MappingProxyType(base),
+        base=Capacities(MappingProxyType(base)),
         pods_on=MappingProxyType({n: tuple(sorted(p.uid for p in ps)) for n, ps in on.items()}),
         gang_pods=MappingProxyType({k: tuple(sorted(v)) for k, v in gang_pods.items()}),
     )
 
 
-_CACHE: list[tuple[ClusterSnapshot, str, SnapshotIndex]] = []
-_CACHE_SIZE = 4
-
-
 def index_of(snapshot: ClusterSnapshot, *, gpu: str = GPU) -> SnapshotIndex:
-    """The snapshot's index, computed once per snapshot object (memoised by identity, since
-    snapshots are immutable; a handful are kept so the simulator's alternation stays cheap)."""
-    for snap, g, index in _CACHE:
-        if snap is snapshot and g == gpu:
-            return index
+    """The snapshot's index, derived once per snapshot and kept on it."""
+    key = f"index:{gpu}"
+    found = snapshot.derived.get(key)
+    if isinstance(found, SnapshotIndex):
+        return found
     index = _build_index(snapshot, gpu)
-    _CACHE.insert(0, (snapshot, gpu, index))
-    del _CACHE[_CACHE_SIZE:]
+    snapshot.derived[key] = index
     return index
 
 
-def remember_index(snapshot: ClusterSnapshot, index: SnapshotIndex, *, gpu: str = GPU) -> None:
-    """Use ``index`` as ``snapshot``'s index instead of deriving it.
+def attach_index(snapshot: ClusterSnapshot, index: SnapshotIndex, *, gpu: str = GPU) -> None:
+    """Give a snapshot just built its index, instead of letting the core derive it.
 
-    For a source that keeps base capacity up to date as pods come and go (the simulator):
-    deriving it again for every snapshot is a pass over every node and pod. ``index`` must be
-    what :func:`index_of` would compute.
+    For a source that keeps base capacity up to date as pods come and go (the simulator, the
+    live reindexer): deriving it again for every snapshot is a pass over every node and pod.
+    ``index`` must be what :func:`index_of` would compute.
     """
-    _CACHE.insert(0, (snapshot, gpu, index))
-    del _CACHE[_CACHE_SIZE:]
+    snapshot.derived[f"index:{gpu}"] = index
 
 
-def remember_classes(base: Mapping[NodeName, NodeCapacity], classes: Classes) -> None:
-    """Use ``classes`` for ``base`` (a source that maintains them as capacity changes);
-    they must be what :func:`classes_of` would compute."""
-    _CLASSES.insert(0, (base, classes))
-    del _CLASSES[_CACHE_SIZE:]
+def attach_empty(snapshot: ClusterSnapshot, empty: Capacities, *, gpu: str = GPU) -> None:
+    """Give a snapshot just built the empty capacities of its nodes (:func:`empty_of`), kept
+    by a source whose nodes did not change since the last snapshot."""
+    snapshot.derived[f"empty:{gpu}"] = empty
 
 
-_EMPTY: list[tuple[Mapping[NodeName, NodeInfo], str, Mapping[NodeName, NodeCapacity]]] = []
-
-
-def empty_of(snapshot: ClusterSnapshot, *, gpu: str = GPU) -> Mapping[NodeName, NodeCapacity]:
-    """Every node's capacity with nothing on it, memoised per nodes mapping (the simulator
-    shares one across its snapshots), so "would it fit an empty cluster?" costs no pass over
-    5,000 nodes, and the same mapping object keeps :func:`classes_of` memoised too."""
-    for nodes, g, empty in _EMPTY:
-        if nodes is snapshot.nodes and g == gpu:
-            return empty
-    empty = MappingProxyType({n: empty_capacity(node, gpu=gpu)
-                              for n, node in snapshot.nodes.items()})
-    _EMPTY.insert(0, (snapshot.nodes, gpu, empty))
-    del _EMPTY[_CACHE_SIZE:]
+def empty_of(snapshot: ClusterSnapshot, *, gpu: str = GPU) -> Capacities:
+    """Every node's capacity with nothing on it, derived once per snapshot (sources pass it
+    along while their nodes do not change: :func:`attach_empty`), so "would it fit an empty
+    cluster?" costs no pass over 5,000 nodes."""
+    key = f"empty:{gpu}"
+    found = snapshot.derived.get(key)
+    if isinstance(found, Capacities):
+        return found
+    empty = Capacities(MappingProxyType({n: empty_capacity(node, gpu=gpu)
+                                         for n, node in snapshot.nodes.items()}))
+    snapshot.derived[key] = empty
     return empty
 
 
@@ -365,30 +407,6 @@ class CapacityView(Mapping[NodeName, NodeCapacity]):
 
     def __contains__(self, name: object) -> bool:
         return name in self.base
-
-
-Classes = dict[NodeCapacity, tuple[NodeName, ...]]
-_CLASSES: list[tuple[Mapping[NodeName, NodeCapacity], Classes]] = []
-
-
-def classes_of(
-    base: Mapping[NodeName, NodeCapacity],
-) -> Classes:
-    """Nodes grouped by identical free capacity (sorted names), memoised per mapping object.
-
-    Large clusters have few distinct free capacities (most nodes are empty or alike), so
-    placement ranks these classes instead of every node.
-    """
-    for known, classes in _CLASSES:
-        if known is base:
-            return classes
-    grouped: dict[NodeCapacity, list[NodeName]] = {}
-    for name in sorted(base):
-        grouped.setdefault(base[name], []).append(name)
-    classes = {cap: tuple(names) for cap, names in grouped.items()}
-    _CLASSES.insert(0, (base, classes))
-    del _CLASSES[_CACHE_SIZE:]
-    return classes
 
 
 def describe_free(cap: NodeCapacity) -> str:

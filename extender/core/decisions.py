@@ -73,6 +73,7 @@ __all__ = [
     "decide_prioritize",
     "expired_barriers",
     "gang_reached",
+    "open_slots",
     "withdraw",
 ]
 
@@ -111,14 +112,8 @@ def _pinned(
     snapshot: ClusterSnapshot, ledger: Ledger, settings: CoreSettings, outcome: FilterOutcome,
 ) -> FilterDecision | None:
     """Pass the plan's open nodes for ``role``; ``None`` if the plan has none left."""
-    placed = ledger.placed(gang.key, snapshot, gpu=settings.gpu_resource)
-    own = _where(pod, ledger)
-    planned = plan.nodes_for(role)
-    open_nodes = set()
-    for n in planned:
-        have = placed.get((n, role), 0) - (1 if own == n else 0)
-        if plan.count(n, role) > have and n in snapshot.nodes:
-            open_nodes.add(n)
+    open_nodes = open_slots(pod, gang, role, plan, snapshot=snapshot, ledger=ledger,
+                            settings=settings)
     if not open_nodes:
         return None
     passed = tuple(n for n in candidates if n in open_nodes)
@@ -132,6 +127,22 @@ def _pinned(
     reason = note if passed else f"{note}, but kube-scheduler offered none of them"
     return FilterDecision(passed, _NONE, MappingProxyType(unresolvable), outcome, reason,
                           gang.key, plan)
+
+
+def open_slots(
+    pod: PodInfo, gang: Gang, role: str, plan: Plan, *, snapshot: ClusterSnapshot,
+    ledger: Ledger, settings: CoreSettings,
+) -> set[NodeName]:
+    """The nodes where ``plan`` still has a slot of ``role`` open for ``pod``: the only nodes a
+    planned member's filter can pass, whatever else is offered."""
+    placed = ledger.placed(gang.key, snapshot, gpu=settings.gpu_resource)
+    own = _where(pod, ledger)
+    open_nodes = set()
+    for n in plan.nodes_for(role):
+        have = placed.get((n, role), 0) - (1 if own == n else 0)
+        if plan.count(n, role) > have and n in snapshot.nodes:
+            open_nodes.add(n)
+    return open_nodes
 
 
 def _where(pod: PodInfo, ledger: Ledger) -> NodeName | None:

@@ -58,6 +58,9 @@ class Ledger:
         """Gang -> when its barrier released; later members bind at once."""
         self.version = 0
         """Bumped on every change, so callers may cache what they derive from the ledger."""
+        self.plans_ended = 0
+        """Bumped whenever a plan ends (expired, withdrawn, settled, forgotten): capacity went
+        back, and pods turned away while it held it may fit now."""
         self._placed_memo: dict[GangKey, tuple[ClusterSnapshot, int, dict[
             tuple[NodeName, str], int]]] = {}
         self._capacity_memo: tuple[ClusterSnapshot | None, int, dict[
@@ -106,10 +109,12 @@ class Ledger:
         the rest of the gang again around the members already held."""
         if self._plans.pop(gang, None) is not None:
             self.version += 1
+            self.plans_ended += 1
 
     def release(self, gang: GangKey) -> None:
         """Drop the gang's plan and barrier (its in-flight pods stay until observed)."""
-        self._plans.pop(gang, None)
+        if self._plans.pop(gang, None) is not None:
+            self.plans_ended += 1
         self._barrier.pop(gang, None)
         self._waiting.pop(gang, None)
         self.version += 1
@@ -119,6 +124,7 @@ class Ledger:
         gone = sorted(g for g, r in self._plans.items() if r.deadline <= now)
         for gang in gone:
             del self._plans[gang]
+        self.plans_ended += len(gone)
         stale = [uid for uid, f in self._inflight.items() if f.deadline <= now]
         for uid in stale:
             self.forget_pod(uid)
@@ -237,6 +243,7 @@ class Ledger:
             # With every pod of the gang deleted, nothing can use the plan any more.
             if filled or not members.get(gang):
                 del self._plans[gang]
+                self.plans_ended += 1
                 self._barrier.pop(gang, None)
                 done.append(gang)
         for gang in sorted(self._admitted):

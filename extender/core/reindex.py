@@ -5,23 +5,24 @@ the index (every node's free capacity after its pods) from scratch for every new
 at 5,000 nodes a pass over every node and pod, paid by the first filter after each event.
 :class:`IndexKeeper` recomputes only the nodes whose node object or set of pods changed,
 reuses the constraint memo while no node changed, keeps the capacity classes placement ranks
-in step, and hands the result to the core's caches, so decisions find it there. What it
+in step, and attaches the result to the snapshot, so decisions find it there. What it
 computes is exactly what the core would derive (a test checks this).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 
 from extender.core.capacity import (
+    Capacities,
     Classes,
     NodeCapacity,
     SnapshotIndex,
+    attach_empty,
+    attach_index,
     classes_of,
     node_capacity,
-    remember_classes,
-    remember_index,
 )
 from extender.core.model import NodeInfo, NodeName, PodInfo
 from extender.core.resources import GPU
@@ -37,6 +38,7 @@ class IndexKeeper:
         self._on: dict[NodeName, list[PodInfo]] = {}
         self._index: SnapshotIndex | None = None
         self._classes: Classes | None = None
+        self._last: ClusterSnapshot | None = None
         self.recomputed = 0
         """Nodes recomputed by the last :meth:`keep` (for tests and curiosity)."""
 
@@ -75,15 +77,21 @@ class IndexKeeper:
         same_nodes = (previous is not None and len(self._nodes) == len(snapshot.nodes)
                       and all(self._nodes.get(n) is node for n, node in snapshot.nodes.items()))
         index = SnapshotIndex(
-            base=MappingProxyType(base),
+            base=Capacities(MappingProxyType(base)),
             pods_on=MappingProxyType(pods_on),
             gang_pods=MappingProxyType({k: tuple(sorted(v)) for k, v in gang_pods.items()}),
             # Which nodes a pod shape may use depends on the nodes alone.
             eligible=previous.eligible if same_nodes and previous is not None else {},
         )
         classes = self._next_classes(previous, index, changed, same_nodes)
-        remember_index(snapshot, index, gpu=self.gpu)
-        remember_classes(index.base, classes)
+        index = SnapshotIndex(base=Capacities(index.base, classes=classes),
+                              pods_on=index.pods_on, gang_pods=index.gang_pods,
+                              eligible=index.eligible)
+        attach_index(snapshot, index, gpu=self.gpu)
+        empty = None if self._last is None else self._last.derived.get(f"empty:{self.gpu}")
+        if same_nodes and isinstance(empty, Capacities):
+            attach_empty(snapshot, empty, gpu=self.gpu)
+        self._last = snapshot
         self._nodes, self._on, self._index, self._classes = snapshot.nodes, on, index, classes
         return index
 
@@ -110,8 +118,8 @@ class IndexKeeper:
         return classes
 
 
-_NO_PODS: list[PodInfo] = []
+_NO_PODS: tuple[PodInfo, ...] = ()
 
 
-def _same(a: list[PodInfo], b: list[PodInfo]) -> bool:
+def _same(a: Sequence[PodInfo], b: Sequence[PodInfo]) -> bool:
     return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))

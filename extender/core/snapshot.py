@@ -41,6 +41,11 @@ class ClusterSnapshot:
     refused: Mapping[str, tuple[WorkloadRef, str]] = field(default_factory=dict)
     """Workloads of a described kind that could not be resolved (beyond the limits, fields of
     the wrong type...), by :attr:`WorkloadRef.key`, with why. Their pods wait, saying so."""
+    derived: dict[str, object] = field(default_factory=dict, compare=False, repr=False)
+    """Values derived from this snapshot once, by the core or by the source that built it
+    (base capacity per node, capacity with nothing placed), as kube-scheduler's ``Snapshot``
+    keeps its derived node lists: a snapshot never changes, so neither do they. Read and
+    written only through :mod:`extender.core.capacity`."""
 
     @classmethod
     def of(

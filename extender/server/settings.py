@@ -14,11 +14,16 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from extender.core.scoring import Policy
+from extender.core.settings import CoreSettings
 from extender.core.workload import DEFAULT_LIMITS, WorkloadLimits
 from extender.server.durations import DurationError, format_seconds, parse_seconds
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 SCORINGS = tuple(p.value for p in Policy)
+
+
+_CORE = CoreSettings()
+"""The core's defaults: the one source of every default the server shares with it."""
 
 
 class SettingsError(ValueError):
@@ -44,14 +49,14 @@ class Settings:
     no_builtin: bool = False
     """Leave the packaged catalog out: only ``descriptors`` (and, live, the cluster's) describe
     workloads, so a kind the catalog covers can be served from a Karta alone."""
-    bind_timeout: float = 3.0
+    bind_timeout: float = _CORE.bind_timeout
     """Seconds (given as a Go duration, ``3s``, or a bare number of seconds) the gang barrier
     waits for the next member to reach bind (each new member
     restarts it); one bind is held about this long, so keep well under kube-scheduler's
     httpTimeout."""
-    plan_ttl: float = 60.0
+    plan_ttl: float = _CORE.plan_ttl
     """Seconds a gang's plan holds capacity while its members have not all arrived."""
-    scoring: str = Policy.BINPACK.value
+    scoring: str = _CORE.scoring
     """Prioritize policy: ``binpack``, ``spread``, ``topology`` or ``fragmentation``."""
     log_level: str = "info"
     max_request_bytes: int = 32 * 1024 * 1024

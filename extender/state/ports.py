@@ -8,9 +8,24 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from enum import StrEnum
 from typing import Protocol
+
+from extender.core.notices import AnyEvent, EventType, PodEvent, PodRef, WorkloadEvent
+
+__all__ = [
+    "AnyEvent",
+    "BindError",
+    "Binder",
+    "Clock",
+    "EventSink",
+    "EventType",
+    "MemoryEvents",
+    "MemoryRequeuer",
+    "PodEvent",
+    "PodRef",
+    "Requeuer",
+    "WorkloadEvent",
+]
 
 Clock = Callable[[], float]
 """Seconds since the epoch; injected so tests and the simulator control time."""
@@ -20,50 +35,6 @@ class BindError(Exception):
     """The Binding could not be created; the message is shown to kube-scheduler."""
 
 
-@dataclass(frozen=True, slots=True)
-class PodRef:
-    namespace: str
-    name: str
-    uid: str = ""
-
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
-
-class EventType(StrEnum):
-    NORMAL = "Normal"
-    WARNING = "Warning"
-
-
-@dataclass(frozen=True, slots=True)
-class PodEvent:
-    pod: PodRef
-    type: EventType
-    reason: str
-    message: str
-
-
-@dataclass(frozen=True, slots=True)
-class WorkloadEvent:
-    """An event on a workload object (a JobSet, a RayCluster...): ``kubectl describe`` of the
-    workload then says what Muster thinks of it, not only its pods."""
-
-    api_version: str
-    kind: str
-    namespace: str
-    name: str
-    uid: str
-    type: EventType
-    reason: str
-    message: str
-
-    @property
-    def key(self) -> str:
-        return f"{self.kind}/{self.namespace}/{self.name}"
-
-
-AnyEvent = PodEvent | WorkloadEvent
 
 
 class Binder(Protocol):

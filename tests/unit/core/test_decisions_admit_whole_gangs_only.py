@@ -24,7 +24,7 @@ from extender.core.scoring import UnknownPolicyError
 
 from .builders import make_gang, make_node, make_pod, make_shape, make_snapshot, uid
 
-SETTINGS = CoreSettings()
+SETTINGS = CoreSettings(plan_ttl=30, bind_timeout=30)
 TWO_BY_EIGHT = [make_node("n1", gpus=8), make_node("n2", gpus=8)]
 ALL = [NodeName("n1"), NodeName("n2")]
 

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from extender.core.decisions import withdraw
+from extender.core.effects import Effect, Step
 from extender.core.model import NodeName
 from extender.server.service import GangService
 from extender.server.settings import Settings
@@ -65,11 +66,21 @@ class Rig:
         future = self.pool.submit(self.bind, pod, node)
         deadline = time.monotonic() + 5
         uid = pod["metadata"]["uid"]
-        while (self.svc._barrier.waiting.get(uid, (None, "", 0))[1] != node
-               and not future.done()):
+        while (self.held_node(uid) != node and not future.done()):
             assert time.monotonic() < deadline, "the bind was never held"
             time.sleep(0.005)
         return future
+
+    def held_node(self, uid: str) -> str | None:
+        """The node of the bind request the session holds open for ``uid``, if any."""
+        with self.svc._cond:
+            hold = self.svc.session.held.by_pod.get(uid)
+            return None if hold is None else str(hold.node)
+
+    def held_ticket(self, uid: str) -> int:
+        with self.svc._cond:
+            hold = self.svc.session.held.by_pod.get(uid)
+            return 0 if hold is None else hold.ticket
 
     def node_of(self, pod: dict[str, Any]) -> str | None:
         stored = self.store.pod(pod["metadata"]["namespace"], pod["metadata"]["name"])
@@ -149,13 +160,15 @@ def test_a_retry_arriving_between_release_and_wake_up_neither_steals_nor_strands
     # Holding the lock keeps the held request asleep: W1 completes the gang and releases W0
     # to ``first``, then kube-scheduler's retry of W0 (elsewhere) comes in before it wakes.
     with rig.svc._cond:
-        assert rig.svc._pass_barrier(_ref(W1), NodeName(second))[:2] == ("bound", "")
-        retry = rig.svc._pass_barrier(_ref(W0), NodeName(spare))
-    assert retry[:2] == ("rejected", f"pod ml/train-worker-0-0 is being bound to {first} by "
-                                     "an earlier request; not binding it again")
+        completing, _ = rig.svc._pass_barrier(_ref(W1), NodeName(second))
+        assert (completing.step, completing.outcome) == (Step.BIND, "bound")
+        retry, _ = rig.svc._pass_barrier(_ref(W0), NodeName(spare))
+    assert (retry.outcome, retry.reason) == (
+        "rejected", f"pod ml/train-worker-0-0 is being bound to {first} by an earlier request; "
+                    "not binding it again")
     assert held.result(timeout=5)["Error"] == ""  # the released request binds where charged
     assert rig.node_of(W0) == first
-    assert rig.svc._barrier.released == {} and rig.svc._barrier.waiting == {}
+    assert rig.svc.session.held.released == {} and rig.svc.session.held.by_pod == {}
 
 
 def test_a_retry_does_not_inherit_the_failure_meant_for_the_request_it_replaces(
@@ -166,10 +179,13 @@ def test_a_retry_does_not_inherit_the_failure_meant_for_the_request_it_replaces(
     held = rig.hold(W0, first)
     with rig.svc._cond:
         # The gang is withdrawn (its held member fails) while the held request sleeps...
-        gang, _, earlier = rig.svc._barrier.waiting[uid]
+        hold = rig.svc.session.held.by_pod[uid]
+        gang, earlier = hold.gang, hold.ticket
         assert gang is not None
-        rig.svc._fail_held(withdraw(gang, ledger=rig.svc._ledger).rejected, "withdrawn",
-                           rig.store.snapshot(), gang)
+        out: list[Effect] = []
+        rig.svc.session._fail_held(withdraw(gang, ledger=rig.svc.session.ledger).rejected,
+                                   "withdrawn", rig.store.snapshot(), gang, out)
+        rig.svc._apply(out)
         # ...and kube-scheduler's retry of W0 comes in, perhaps before it wakes.
         retry = rig.pool.submit(rig.bind, W0, spare)
         time.sleep(0.05)  # let the retry reach the lock first, most of the time
@@ -177,12 +193,12 @@ def test_a_retry_does_not_inherit_the_failure_meant_for_the_request_it_replaces(
     assert held.result(timeout=5)["Error"] in (
         "withdrawn", "a newer bind request for pod ml/train-worker-0-0 replaced this one")
     deadline = time.monotonic() + 5
-    while rig.svc._barrier.waiting.get(uid, (None, "", earlier))[2] == earlier:
+    while rig.held_ticket(uid) in (earlier, 0):
         assert time.monotonic() < deadline, "the retry was never held"
         assert not retry.done(), retry.result()  # not failed with the old request's reason
         time.sleep(0.005)
     assert not retry.done()
-    assert rig.svc._barrier.failed == {}
+    assert rig.svc.session.held.failed == {}
     rig.clock.now += 31
     rig.svc.housekeep()
     assert "did not reach bind in time" in retry.result(timeout=5)["Error"]
