@@ -12,7 +12,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from extender.files.catalog import packaged_catalog
+from extender.files.catalog import packaged_catalog, packaged_catalog_dir
+from extender.files.shipped import manifests_dir
 from extender.files.yamlsafe import load_all
 from extender.kube.client import Connection, KubeError, connect
 from extender.sandbox import jobset
@@ -34,8 +35,7 @@ from extender.sandbox.processes import ProcessTable, alive
 
 Say = Callable[[str], None]
 
-REPO = Path(__file__).resolve().parents[2]
-CRD_FILE = REPO / "manifests" / "crd-workloaddescriptor.yaml"
+CRD_FILE = manifests_dir() / "crd-workloaddescriptor.yaml"
 
 
 def default_dir() -> Path:
@@ -338,7 +338,7 @@ class Sandbox:
                            for c in status.get("conditions") or [])
 
             wait_for(f"CRD {name}", established, timeout=30, log=None)
-        for doc in _yaml_docs(sorted((REPO / "descriptors").glob("*.yaml"))):
+        for doc in _yaml_docs(sorted(packaged_catalog_dir().glob("*.yaml"))):
             conn.request("POST", f"/apis/{doc['apiVersion']}/workloaddescriptors", body=doc)
 
     # -- down --------------------------------------------------------------------------------
