@@ -16,7 +16,7 @@ from extender.files.catalog import packaged_catalog, packaged_catalog_dir
 from extender.files.shipped import manifests_dir
 from extender.files.yamlsafe import load_all
 from extender.kube.client import Connection, KubeError, connect
-from extender.sandbox import jobset
+from extender.sandbox import image, jobset
 from extender.sandbox.binaries import control_plane_bin
 from extender.sandbox.components import controller_manager_argv, kwok_argv
 from extender.sandbox.config import (
@@ -65,6 +65,8 @@ class SandboxSpec:
     """Run kube-controller-manager: Jobs, StatefulSets, Deployments and ReplicaSets get pods."""
     kwok: bool = True
     """Run KWOK: nodes Ready with Leases, bound pods Running, runtimes end, deletions finish."""
+    image: str | None = None
+    """Run Muster from this image (podman, host network) instead of this Python's checkout."""
     jobset: bool = False
     """Run the real JobSet controller (its CRD and webhooks) instead of the JobSet stand-in's
     permissive CRD; JobSets are then applied alone and the controller makes their Jobs."""
@@ -130,6 +132,8 @@ class Sandbox:
         if shutil.which("openssl") is None:
             raise SandboxError("openssl is needed to make the service-account key; "
                                "install it (apt-get install openssl)")
+        if spec.image is not None:
+            image.check_image(spec.image)
         self.say("control plane: locating binaries (the first build takes several minutes)")
         bin_dir = control_plane_bin()
         wanted = {"kwok": spec.kwok, "kube-controller-manager": spec.controller_manager,
@@ -273,14 +277,18 @@ class Sandbox:
     def start_muster(self) -> None:
         """Start the extender (again, after :meth:`kill` of ``muster``) and wait until ready."""
         spec, port = self.spec, self.ports.muster
-        self.say(f"muster: starting the extender on http://127.0.0.1:{port}")
-        muster = self.table.start("muster", [
-            sys.executable, "-m", "extender.cli.main", "serve",
-            "--kubeconfig", str(self.dir / "kubeconfig"), "--host", "127.0.0.1",
-            "--port", str(port), "--bind-timeout", str(spec.bind_timeout),
-            "--plan-ttl", str(spec.plan_ttl),
-            *[a for extra in spec.extra_descriptor_dirs for a in ("--descriptors", extra)],
-        ])
+        self.say(f"muster: starting the extender on http://127.0.0.1:{port}"
+                 + (f" from image {spec.image}" if spec.image else ""))
+        serve = ["--bind-timeout", str(spec.bind_timeout), "--plan-ttl", str(spec.plan_ttl)]
+        if spec.image:
+            argv = image.muster_argv(spec.image, directory=self.dir, port=port,
+                                     serve_args=serve, descriptor_dirs=spec.extra_descriptor_dirs)
+        else:
+            argv = [sys.executable, "-m", "extender.cli.main", "serve",
+                    "--kubeconfig", str(self.dir / "kubeconfig"), "--host", "127.0.0.1",
+                    "--port", str(port), *serve,
+                    *[a for extra in spec.extra_descriptor_dirs for a in ("--descriptors", extra)]]
+        muster = self.table.start("muster", argv)
         wait_for("muster", lambda: http_ok(f"http://127.0.0.1:{port}/readyz"),
               timeout=60, log=Path(muster.log))
 
@@ -344,6 +352,8 @@ class Sandbox:
     # -- down --------------------------------------------------------------------------------
     def down(self) -> list[str]:
         stopped = [p.name for p in self.table.stop_all()] if self.dir.exists() else []
+        if (self.dir / image.STAGED).is_dir():  # Muster ran from an image: no container left
+            image.remove_container(self.ports.muster)
         left = self.running()
         if left:
             raise SandboxError(f"processes still running after down: {left}")

@@ -1,60 +1,32 @@
 """The serving image `make image` builds without a registry (packaging/image/build.sh) runs
 Muster as a non-root user on a read-only root filesystem, with the catalog inside and no
-simulator-only dependency.
-
-The image is built once per session (the Debian root filesystem and the wheelhouse are cached
-under ``~/.cache/muster``, so a rebuild takes seconds); ``MUSTER_IMAGE`` names an image already
-built instead. Podman runs with the repository's ``packaging/image/containers.conf`` (runc, no
-default ulimits), which this machine needs.
+simulator-only dependency. The image is built once per session (:mod:`tests.e2e.images`).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
-import subprocess
-import sys
 import time
 import urllib.request
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from extender import __version__
 from extender.sandbox.local import free_ports
+from tests.e2e.images import REPO, built_image, podman
 
-REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "tests" / "unit" / "cli" / "data"
 EXAMPLES = REPO / "docs" / "examples"
-PODMAN_ENV = {**os.environ,
-              "CONTAINERS_CONF": str(REPO / "packaging" / "image" / "containers.conf")}
 #: Not even /tmp is writable: podman's --read-only alone mounts tmpfs on /tmp, /var/tmp and
 #: /run, which a pod's readOnlyRootFilesystem does not.
 READ_ONLY = ("--read-only", "--read-only-tmpfs=false")
 
 
-def podman(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["podman", *args], env=PODMAN_ENV, capture_output=True, text=True,
-                          timeout=timeout, check=False)
-
-
 @pytest.fixture(scope="module")
 def image() -> str:
-    given = os.environ.get("MUSTER_IMAGE")
-    if given:
-        return given
-    missing = [t for t in ("podman", "mmdebstrap", "runc") if shutil.which(t) is None]
-    if missing:
-        pytest.skip(f"needs {', '.join(missing)}: apt-get install -y mmdebstrap podman runc")
-    name = f"localhost/muster-test:{__version__}"
-    built = subprocess.run(["bash", str(REPO / "packaging" / "image" / "build.sh"), name],
-                           env={**PODMAN_ENV, "PYTHON": sys.executable}, capture_output=True,
-                           text=True, timeout=900, check=False)
-    assert built.returncode == 0, built.stderr
-    assert built.stdout.split()[0] == name
-    return name
+    return built_image()
 
 
 def test_the_image_reports_its_version_on_a_read_only_root(image: str) -> None:
