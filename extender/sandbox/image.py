@@ -4,8 +4,9 @@ checkout: ``podman run`` on the host's network, the image's own user, a read-onl
 The container sees only ``DIR/muster-image``, mounted read-only at ``/sandbox``: a kubeconfig
 naming the CA by its path in there, and the CA. The files are world-readable (the sandbox's
 directory may be private to its owner, the image's user is another uid) and hold only the
-sandbox's own loopback credentials. Paths in, argument vectors and files out; podman itself is
-run by the caller.
+sandbox's own loopback credentials. ``podman run`` itself is started (and its PID kept) by the
+sandbox's process table; here podman only checks the image and removes a container that a
+SIGKILL of ``podman run`` left running under conmon.
 """
 
 from __future__ import annotations
@@ -58,9 +59,9 @@ def stage(directory: Path) -> Path:
 
 
 def remove_container(port: int) -> None:
-    """Remove the extender's container if one is left (after a SIGKILL of ``podman run``,
-    conmon keeps it running); nothing to remove is not an error."""
-    subprocess.run(["podman", "rm", "--force", "--time", "5", container_name(port)],
+    """Kill and remove the extender's container if one is left: a SIGKILL of ``podman run``
+    (a crash, for tests) leaves conmon running it. Nothing to remove is not an error."""
+    subprocess.run(["podman", "rm", "--force", "--time", "0", container_name(port)],
                    capture_output=True, check=False)
 
 

@@ -295,6 +295,8 @@ class Sandbox:
     def kill(self, name: str) -> None:
         """SIGKILL one component (a crash, for tests); it stays down until started again."""
         self.table.kill(name)
+        if name == "muster" and (self.dir / image.STAGED).is_dir():  # conmon outlives podman
+            image.remove_container(self.ports.muster)
 
     def outage(self, name: str) -> Callable[[], None]:
         """SIGKILL one component and return what starts it again, as it was (an API server

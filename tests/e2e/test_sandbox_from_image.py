@@ -16,6 +16,7 @@ from extender.core.catalog import Catalog
 from extender.kube.client import Connection
 from extender.sandbox.config import Ports
 from extender.sandbox.image import container_name
+from extender.sandbox.local import http_ok
 from extender.sandbox.sandbox import Sandbox, SandboxSpec
 from extender.sandbox.submit import submit
 from tests.e2e.conftest import bound, pods_in, scheduled_message, wait_until
@@ -93,3 +94,14 @@ def test_muster_from_the_image_binds_a_gang_whole_and_none_of_one_that_fits_in_p
         time.sleep(0.5)
     message = scheduled_message(_of(pods_in(conn, ns), "second")[0])
     assert "gang" in message and "1 of 2 pods fit" in message, message
+
+
+def test_killing_the_extender_stops_its_container_and_starting_it_runs_a_new_one(
+        image_sandbox: Sandbox) -> None:
+    name = container_name(image_sandbox.ports.muster)
+    image_sandbox.kill("muster")
+    assert podman("ps", "--all", "--filter", f"name={name}", "--format", "{{.ID}}").stdout == ""
+    assert not http_ok(f"http://127.0.0.1:{image_sandbox.ports.muster}/readyz")
+    image_sandbox.start_muster()  # returns once /readyz answers
+    running = podman("ps", "--filter", f"name={name}", "--format", "{{.Image}}")
+    assert running.stdout.strip() == built_image()
