@@ -1,16 +1,17 @@
 # Two entry points: `make demo` (Muster's main job on a local real control plane) and
 # `make test` (the whole test suite). Each sets up everything it needs itself.
+# `make image` builds the serving image without any registry (docs/install.md).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast venv controlplane bench clean
+.PHONY: demo test test-fast venv controlplane bench clean image
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test,ray]'
+	$(BIN)/python -m pip install --quiet -e '.[test,sim,ray]'
 	@touch $(STAMP)
 
 venv: $(STAMP)
@@ -23,6 +24,10 @@ demo: venv controlplane
 
 test: venv controlplane
 	$(BIN)/python -m pytest
+
+# IMAGE=NAME to tag it otherwise (default localhost/muster:VERSION).
+image: venv
+	PYTHON=$(BIN)/python bash packaging/image/build.sh $(IMAGE)
 
 bench: venv
 	@for b in tests/bench/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done

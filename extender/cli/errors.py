@@ -8,6 +8,9 @@ server that does not answer), and its question-answering commands use the codes 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 EXIT_OK = 0
 EXIT_ERROR = 1
 """Any error: bad usage or input, unknown kind or context, the API server unreachable."""
@@ -27,3 +30,22 @@ class CliError(Exception):
         super().__init__(message)
         self.exit_code = exit_code
         self.cluster = cluster
+
+
+#: The top-level modules of the ``sim`` extra (pyproject): the trace policies and the plots
+#: need them, a serving install (the image) leaves them out.
+SIM_EXTRA_MODULES = frozenset({"numpy", "matplotlib"})
+
+
+@contextmanager
+def sim_extra(feature: str) -> Iterator[None]:
+    """Imports made inside need the ``sim`` extra: if one of its modules is missing, a one-line
+    error says how to install it. Any other missing module is a real bug and propagates."""
+    try:
+        yield
+    except ModuleNotFoundError as err:
+        missing = (err.name or "").partition(".")[0]
+        if missing not in SIM_EXTRA_MODULES:
+            raise
+        raise CliError(f"{feature} needs {missing}, which a serving install leaves out; "
+                       "install the simulator's extra: pip install 'muster[sim]'") from None

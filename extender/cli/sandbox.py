@@ -52,6 +52,9 @@ def register(subparsers: Any) -> None:
                          "bound pods stay Terminating unless deleted with --grace-period=0")
     up.add_argument("--descriptors", action="append", default=[], metavar="DIR",
                     help="extra descriptor files for the extender; repeatable")
+    up.add_argument("--image", metavar="IMAGE",
+                    help="run Muster from this image (podman run --network host, read-only "
+                         "root; build one with make image) instead of this installation")
     helps = {"down": "stop every process the sandbox started", "status": "show what runs"}
     for action in ("up", "down", "status"):
         target = up if action == "up" else sub.add_parser(action, help=helps[action])
@@ -76,7 +79,7 @@ def _spec(args: argparse.Namespace) -> SandboxSpec:
         ports=Ports(**{p: getattr(args, f"{p}_port") for p in Ports.__dataclass_fields__}),
         bind_timeout=args.bind_timeout, extra_descriptor_dirs=tuple(args.descriptors),
         controller_manager=not args.no_controller_manager, kwok=not args.no_kwok,
-        jobset=args.jobset,
+        jobset=args.jobset, image=args.image,
     )
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from extender.cli.errors import EXIT_OK, CliError
+from extender.cli.errors import EXIT_OK, CliError, sim_extra
 from extender.cli.render import console, emit_data, table
 from extender.files.catalog import packaged_catalog
 from extender.files.snapshot import SnapshotFileError, load_snapshot
@@ -119,7 +119,8 @@ def run_gangs(args: argparse.Namespace) -> int:
     if args.plot:
         # matplotlib only here: every other command (serve above all) starts without it,
         # and it writes a font cache under $HOME, which a read-only root refuses.
-        from simulator.plots import plot_replay  # noqa: PLC0415
+        with sim_extra("--plot"):
+            from simulator.plots import plot_replay  # noqa: PLC0415
         plot_replay({n: (r.utilization, r.waits) for n, r in results.items()}, args.plot,
                     title=f"{scenario.name}: {len(scenario.nodes)} nodes, "
                           f"{len(scenario.workloads)} workloads")

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -18,11 +17,8 @@ from extender.core.catalog import Catalog
 from extender.core.descriptor import Descriptor, DescriptorError, compile_descriptor
 from extender.core.karta import compile_karta
 from extender.core.karta_model import is_karta_document
+from extender.files.shipped import CATALOG, shipped_dir
 from extender.files.yamlsafe import load_all
-
-#: Where the built-in catalog sits inside a wheel (pyproject force-includes ``descriptors/``).
-PACKAGED_DIR = "_catalog"
-_SOURCE_DIR = Path(__file__).resolve().parents[2] / "descriptors"
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,10 +115,7 @@ def packaged_catalog_dir() -> Path:
 
     In a wheel it is ``extender/_catalog``; in a source or editable checkout, ``descriptors/``.
     """
-    packaged = resources.files("extender").joinpath(PACKAGED_DIR)
-    if packaged.is_dir():
-        return Path(str(packaged))
-    return _SOURCE_DIR
+    return shipped_dir(CATALOG)
 
 
 def packaged_catalog() -> Catalog:

@@ -24,10 +24,11 @@ def control_plane_bin(*, build: bool = True, quiet: bool = False) -> Path:
     override = os.environ.get("MUSTER_CONTROLPLANE_BIN")
     if override:
         return _checked(Path(override))
-    if not BUILD_SCRIPT.exists():
+    if not BUILD_SCRIPT.exists():  # an installed package: the Go build lives in the checkout
         raise BinariesMissing(
-            f"no control plane: set MUSTER_CONTROLPLANE_BIN, or run from a Muster checkout "
-            f"(expected {BUILD_SCRIPT})"
+            f"no control plane: set MUSTER_CONTROLPLANE_BIN to a directory holding "
+            f"{', '.join(BINARIES)} (and kwok, kube-controller-manager), or run from a Muster "
+            f"checkout, whose tests/e2e/controlplane/build.sh builds them"
         )
     if not build:
         raise BinariesMissing("control plane not built; run: bash tests/e2e/controlplane/build.sh")

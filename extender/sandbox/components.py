@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from extender.files.shipped import manifests_dir
 from extender.sandbox.nodes import FAKE_NODE_ANNOTATION
 
 #: The Stages KWOK plays for nodes and pods (documented in the files themselves).
-KWOK_STAGES = Path(__file__).resolve().parents[2] / "manifests" / "sandbox" / "kwok"
+KWOK_STAGES = manifests_dir() / "sandbox" / "kwok"
 #: A pod annotated with a Go duration (``90s``) succeeds that long after it became Ready.
 RUNTIME_ANNOTATION = "muster.dev/sandbox-runtime"
 

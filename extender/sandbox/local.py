@@ -22,6 +22,7 @@ COMPONENTS = ("etcd", "kube-apiserver", "kwok", "kube-controller-manager", "jobs
               "kube-scheduler")
 OWN_ENTRIES = ("etcd", "pki", "sa.key", "tokens.csv", "kubeconfig", "scheduler.yaml",
                "processes.json", "sandbox.json", "jobset-certs", "jobset-config.yaml",
+               "muster-image",
                *(f"{c}.log" for c in COMPONENTS))
 
 

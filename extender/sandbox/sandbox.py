@@ -12,10 +12,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from extender.files.catalog import packaged_catalog
+from extender.files.catalog import packaged_catalog, packaged_catalog_dir
+from extender.files.shipped import manifests_dir
 from extender.files.yamlsafe import load_all
 from extender.kube.client import Connection, KubeError, connect
-from extender.sandbox import jobset
+from extender.sandbox import image, jobset
 from extender.sandbox.binaries import control_plane_bin
 from extender.sandbox.components import controller_manager_argv, kwok_argv
 from extender.sandbox.config import (
@@ -34,8 +35,7 @@ from extender.sandbox.processes import ProcessTable, alive
 
 Say = Callable[[str], None]
 
-REPO = Path(__file__).resolve().parents[2]
-CRD_FILE = REPO / "manifests" / "crd-workloaddescriptor.yaml"
+CRD_FILE = manifests_dir() / "crd-workloaddescriptor.yaml"
 
 
 def default_dir() -> Path:
@@ -65,6 +65,8 @@ class SandboxSpec:
     """Run kube-controller-manager: Jobs, StatefulSets, Deployments and ReplicaSets get pods."""
     kwok: bool = True
     """Run KWOK: nodes Ready with Leases, bound pods Running, runtimes end, deletions finish."""
+    image: str | None = None
+    """Run Muster from this image (podman, host network) instead of this Python's checkout."""
     jobset: bool = False
     """Run the real JobSet controller (its CRD and webhooks) instead of the JobSet stand-in's
     permissive CRD; JobSets are then applied alone and the controller makes their Jobs."""
@@ -130,6 +132,8 @@ class Sandbox:
         if shutil.which("openssl") is None:
             raise SandboxError("openssl is needed to make the service-account key; "
                                "install it (apt-get install openssl)")
+        if spec.image is not None:
+            image.check_image(spec.image)
         self.say("control plane: locating binaries (the first build takes several minutes)")
         bin_dir = control_plane_bin()
         wanted = {"kwok": spec.kwok, "kube-controller-manager": spec.controller_manager,
@@ -273,20 +277,26 @@ class Sandbox:
     def start_muster(self) -> None:
         """Start the extender (again, after :meth:`kill` of ``muster``) and wait until ready."""
         spec, port = self.spec, self.ports.muster
-        self.say(f"muster: starting the extender on http://127.0.0.1:{port}")
-        muster = self.table.start("muster", [
-            sys.executable, "-m", "extender.cli.main", "serve",
-            "--kubeconfig", str(self.dir / "kubeconfig"), "--host", "127.0.0.1",
-            "--port", str(port), "--bind-timeout", str(spec.bind_timeout),
-            "--plan-ttl", str(spec.plan_ttl),
-            *[a for extra in spec.extra_descriptor_dirs for a in ("--descriptors", extra)],
-        ])
+        self.say(f"muster: starting the extender on http://127.0.0.1:{port}"
+                 + (f" from image {spec.image}" if spec.image else ""))
+        serve = ["--bind-timeout", str(spec.bind_timeout), "--plan-ttl", str(spec.plan_ttl)]
+        if spec.image:
+            argv = image.muster_argv(spec.image, directory=self.dir, port=port,
+                                     serve_args=serve, descriptor_dirs=spec.extra_descriptor_dirs)
+        else:
+            argv = [sys.executable, "-m", "extender.cli.main", "serve",
+                    "--kubeconfig", str(self.dir / "kubeconfig"), "--host", "127.0.0.1",
+                    "--port", str(port), *serve,
+                    *[a for extra in spec.extra_descriptor_dirs for a in ("--descriptors", extra)]]
+        muster = self.table.start("muster", argv)
         wait_for("muster", lambda: http_ok(f"http://127.0.0.1:{port}/readyz"),
               timeout=60, log=Path(muster.log))
 
     def kill(self, name: str) -> None:
         """SIGKILL one component (a crash, for tests); it stays down until started again."""
         self.table.kill(name)
+        if name == "muster" and (self.dir / image.STAGED).is_dir():  # conmon outlives podman
+            image.remove_container(self.ports.muster)
 
     def outage(self, name: str) -> Callable[[], None]:
         """SIGKILL one component and return what starts it again, as it was (an API server
@@ -338,12 +348,14 @@ class Sandbox:
                            for c in status.get("conditions") or [])
 
             wait_for(f"CRD {name}", established, timeout=30, log=None)
-        for doc in _yaml_docs(sorted((REPO / "descriptors").glob("*.yaml"))):
+        for doc in _yaml_docs(sorted(packaged_catalog_dir().glob("*.yaml"))):
             conn.request("POST", f"/apis/{doc['apiVersion']}/workloaddescriptors", body=doc)
 
     # -- down --------------------------------------------------------------------------------
     def down(self) -> list[str]:
         stopped = [p.name for p in self.table.stop_all()] if self.dir.exists() else []
+        if (self.dir / image.STAGED).is_dir():  # Muster ran from an image: no container left
+            image.remove_container(self.ports.muster)
         left = self.running()
         if left:
             raise SandboxError(f"processes still running after down: {left}")

@@ -14,9 +14,9 @@ from packaging.version import Version
 
 PYPROJECT = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
 PROJECT = PYPROJECT["project"]
+EXTRAS = PROJECT["optional-dependencies"]
 REQUIREMENTS = [Requirement(r) for r in (*PROJECT["dependencies"],
-                                         *PROJECT["optional-dependencies"]["test"],
-                                         *PROJECT["optional-dependencies"]["ray"])]
+                                         *(r for extra in EXTRAS.values() for r in extra))]
 
 
 def _bounds(req: Requirement) -> tuple[Version, Version]:
