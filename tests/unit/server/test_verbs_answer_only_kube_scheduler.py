@@ -148,6 +148,7 @@ def test_a_gang_is_filtered_and_bound_by_the_client_holding_the_certificate(
     # The probe port's /metrics is the same process's: it counted those binds.
     metrics = served.probe("/metrics")[1].decode()
     assert 'muster_request_seconds_count{verb="bind"} 2.0' in metrics
+    assert "muster_gang_wait_seconds_count 1.0" in metrics
 
 
 def test_live_verbs_off_loopback_without_tls_are_refused_at_start(
