@@ -3,13 +3,19 @@ real API server: the manifests' RBAC applied as they are, Muster's aggregated ro
 the real ``clusterrole-aggregation`` controller, a token of the ``muster`` ServiceAccount from
 the TokenRequest API instead of the sandbox's admin token. Muster must sync every served kind
 of the catalog (no ``forbidden``), bind a gang whole and write its events; and neither
-identity may do what only the other needs.
+identity may do what only the other needs. Last, the shipped layout whole: the real
+kube-scheduler under the ``muster-scheduler`` token, with the manifests' leader election and
+extender ``tlsConfig``, calls Muster over mutual TLS (certificates from
+``manifests/tls/make-certs.sh``) and a gang is bound whole.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ssl
+import subprocess
 import sys
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -168,3 +174,75 @@ def test_neither_identity_may_do_what_only_the_other_needs(installed: Connection
     assert not allowed(conn, SCHEDULER, "list", "jobsets", group="jobset.x-k8s.io")
     assert not allowed(conn, SCHEDULER, "list", "workloaddescriptors", group="muster.dev",
                        namespace="")
+
+
+def scheduler_config(sandbox: Sandbox, kubeconfig: Path, certs: Path) -> Path:
+    """The sandbox's kube-scheduler configuration with the manifests' extender TLS and leader
+    election, calling Muster at https://127.0.0.1 (the certificate names that address)."""
+    config = yaml.safe_load((sandbox.dir / "scheduler.yaml").read_text())
+    [cm] = manifests("scheduler-config.yaml")
+    shipped = yaml.safe_load(cm["data"]["scheduler-config.yaml"])
+    [extender] = config["extenders"]
+    [shipped_extender] = shipped["extenders"]
+    files = {"tls.crt": "scheduler.crt", "tls.key": "scheduler.key", "ca.crt": "ca.crt"}
+    extender["tlsConfig"] = {key: str(certs / files[Path(path).name])
+                             for key, path in shipped_extender["tlsConfig"].items()}
+    extender["urlPrefix"] = f"https://127.0.0.1:{sandbox.ports.muster}"
+    config["leaderElection"] = shipped["leaderElection"]
+    config["clientConnection"]["kubeconfig"] = str(kubeconfig)
+    path = sandbox.dir / "scheduler-as-service-account.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+@contextlib.contextmanager
+def scheduler_as(sandbox: Sandbox, config: Path) -> Iterator[None]:
+    argv = sandbox.table.killed_argv("kube-scheduler")
+    sandbox.table.start("kube-scheduler", [
+        f"--config={config}" if a.startswith("--config=") else a for a in argv])
+    try:
+        yield
+    finally:
+        sandbox.kill("kube-scheduler")
+        sandbox.table.start("kube-scheduler", argv)
+
+
+def test_the_shipped_layout_schedules_a_gang_over_mutual_tls_under_two_accounts(
+        sandbox: Sandbox, installed: Connection, namespace: str, catalog: Catalog) -> None:
+    certs = sandbox.dir / "extender-certs"
+    subprocess.run(["sh", str(REPO / "manifests" / "tls" / "make-certs.sh"), str(certs),
+                    "IP:127.0.0.1"], check=True, capture_output=True, timeout=60)
+    spec, port = sandbox.spec, sandbox.ports.muster
+    [probe_port] = free_ports(1)
+    muster = service_account_kubeconfig(installed, sandbox, "muster")
+    scheduler = service_account_kubeconfig(installed, sandbox, "muster-scheduler")
+    sandbox.kill("muster")
+    proc = sandbox.table.start("muster", [
+        sys.executable, "-m", "extender.cli.main", "serve", "--kubeconfig", str(muster),
+        "--host", "0.0.0.0", "--port", str(port), "--probe-port", str(probe_port),
+        "--tls-cert", str(certs / "muster.crt"), "--tls-key", str(certs / "muster.key"),
+        "--tls-client-ca", str(certs / "ca.crt"), "--bind-timeout", str(spec.bind_timeout),
+        "--plan-ttl", str(spec.plan_ttl)])
+    try:
+        wait_for("muster", lambda: http_ok(f"http://127.0.0.1:{probe_port}/readyz"),
+                 timeout=60, log=Path(proc.log))
+        with scheduler_as(sandbox, scheduler_config(sandbox, scheduler, certs)):
+            conn = sandbox.connection()
+            submit(conn, jobset("mtls", namespace, ("workers", 2, 8)), catalog)
+            assert wait_until(lambda: len(bound(pods_in(conn, namespace))) == 2, timeout=90), \
+                Path(proc.log).read_text()[-3000:]
+            # Only the holder of the client certificate reaches the verbs.
+            no_cert = ssl.create_default_context(cafile=str(certs / "ca.crt"))
+            with pytest.raises((ssl.SSLError, ConnectionResetError, urllib.error.URLError)):
+                urllib.request.urlopen(f"https://127.0.0.1:{port}/inspect/gangs",
+                                       timeout=5, context=no_cert)
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                urllib.request.urlopen(urllib.request.Request(
+                    f"http://127.0.0.1:{probe_port}/bind", data=b"{}"), timeout=5)
+            assert refused.value.code == 404
+            lease = conn.request("GET", "/apis/coordination.k8s.io/v1/namespaces/"
+                                        f"{NAMESPACE}/leases/muster-scheduler")
+            assert lease["spec"]["holderIdentity"]
+    finally:
+        sandbox.kill("muster")
+        sandbox.start_muster()
