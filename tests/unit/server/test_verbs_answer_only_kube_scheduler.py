@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import http.client
 import os
+import shutil
 import socket
 import ssl
 import subprocess
@@ -198,3 +199,30 @@ def test_a_busy_probe_port_fails_at_start_naming_it(tmp_path: Path,
 def test_the_probe_port_must_differ_from_the_verb_port() -> None:
     with pytest.raises(SettingsError, match="the probe port must not serve the verbs"):
         build_settings({"port": 8888, "probe_port": 8888}, {})
+
+
+def test_replaced_certificates_are_used_from_the_next_connection_without_a_restart(
+        tmp_path: Path, certs: Path) -> None:
+    """A rotated Secret (files replaced in place) takes effect for Muster without a restart:
+    gunicorn builds its TLS context for each new connection."""
+    live = tmp_path / "live"
+    live.mkdir()
+    for name in ("muster.crt", "muster.key", "ca.crt"):
+        shutil.copy(certs / name, live / name)
+    rotated = tmp_path / "rotated"
+    subprocess.run(["sh", str(MAKE_CERTS), str(rotated), "IP:127.0.0.1"], check=True,
+                   capture_output=True, timeout=60)
+    snapshot = _snapshot(tmp_path / "cluster.yaml")
+    port, probe = free_port(), free_port()
+    args = ["--snapshot", str(snapshot), "--port", str(port), "--probe-host", "127.0.0.1",
+            "--probe-port", str(probe), "--tls-cert", str(live / "muster.crt"),
+            "--tls-key", str(live / "muster.key"), "--tls-client-ca", str(live / "ca.crt")]
+    old, new = Served(port, probe, certs), Served(port, probe, rotated)
+    with serving(args, {**os.environ, "MUSTER_LOG_LEVEL": "warning"},
+                 lambda: old.probe("/readyz")[0] == 200):
+        assert old.verb("/readyz")[0] == 200
+        for name in ("muster.crt", "muster.key", "ca.crt"):
+            shutil.copy(rotated / name, live / name)
+        assert new.verb("/readyz")[0] == 200
+        with pytest.raises((ssl.SSLError, ConnectionResetError, urllib.error.URLError)):
+            old.verb("/readyz")  # the old CA no longer verifies Muster, nor Muster the old
