@@ -24,6 +24,7 @@ from extender.files.snapshot import SnapshotFileError, load_snapshot
 from extender.server.app import create_app
 from extender.server.runner import serve
 from extender.server.settings import Settings, SettingsError, build_settings
+from extender.server.surface import SurfaceError, check_tls
 from extender.state.build import CatalogSnapshots
 from extender.state.memory import MemoryBinder
 from extender.state.ports import MemoryEvents
@@ -40,8 +41,19 @@ def register(subparsers: Any) -> None:
         "serve", help="run the kube-scheduler extender (filter, prioritize, bind, preempt)",
         description="Serve the extender verbs over HTTP. Every flag can also be set with a "
                     "MUSTER_* environment variable (MUSTER_PORT, MUSTER_BIND_TIMEOUT...).")
-    p.add_argument("--host", help="listen address (default 127.0.0.1)")
-    p.add_argument("--port", type=int, help="listen port (default 8888)")
+    p.add_argument("--host", help="listen address of the verbs (default 127.0.0.1; any other "
+                   "needs --tls-cert, --tls-key and --tls-client-ca)")
+    p.add_argument("--port", type=int, help="listen port of the verbs (default 8888)")
+    p.add_argument("--probe-host", help="listen address of the probe port (default 0.0.0.0)")
+    p.add_argument("--probe-port", type=int, metavar="PORT",
+                   help="a second port serving only /healthz, /readyz and /metrics, for the "
+                        "kubelet and Prometheus (default 0: none)")
+    p.add_argument("--tls-cert", metavar="PATH", help="serve the verbs over TLS with this "
+                   "certificate (PEM)")
+    p.add_argument("--tls-key", metavar="PATH", help="the certificate's private key (PEM)")
+    p.add_argument("--tls-client-ca", metavar="PATH", help="CA bundle client certificates must "
+                   "chain to; a client without one is refused (kube-scheduler presents one "
+                   "through its extender tlsConfig)")
     p.add_argument("--kubeconfig", metavar="PATH", help="kubeconfig (default: in-cluster, "
                    "$KUBECONFIG, ~/.kube/config)")
     p.add_argument("--context", metavar="NAME", help="kubeconfig context")
@@ -73,7 +85,8 @@ def register(subparsers: Any) -> None:
 
 def settings_from(args: argparse.Namespace, env: dict[str, str]) -> Settings:
     given = {k: getattr(args, k, None) for k in (
-        "host", "port", "kubeconfig", "context", "snapshot", "bind_timeout", "plan_ttl",
+        "host", "port", "probe_host", "probe_port", "tls_cert", "tls_key", "tls_client_ca",
+        "kubeconfig", "context", "snapshot", "bind_timeout", "plan_ttl",
         "scoring", "log_level", "max_request_bytes", "threads", "max_workload_pods",
         "max_workload_gangs")}
     given["descriptors"] = tuple(args.descriptors or ())
@@ -137,10 +150,23 @@ def check_kubeconfig(settings: Settings) -> None:
         raise CliError(str(err), exit_code=EXIT_ERROR) from err
 
 
+def tls_files(settings: Settings) -> tuple[str, str, str] | None:
+    """The verb port's certificate, key and client CA, checked loadable; None without TLS."""
+    if not settings.tls:
+        return None
+    files = (str(settings.tls_cert), str(settings.tls_key), str(settings.tls_client_ca))
+    try:
+        check_tls(*files)
+    except SurfaceError as err:
+        raise CliError(str(err), exit_code=EXIT_ERROR) from err
+    return files
+
+
 def run(args: argparse.Namespace) -> int:
     settings = settings_from(args, dict(os.environ))
     configure_logging(settings.log_level)
     catalog = base_catalog(settings)
+    tls = tls_files(settings)
     if settings.snapshot is not None:
         app = snapshot_app(settings, catalog)  # read the file now: errors before listening
 
@@ -151,10 +177,15 @@ def run(args: argparse.Namespace) -> int:
 
         def factory() -> Flask:
             return live_app(settings, catalog)
-    log.info("event=start mode=%s host=%s port=%d bind_timeout=%g plan_ttl=%g descriptors=%d "
-             "builtin=%s", "live" if settings.live else "snapshot", settings.host, settings.port,
-             settings.bind_timeout, settings.plan_ttl, len(catalog),
+    log.info("event=start mode=%s host=%s port=%d tls=%s probe_port=%d bind_timeout=%g "
+             "plan_ttl=%g descriptors=%d builtin=%s", "live" if settings.live else "snapshot",
+             settings.host, settings.port, "client-certificates" if tls else "off",
+             settings.probe_port, settings.bind_timeout, settings.plan_ttl, len(catalog),
              str(not settings.no_builtin).lower())
-    serve(factory, host=settings.host, port=settings.port, threads=settings.threads,
-          log_level=settings.log_level)
+    probe = (settings.probe_host, settings.probe_port) if settings.probe_port else None
+    try:
+        serve(factory, host=settings.host, port=settings.port, threads=settings.threads,
+              log_level=settings.log_level, tls=tls, probe=probe)
+    except SurfaceError as err:
+        raise CliError(str(err), exit_code=EXIT_ERROR) from err
     return 0

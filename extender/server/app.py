@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from flask import Flask
 
 from extender.server.decider import Decider
 from extender.server.housekeeping import Housekeeper
-from extender.server.metrics import Metrics
+from extender.server.metrics import GangWaitObserver, Metrics
 from extender.server.routes import bp
 from extender.server.settings import Settings
 from extender.state.ports import Binder, Clock, EventSink, MemoryEvents, Requeuer
@@ -27,15 +29,17 @@ def create_app(settings: Settings, state: StateStore, clock: Clock, *,
     clock rather than only when a request comes.
     """
     metrics = Metrics()
+    metrics.watch_sources(state.source_states)
     if decider is None:
         # Imported here: the service pulls in the whole decision core, the baseline does not.
         from extender.server.service import GangService  # noqa: PLC0415
         from extender.state.memory import MemoryBinder  # noqa: PLC0415
 
+        observed = GangWaitObserver(events or MemoryEvents(), gang_of=_gang_of(state),
+                                    clock=clock, observe=metrics.gang_wait.observe)
         decider = GangService(state, settings=settings, clock=clock,
-                              binder=binder or MemoryBinder(state),
-                              events=events or MemoryEvents(), count=metrics.count,
-                              requeuer=requeuer)
+                              binder=binder or MemoryBinder(state), events=observed,
+                              count=metrics.count, requeuer=requeuer)
         if housekeeping:
             Housekeeper(decider, interval=housekeeping).start()
     app = Flask("muster")
@@ -51,3 +55,11 @@ def create_app(settings: Settings, state: StateStore, clock: Clock, *,
     if prefix:  # probes and metrics stay reachable at the root too
         app.register_blueprint(bp, url_prefix=None, name="extender_root")
     return app
+
+
+def _gang_of(state: StateStore) -> Callable[[str], str | None]:
+    """Pod UID -> its gang key in the current snapshot (cached per revision by the store)."""
+    def gang_of(uid: str) -> str | None:
+        member = state.snapshot().memberships.get(uid)
+        return member.gang if member is not None else None
+    return gang_of

@@ -1,17 +1,26 @@
 """Prometheus metrics of one app, in its own registry (several apps may live in one process).
 
-Counters and histograms are updated by the routes; gauges about gangs are computed when
-``/metrics`` is scraped, from a callback the service provides, so they are never stale.
+Counters and histograms are updated by the routes; gauges about gangs and watches are computed
+when ``/metrics`` is scraped, from callbacks the service and the store provide, so they are
+never stale. The gang wait time is observed from the events the service emits
+(:class:`GangWaitObserver`), so the service needs no metrics code of its own.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+import platform
+import threading
+from collections.abc import Callable, Iterator, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
 
+import extender
 from extender.server.decider import Busy
+from extender.state.ports import AnyEvent, Clock, EventSink, PodEvent
+from extender.state.store import SOURCE_STATES
 
 VERBS = ("filter", "prioritize", "bind", "preempt")
 GANG_STATES = ("waiting", "planned", "bound", "expired")
@@ -19,6 +28,8 @@ GANG_STATES = ("waiting", "planned", "bound", "expired")
 # Filter adds straight to every scheduling cycle, so the buckets resolve sub-millisecond times;
 # bind holds at the barrier for up to --bind-timeout, hence the long tail.
 _BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+# A gang waits from a second (it fits at once) to hours (a big gang behind others).
+_WAIT_BUCKETS = (1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200, 14400, 43200)
 
 
 class Metrics:
@@ -44,6 +55,13 @@ class Metrics:
         self.ready = Gauge(
             "muster_ready", "1 when the cluster state is synced and trusted",
             registry=self.registry)
+        self.gang_wait = Histogram(
+            "muster_gang_wait_seconds",
+            "Time from the first Muster event on any pod of a gang to its admission",
+            buckets=_WAIT_BUCKETS, registry=self.registry)
+        Gauge("muster_build_info", "Muster's version and Python's; always 1",
+              ["version", "python"], registry=self.registry).labels(
+            version=extender.__version__, python=platform.python_version()).set(1)
 
     def count(self, verb: str, outcome: str) -> None:
         """One answered request: ``muster_decisions_total{verb,outcome}``."""
@@ -60,8 +78,69 @@ class Metrics:
         self.binds_waiting.set_function(_or_nan(lambda: float(binds_waiting())))
         self.ready.set_function(lambda: 1.0 if ready() else 0.0)
 
+    def watch_sources(self, states: Callable[[], Mapping[str, str]]) -> None:
+        """``muster_watch_state{source,state}`` at scrape time: 1 for each watched source's
+        state (``listing``, ``synced``, ``broken``, ``forbidden``), 0 for the others."""
+        self.registry.register(_SourceStates(states))
+
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+class _SourceStates(Collector):
+    def __init__(self, states: Callable[[], Mapping[str, str]]) -> None:
+        self._states = states
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily(
+            "muster_watch_state", "Each watched source's state: 1 for the current one "
+            "(listing, synced, broken, forbidden)", labels=["source", "state"])
+        for source, current in sorted(self._states().items()):
+            for state in SOURCE_STATES:
+                family.add_metric([source, state], 1.0 if state == current else 0.0)
+        yield family
+
+
+ADMITTED = "GangAdmitted"
+"""The event the service emits on each member as a gang's minimum reaches bind."""
+
+
+class GangWaitObserver:
+    """An :class:`EventSink` that passes every event on and observes, on ``GangAdmitted``, how
+    long the gang waited since the first event on any of its pods (GangWaiting or GangPlanned,
+    written at a member's first filter). A gang admitted again later (new pods after
+    failures) starts a new wait. ``gang_of`` maps a pod UID to its gang key. At most ``limit``
+    gangs are timed at once; the oldest is forgotten beyond that (a gang that never starts,
+    deleted while waiting, is never observed and must not hold memory)."""
+
+    def __init__(self, inner: EventSink, *, gang_of: Callable[[str], str | None],
+                 clock: Clock, observe: Callable[[float], None], limit: int = 10_000) -> None:
+        self._inner = inner
+        self._gang_of = gang_of
+        self._clock = clock
+        self._observe = observe
+        self._limit = limit
+        self._lock = threading.Lock()
+        self._first: dict[str, float] = {}
+
+    def emit(self, event: AnyEvent) -> None:
+        self._inner.emit(event)
+        if not isinstance(event, PodEvent) or not event.reason.startswith("Gang"):
+            return
+        gang = self._gang_of(event.pod.uid)
+        if gang is None:
+            return
+        now = self._clock()
+        with self._lock:
+            if event.reason == ADMITTED:
+                first = self._first.pop(gang, None)  # the other members' events: no wait
+                if first is not None:
+                    self._observe(max(0.0, now - first))
+                return
+            if gang not in self._first:
+                self._first[gang] = now
+                if len(self._first) > self._limit:
+                    del self._first[next(iter(self._first))]
 
 
 def _or_nan(read: Callable[[], float]) -> Callable[[], float]:

@@ -8,10 +8,13 @@ holding one thread, while filter calls keep being answered on the others.
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from gunicorn.app.base import BaseApplication
+
+from extender.server.surface import bind_probe_socket, serve_probes, tls_options
 
 WSGIApp = Callable[..., Any]
 
@@ -23,9 +26,12 @@ class EmbeddedGunicorn(BaseApplication):  # type: ignore[misc]
     that serves, so the app (and everything it starts) is built there, never preloaded.
     """
 
-    def __init__(self, factory: Callable[[], WSGIApp], options: Mapping[str, Any]) -> None:
+    def __init__(self, factory: Callable[[], WSGIApp], options: Mapping[str, Any], *,
+                 probe: socket.socket | None = None, verb_port: int = 0) -> None:
         self._factory = factory
         self._options = dict(options)
+        self._probe = probe
+        self._verb_port = verb_port
         super().__init__()
 
     def load_config(self) -> None:
@@ -34,12 +40,15 @@ class EmbeddedGunicorn(BaseApplication):  # type: ignore[misc]
                 self.cfg.set(key, value)
 
     def load(self) -> WSGIApp:
-        return self._factory()
+        app = self._factory()
+        if self._probe is not None:  # in the worker: the probes must see its state
+            serve_probes(app, self._probe, verb_port=self._verb_port)
+        return app
 
 
 def gunicorn_options(*, host: str, port: int, threads: int, log_level: str) -> dict[str, Any]:
     return {
-        "bind": f"{host}:{port}",
+        "bind": f"[{host}]:{port}" if ":" in host else f"{host}:{port}",
         "workers": 1,  # state is in memory: never more than one process
         "worker_class": "gthread",
         "threads": threads,
@@ -63,7 +72,14 @@ def gunicorn_options(*, host: str, port: int, threads: int, log_level: str) -> d
 
 
 def serve(factory: Callable[[], WSGIApp], *, host: str, port: int, threads: int,
-          log_level: str) -> None:
-    """Run until SIGTERM/SIGINT; blocks."""
-    EmbeddedGunicorn(factory, gunicorn_options(host=host, port=port, threads=threads,
-                                               log_level=log_level)).run()
+          log_level: str, tls: tuple[str, str, str] | None = None,
+          probe: tuple[str, int] | None = None) -> None:
+    """Run until SIGTERM/SIGINT; blocks. ``tls`` (certificate, key, client CA) puts the verb
+    port on TLS that requires client certificates; ``probe`` (host, port) adds the probe
+    port. Raises :class:`~extender.server.surface.SurfaceError` before serving when the probe
+    port cannot be bound."""
+    options = gunicorn_options(host=host, port=port, threads=threads, log_level=log_level)
+    if tls is not None:
+        options.update(tls_options(*tls))
+    sock = bind_probe_socket(*probe) if probe is not None else None
+    EmbeddedGunicorn(factory, options, probe=sock, verb_port=port).run()

@@ -19,6 +19,8 @@ from extender.core.workload import DEFAULT_LIMITS, WorkloadLimits
 from extender.server.durations import DurationError, format_seconds, parse_seconds
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
+LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")
+TLS_FILES = ("tls_cert", "tls_key", "tls_client_ca")
 SCORINGS = tuple(p.value for p in Policy)
 
 
@@ -35,7 +37,21 @@ class Settings:
     host: str = "127.0.0.1"
     """Address to listen on; the sidecar layout keeps it on loopback."""
     port: int = 8888
-    """TCP port; kube-scheduler's ``urlPrefix`` must point here."""
+    """TCP port of the extender verbs (and, for people on the same host, the probes);
+    kube-scheduler's ``urlPrefix`` must point here."""
+    probe_host: str = "0.0.0.0"
+    """Address of the probe port. Any address by default: the kubelet probes the pod's IP,
+    and the port answers only ``/healthz``, ``/readyz`` and ``/metrics``."""
+    probe_port: int = 0
+    """A second port answering only the probes and ``/metrics`` (never the verbs or
+    ``/inspect``), for the kubelet and Prometheus; 0: none."""
+    tls_cert: str | None = None
+    """Serve the verb port over TLS with this certificate (PEM; its chain may follow)."""
+    tls_key: str | None = None
+    """The private key of ``tls_cert`` (PEM)."""
+    tls_client_ca: str | None = None
+    """CA bundle (PEM) client certificates must chain to: kube-scheduler presents one through
+    its extender ``tlsConfig``; a client without one is refused in the TLS handshake."""
     kubeconfig: str | None = None
     """Kubeconfig for the live mode; in a pod the service account is used when unset."""
     context: str | None = None
@@ -75,6 +91,10 @@ class Settings:
     @property
     def live(self) -> bool:
         return self.snapshot is None
+
+    @property
+    def tls(self) -> bool:
+        return self.tls_cert is not None
 
     @property
     def workload_limits(self) -> WorkloadLimits:
@@ -147,6 +167,30 @@ def _shown(seconds: float) -> str:
     return format_seconds(seconds) if math.isfinite(seconds) else str(seconds)
 
 
+def _check_surface(s: Settings) -> Sequence[str]:
+    """Who can reach the verbs: a live Muster binds pods, so its verb port is either on
+    loopback (kube-scheduler in the same pod or host) or TLS with client certificates."""
+    out = []
+    if not 0 <= s.probe_port < 65536:
+        out.append(f"{_flag('probe_port')} / {_env_name('probe_port')}: must be between 0 "
+                   f"(none) and 65535, got {s.probe_port}")
+    elif s.probe_port == s.port:
+        out.append(f"{_flag('probe_port')} / {_env_name('probe_port')}: must differ from "
+                   f"--port ({s.port}): the probe port must not serve the verbs")
+    given = [name for name in TLS_FILES if getattr(s, name)]
+    if given and len(given) < len(TLS_FILES):
+        missing = ", ".join(_flag(n) for n in TLS_FILES if n not in given)
+        out.append(f"{_flag(given[0])} / {_env_name(given[0])}: TLS needs --tls-cert, "
+                   f"--tls-key and --tls-client-ca together (missing {missing}); without a "
+                   "client CA anyone who reaches the port could bind pods")
+    if s.live and not given and s.host not in LOOPBACK_HOSTS:
+        out.append(f"{_flag('host')} / {_env_name('host')}: {s.host!r} would serve /bind to "
+                   "anyone who reaches it; keep the verbs on loopback (127.0.0.1, with "
+                   "kube-scheduler in the same pod) or give --tls-cert, --tls-key and "
+                   "--tls-client-ca")
+    return out
+
+
 def _check(s: Settings) -> Sequence[str]:
     out = []
 
@@ -155,6 +199,7 @@ def _check(s: Settings) -> Sequence[str]:
 
     if not 0 < s.port < 65536:
         bad("port", f"must be between 1 and 65535, got {s.port}")
+    out.extend(_check_surface(s))
     for name in ("bind_timeout", "plan_ttl"):
         value = getattr(s, name)
         if not math.isfinite(value) or value <= 0:

@@ -32,6 +32,9 @@ DESCRIPTORS = "muster.dev/v1alpha1/WorkloadDescriptor"
 KARTAS = "run.ai/v1alpha1/Karta"
 """NVIDIA Workload Map descriptors: held, compiled and listened to like WorkloadDescriptors."""
 DESCRIPTOR_SOURCES = (DESCRIPTORS, KARTAS)
+SOURCE_STATES = ("listing", "synced", "broken", "forbidden")
+"""What :meth:`StateStore.source_states` says of a source: not listed yet; listed and
+watched; its watch failing (the store is not ready); cannot be watched (RBAC)."""
 
 
 def source_of(obj: RawObject) -> str:
@@ -207,6 +210,22 @@ class StateStore:
             return self._with_assumption(key, upserted) if upserted is not None else None
 
     # --- readers -----------------------------------------------------------------------------
+
+    def source_states(self) -> dict[str, str]:
+        """Each expected source's state, one of :data:`SOURCE_STATES`, for metrics."""
+        with self._lock:
+            out = {}
+            for source in sorted(self._expected):
+                entry = self._sources.get(source)
+                if entry is None or not entry.synced:
+                    out[source] = "listing"
+                elif not entry.healthy:
+                    out[source] = "broken"
+                elif entry.unwatchable:
+                    out[source] = "forbidden"
+                else:
+                    out[source] = "synced"
+            return out
 
     def readiness(self) -> Readiness:
         with self._lock:

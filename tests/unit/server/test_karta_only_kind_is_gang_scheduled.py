@@ -31,7 +31,8 @@ from extender.state.memory import MemoryBinder
 from extender.state.ports import MemoryEvents
 from extender.state.store import DESCRIPTORS, NODES, PODS, StateStore
 from tests.unit.server.builders import bind_body, filter_body, gpu_node
-from tests.unit.server.test_served_by_gunicorn_on_loopback import call, free_port
+from tests.unit.server.served import free_port
+from tests.unit.server.test_served_by_gunicorn_on_loopback import call
 
 ROOT = Path(__file__).resolve().parents[3]
 KARTAS = ROOT.parent / "shared" / "karta-catalog"

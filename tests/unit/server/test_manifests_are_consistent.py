@@ -1,13 +1,16 @@
-"""The install manifests agree with the code: verbs, timeouts, RBAC for every described kind."""
+"""The install manifests agree with the code: verbs, timeouts, where each side finds the other
+and its certificates, which port answers what."""
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
-from extender.files.catalog import packaged_catalog
 from extender.server.durations import parse_seconds
 from extender.server.settings import Settings
 
@@ -24,11 +27,26 @@ def scheduler_config() -> dict[str, Any]:
     return config
 
 
+def pod_spec(name: str) -> dict[str, Any]:
+    [deploy] = docs(name)
+    spec: dict[str, Any] = deploy["spec"]["template"]["spec"]
+    return spec
+
+
 def muster_env() -> dict[str, str]:
-    [deploy] = docs("deployment.yaml")
-    [muster] = [c for c in deploy["spec"]["template"]["spec"]["containers"]
-                if c["name"] == "muster"]
+    [muster] = pod_spec("deployment.yaml")["containers"]
     return {e["name"]: e["value"] for e in muster["env"]}
+
+
+def mounted_secret(spec: dict[str, Any], path: str) -> tuple[str, str]:
+    """(secret name, file name) of the file at ``path`` in the pod's only container."""
+    [container] = spec["containers"]
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    for mount in container["volumeMounts"]:
+        if path.startswith(mount["mountPath"] + "/"):
+            return (volumes[mount["name"]]["secret"]["secretName"],
+                    path[len(mount["mountPath"]) + 1:])
+    raise AssertionError(f"{path} is on no mounted volume")
 
 
 def seconds(duration: str) -> float:
@@ -45,23 +63,56 @@ def test_the_extender_block_matches_what_muster_serves() -> None:
         "filter", "prioritize", "preempt", "bind"}
     assert ext["weight"] > 0
     port = muster_env().get("MUSTER_PORT", str(Settings().port))
-    assert ext["urlPrefix"] == f"http://127.0.0.1:{port}"
+    [service] = [d for d in docs("service.yaml") if d["kind"] == "Service"]
+    assert ext["urlPrefix"] == f"https://{service['metadata']['name']}.muster-system.svc:{port}"
+
+
+def test_each_side_holds_the_certificates_the_other_verifies() -> None:
+    """kube-scheduler's tlsConfig files and Muster's MUSTER_TLS_* files are on the Secrets
+    the install creates (docs/install.md), with the names kubectl create secret gives them."""
+    [ext] = scheduler_config()["extenders"]
+    tls = ext["tlsConfig"]
+    assert not tls.get("insecure") and "enableHTTPS" not in ext
+    scheduler = pod_spec("scheduler-deployment.yaml")
+    assert [mounted_secret(scheduler, tls[k]) for k in ("certFile", "keyFile", "caFile")] == [
+        ("muster-scheduler-tls", "tls.crt"), ("muster-scheduler-tls", "tls.key"),
+        ("muster-scheduler-tls", "ca.crt")]
+    env, muster = muster_env(), pod_spec("deployment.yaml")
+    assert [mounted_secret(muster, env[k]) for k in (
+        "MUSTER_TLS_CERT", "MUSTER_TLS_KEY", "MUSTER_TLS_CLIENT_CA")] == [
+        ("muster-extender-tls", "tls.crt"), ("muster-extender-tls", "tls.key"),
+        ("muster-extender-tls", "ca.crt")]
+    install = (MANIFESTS.parent / "docs" / "install.md").read_text()
+    for secret in ("muster-scheduler-tls", "muster-extender-tls"):
+        assert f"create secret generic {secret}" in install
+
+
+def test_probes_and_metrics_use_the_probe_port_and_only_kube_scheduler_reaches_the_verbs(
+        ) -> None:
+    env = muster_env()
+    [muster] = pod_spec("deployment.yaml")["containers"]
+    ports = {p["name"]: p["containerPort"] for p in muster["ports"]}
+    assert ports == {"extender": int(env["MUSTER_PORT"]),
+                     "probes": int(env["MUSTER_PROBE_PORT"])}
+    assert muster["readinessProbe"]["httpGet"]["port"] == "probes"
+    assert muster["livenessProbe"]["httpGet"]["port"] == "probes"
+    service, policy = docs("service.yaml")
+    assert {p["name"]: p["targetPort"] for p in service["spec"]["ports"]} == {
+        "extender": "extender", "metrics": "probes"}
+    [verbs] = [r for r in policy["spec"]["ingress"]
+               if r["ports"] == [{"port": ports["extender"]}]]
+    [source] = verbs["from"]
+    scheduler_labels = docs("scheduler-deployment.yaml")[0]["spec"]["template"]["metadata"][
+        "labels"]
+    assert source == {"podSelector": {"matchLabels": scheduler_labels}}
+    assert service["spec"]["selector"] == policy["spec"]["podSelector"]["matchLabels"]
+    assert service["spec"]["selector"] != scheduler_labels
 
 
 def test_a_held_bind_answers_well_within_the_scheduler_http_timeout() -> None:
     [ext] = scheduler_config()["extenders"]
     bind_timeout = seconds(muster_env().get("MUSTER_BIND_TIMEOUT", str(Settings().bind_timeout)))
     assert seconds(ext["httpTimeout"]) >= 1.5 * bind_timeout
-
-
-def test_rbac_lets_muster_list_and_watch_every_kind_the_catalog_targets() -> None:
-    [role] = [d for d in docs("rbac.yaml") if d["kind"] == "ClusterRole"]
-    granted = {(g, r) for rule in role["rules"] for g in rule["apiGroups"]
-               for r in rule["resources"] if {"list", "watch"} <= set(rule["verbs"])}
-    for d in packaged_catalog().descriptors:
-        assert (d.target.group, d.target.plural) in granted, d.name
-    assert ("", "pods/binding") in {(g, r) for rule in role["rules"] for g in rule["apiGroups"]
-                                    for r in rule["resources"] if rule["verbs"] == ["create"]}
 
 
 def test_the_kustomization_lists_every_manifest() -> None:
@@ -73,10 +124,28 @@ def test_the_kustomization_lists_every_manifest() -> None:
 def test_every_read_only_container_of_muster_has_a_writable_tmp() -> None:
     # gunicorn writes its worker heartbeat to a temporary file; with a read-only root and
     # nowhere to write, the worker would fail to boot.
-    [deploy] = docs("deployment.yaml")
-    spec = deploy["spec"]["template"]["spec"]
-    [muster] = [c for c in spec["containers"] if c["name"] == "muster"]
+    spec = pod_spec("deployment.yaml")
+    [muster] = spec["containers"]
     assert muster["securityContext"]["readOnlyRootFilesystem"] is True
     mounts = {m["mountPath"]: m["name"] for m in muster.get("volumeMounts", [])}
     volumes = {v["name"]: v for v in spec["volumes"]}
     assert "emptyDir" in volumes[mounts["/tmp"]]
+
+
+def kubectl() -> str | None:
+    """kubectl on the PATH, else the one the sandbox's control plane build left."""
+    found = shutil.which("kubectl")
+    built = sorted(Path.home().glob(".cache/muster/controlplane/*/bin/kubectl"))
+    return found or (str(built[-1]) if built else None)
+
+
+def test_kubectl_kustomize_renders_both_deployments_and_both_accounts() -> None:
+    binary = kubectl()
+    if binary is None:
+        pytest.skip("no kubectl on this machine")
+    out = subprocess.run([binary, "kustomize", str(MANIFESTS)], capture_output=True,
+                         text=True, timeout=60, check=True).stdout
+    objects = {(d["kind"], d["metadata"]["name"]) for d in yaml.safe_load_all(out) if d}
+    assert {("Deployment", "muster"), ("Deployment", "muster-scheduler"),
+            ("ServiceAccount", "muster"), ("ServiceAccount", "muster-scheduler"),
+            ("ClusterRole", "muster-extender")} <= objects

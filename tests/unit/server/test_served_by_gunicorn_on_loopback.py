@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import http.client
 import os
-import signal
-import socket
 import subprocess
 import sys
 import threading
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -29,15 +26,9 @@ from tests.unit.server.builders import (
     jobset_pod,
     plain_pod,
 )
+from tests.unit.server.served import ROOT, free_port, serving
 
-ROOT = Path(__file__).resolve().parents[3]
 LIMIT = 64 * 1024
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def call(port: int, path: str, body: bytes | None = None) -> tuple[int, bytes]:
@@ -60,29 +51,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
     port = free_port()
     env = {**os.environ, "MUSTER_BIND_TIMEOUT": "2", "MUSTER_LOG_LEVEL": "warning",
            "MUSTER_MAX_REQUEST_BYTES": str(LIMIT)}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "extender.cli.main", "serve", "--snapshot", str(snapshot),
-         "--port", str(port)], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                if call(port, "/readyz")[0] == 200:
-                    break
-            except OSError:
-                time.sleep(0.1)
-        else:
-            proc.kill()
-            raise AssertionError(proc.communicate(timeout=10)[0].decode())
+    with serving(["--snapshot", str(snapshot), "--port", str(port)], env,
+                 lambda: call(port, "/readyz")[0] == 200):
         yield port
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
 
 
 def test_a_gang_is_filtered_and_bound_through_gunicorn(server: int) -> None:

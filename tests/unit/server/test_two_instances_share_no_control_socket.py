@@ -20,7 +20,8 @@ import yaml
 
 from extender.server.runner import gunicorn_options
 from tests.unit.server.builders import gpu_node
-from tests.unit.server.test_served_by_gunicorn_on_loopback import ROOT, call, free_port
+from tests.unit.server.served import ROOT, free_port
+from tests.unit.server.test_served_by_gunicorn_on_loopback import call
 
 
 def _snapshot(directory: Path) -> Path:

@@ -1,0 +1,127 @@
+"""Who can reach what: the verb port (loopback, or TLS with client certificates) and a
+probe port that answers only ``/healthz``, ``/readyz`` and ``/metrics``.
+
+Why the probe port is a second, small server and not a second gunicorn listener: gunicorn's
+TLS settings apply to every socket it binds, so with the verbs on mutual TLS the probes would
+need a client certificate too, which the kubelet cannot present. The probe server runs in the
+gunicorn worker (where the app and its state live), on a socket bound in the master before
+gunicorn starts, so a busy port fails ``muster serve`` at start with a message, and a worker
+that gunicorn restarts serves the same socket again. It routes nothing but the three paths:
+a request for ``/bind`` there never reaches the app.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import socketserver
+import ssl
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
+
+log = logging.getLogger("muster.surface")
+
+PROBE_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
+
+WSGIApp = Callable[..., Any]
+
+
+class SurfaceError(Exception):
+    """A listening socket or TLS file cannot be used; the message names which and why."""
+
+
+def tls_options(cert: str, key: str, client_ca: str) -> dict[str, Any]:
+    """gunicorn settings for TLS where the TLS layer itself refuses a client without a
+    certificate chaining to ``client_ca`` (before any HTTP is read)."""
+    return {"certfile": cert, "keyfile": key, "ca_certs": client_ca,
+            "cert_reqs": ssl.CERT_REQUIRED}
+
+
+def check_tls(cert: str, key: str, client_ca: str) -> None:
+    """Load the files as gunicorn will, so a wrong path, a key that does not match or a CA
+    that is not PEM fails at start instead of at kube-scheduler's first call."""
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    try:
+        context.load_cert_chain(certfile=cert, keyfile=key)
+    except (OSError, ssl.SSLError) as err:
+        raise SurfaceError(f"cannot use --tls-cert {cert} with --tls-key {key}: "
+                           f"{_reason(err)}") from None
+    try:
+        context.load_verify_locations(cafile=client_ca)
+    except (OSError, ssl.SSLError) as err:
+        raise SurfaceError(f"cannot use --tls-client-ca {client_ca}: {_reason(err)}") from None
+
+
+def _reason(err: OSError | ssl.SSLError) -> str:
+    if isinstance(err, ssl.SSLError):
+        return err.reason or str(err)
+    return err.strerror or str(err)
+
+
+def bind_probe_socket(host: str, port: int) -> socket.socket:
+    """The probe port's listening socket, bound now (in the process that starts gunicorn)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+        sock.listen(64)
+    except OSError as err:
+        sock.close()
+        raise SurfaceError(f"cannot listen on the probe port {host}:{port}: "
+                           f"{err.strerror or err}") from None
+    return sock
+
+
+def probe_only(app: WSGIApp, *, verb_port: int) -> WSGIApp:
+    """``app`` restricted to GET/HEAD of the probe paths; anything else is a 404 that says
+    where the verbs are, without the app seeing the request."""
+    refusal = (f'{{"error": "not served on the probe port; the extender verbs answer on '
+               f'port {verb_port} only"}}').encode()
+
+    def restricted(environ: dict[str, Any],
+                   start_response: Callable[..., Any]) -> Iterable[bytes]:
+        if (environ.get("PATH_INFO") in PROBE_PATHS
+                and environ.get("REQUEST_METHOD") in ("GET", "HEAD")):
+            result: Iterable[bytes] = app(environ, start_response)
+            return result
+        start_response("404 Not Found", [("Content-Type", "application/json"),
+                                         ("Content-Length", str(len(refusal)))])
+        return [refusal]
+
+    return restricted
+
+
+class _QuietHandler(WSGIRequestHandler):
+    timeout = 10  # seconds: a client that connects and sends nothing cannot hold a thread
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug("probe-port " + format, *args)
+
+
+class _ProbeServer(socketserver.ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+
+    def __init__(self, sock: socket.socket) -> None:
+        super().__init__(sock.getsockname()[:2], _QuietHandler, bind_and_activate=False)
+        self.socket.close()
+        self.socket = sock
+        self.server_bind()
+
+    def server_bind(self) -> None:
+        # The socket is already bound and listening; HTTPServer's own server_bind would bind
+        # again and look the host up in DNS.
+        host, port = self.socket.getsockname()[:2]
+        self.server_name, self.server_port = str(host), int(port)
+        self.setup_environ()
+
+
+def serve_probes(app: WSGIApp, sock: socket.socket, *, verb_port: int) -> threading.Thread:
+    """Answer the probe paths of ``app`` on ``sock`` from a daemon thread."""
+    server = _ProbeServer(sock)
+    server.set_app(probe_only(app, verb_port=verb_port))
+    thread = threading.Thread(target=server.serve_forever, name="probe-port", daemon=True)
+    thread.start()
+    return thread
