@@ -9,12 +9,12 @@ Two pictures of capacity are kept, as in a real cluster:
 
 The snapshot's derived index (base capacity per node, capacity classes, a gang's pods) is kept
 up to date as pods bind and finish and handed to the core with
-:func:`~extender.core.capacity.attach_index`, instead of the core deriving it from every node
+:func:`~extender.core.gang.capacity.attach_index`, instead of the core deriving it from every node
 and pod for each of the tens of thousands of snapshots a day's replay makes. For the same
 reason a snapshot's mappings are read-only *views* of the model: the model makes a new
 snapshot object after every change, and the engine never keeps an old one.
 
-All arithmetic is :mod:`extender.core.capacity` (whole devices, shares of one device); nodes
+All arithmetic is :mod:`extender.core.gang.capacity` (whole devices, shares of one device); nodes
 with the same free capacity and the same kind form a *class*, so kube-scheduler's filter and
 score look at a few hundred classes rather than ten thousand nodes.
 """
@@ -26,7 +26,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from types import MappingProxyType
 
-from extender.core.capacity import (
+from extender.core.gang.capacity import (
     DEVICE,
     Capacities,
     Demand,
@@ -41,8 +41,10 @@ from extender.core.capacity import (
     node_capacity,
     take,
 )
-from extender.core.constraints import ineligibility
-from extender.core.model import (
+from extender.core.gang.constraints import ineligibility
+from extender.core.model.resources import GPU
+from extender.core.model.snapshot import ClusterSnapshot
+from extender.core.model.values import (
     Gang,
     GangKey,
     Membership,
@@ -53,8 +55,6 @@ from extender.core.model import (
     PodShape,
     WorkloadTree,
 )
-from extender.core.resources import GPU
-from extender.core.snapshot import ClusterSnapshot
 from simulator.preferences import Preferred
 
 #: Node kind: what eligibility and default scores depend on besides free capacity.
@@ -201,7 +201,7 @@ class ClusterModel:
         return self._snapshot
 
     def demand(self, shape: PodShape) -> Demand:
-        """:func:`~extender.core.capacity.demand_of`, once per shape."""
+        """:func:`~extender.core.gang.capacity.demand_of`, once per shape."""
         found = self._demands.get(shape)
         if found is None:
             found = self._demands[shape] = demand_of(shape, gpu=self.gpu)

@@ -1,10 +1,11 @@
 """Workload controllers, modelled from descriptors: an arriving workload creates its pods.
 
-A JobSet controller makes Jobs and the Jobs make pods; an LWS controller makes StatefulSets.
-The simulator skips the intermediate objects and creates what they end in: for every role of
-the workload's resolved tree, ``replicas x podsPerReplica`` pods from ``Role.template``, each
-with the membership (role, replica index, gang) that :mod:`extender.core.membership` would give
-it in a cluster, computed by the same :func:`~extender.core.workload.member_gang_key`.
+A JobSet controller makes Jobs and the Jobs make pods; an LWS controller makes StatefulSets. The
+simulator skips the intermediate objects and creates what they end in: for every role of the
+workload's resolved tree, ``replicas x podsPerReplica`` pods from ``Role.template``, each with
+the membership (role, replica index, gang) that :mod:`extender.core.workloads.membership` would
+give it in a cluster, computed by the same
+:func:`~extender.core.workloads.workload.member_gang_key`.
 
 Pods a controller creates go through the API server's Priority admission, which turns the
 template's ``priorityClassName`` (or the ``globalDefault`` class) into ``spec.priority``:
@@ -17,9 +18,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import replace
 
-from extender.core.catalog import Catalog
-from extender.core.descriptor import GangPolicy
-from extender.core.model import (
+from extender.core.model.values import (
     GangKey,
     Membership,
     OwnerRef,
@@ -28,7 +27,9 @@ from extender.core.model import (
     WorkloadTree,
     freeze_labels,
 )
-from extender.core.workload import member_gang_key, replica_indexes
+from extender.core.workloads.catalog import Catalog
+from extender.core.workloads.descriptor import GangPolicy
+from extender.core.workloads.workload import member_gang_key, replica_indexes
 from simulator.priority import PriorityClasses
 
 #: Label every simulated pod carries: the workload it was made for.
@@ -64,7 +65,7 @@ def gang_policy(tree: WorkloadTree, catalog: Catalog) -> GangPolicy:
 def admit_priorities(tree: WorkloadTree, classes: PriorityClasses) -> WorkloadTree:
     """``tree`` with each role's pod priority resolved from its template's
     ``priorityClassName`` (or the default class), and each gang's priority the highest of its
-    members', as :func:`~extender.core.workload.resolve_workload` computes it."""
+    members', as :func:`~extender.core.workloads.workload.resolve_workload` computes it."""
     shapes = {}
     for role in tree.roles:
         spec = role.template.get("spec")

@@ -1,13 +1,13 @@
 """Muster as kube-scheduler's extender in the gang replay: the same session, asked economically.
 
-The replay drives the very :class:`~extender.core.session.GangSession` the server drives
+The replay drives the very :class:`~extender.core.decide.session.GangSession` the server drives
 (filter, prioritize, bind and poll at the barrier, tick), on its virtual clock; this module is
 only its adapter, as ``extender/server/service.py`` is the server's. What the adapter adds is
 economy, never a decision of its own:
 
 - **Offered, not listed, nodes.** kube-scheduler sends its extender every node its filters
   passed, and a day on 10,000 nodes asks that about 100,000 times. The model offers the
-  session kube-scheduler's feasible nodes lazily (:class:`~extender.core.session.Offer`): a
+  session kube-scheduler's feasible nodes lazily (:class:`~extender.core.decide.session.Offer`): a
   member of a planned gang is asked only about the feasible nodes among its plan's open
   slots, the only nodes its answer can pass.
 - **A necessary condition.** Before the session plans a gang, the model checks, per pod shape
@@ -27,15 +27,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from extender.core.capacity import CapacityView, Demand, classes_of, count_fitting, demand_of
-from extender.core.decisions import CoreSettings, FilterDecision, FilterOutcome
-from extender.core.effects import BindStep, Effect
-from extender.core.ledger import Ledger, free_capacity, per_role, placed_counts
-from extender.core.model import Gang, NodeName, PodInfo
-from extender.core.notices import PodRef
-from extender.core.placement import gang_demands
-from extender.core.session import Entry, GangSession, Offer
-from extender.core.snapshot import ClusterSnapshot
+from extender.core.decide.decisions import CoreSettings, FilterDecision, FilterOutcome
+from extender.core.decide.effects import BindStep, Effect
+from extender.core.decide.session import Entry, GangSession, Offer
+from extender.core.gang.capacity import CapacityView, Demand, classes_of, count_fitting, demand_of
+from extender.core.gang.ledger import Ledger, free_capacity, per_role, placed_counts
+from extender.core.gang.placement import gang_demands
+from extender.core.model.notices import PodRef
+from extender.core.model.snapshot import ClusterSnapshot
+from extender.core.model.values import Gang, NodeName, PodInfo
 from simulator.cluster import ClusterModel
 
 _FINAL = (FilterOutcome.WAITING, FilterOutcome.REJECTED)

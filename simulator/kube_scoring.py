@@ -31,10 +31,10 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from extender.core.capacity import Demand, NodeCapacity
-from extender.core.constraints import term_matches, tolerates
-from extender.core.model import NodeInfo, PodShape, TaintEffect
-from extender.core.resources import CPU, MEMORY
+from extender.core.gang.capacity import Demand, NodeCapacity
+from extender.core.gang.constraints import term_matches, tolerates
+from extender.core.model.resources import CPU, MEMORY
+from extender.core.model.values import NodeInfo, PodShape, TaintEffect
 from simulator.preferences import Preferred
 
 MAX_NODE_SCORE = 100

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TypedDict
 
-from extender.core.capacity import DEVICE
-from extender.core.model import GangKey
+from extender.core.gang.capacity import DEVICE
+from extender.core.model.values import GangKey
 
 
 class Waits(TypedDict):

@@ -1,6 +1,6 @@
 """Preferred node affinity: the part of a pod spec kube-scheduler scores but the core ignores.
 
-:class:`~extender.core.model.PodShape` holds what decides *whether* a pod may go to a node
+:class:`~extender.core.model.values.PodShape` holds what decides *whether* a pod may go to a node
 (the core plans gangs with it); ``preferredDuringSchedulingIgnoredDuringExecution`` only
 changes kube-scheduler's NodeAffinity score, so the simulator reads it from the pod spec or
 template itself and keeps it beside the pod.
@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from extender.core.model import NodeSelectorRequirement, NodeSelectorTerm
+from extender.core.model.values import NodeSelectorRequirement, NodeSelectorTerm
 
 #: ``(weight, term)`` pairs; a node scores the sum of the weights of the terms it matches.
 Preferred = tuple[tuple[int, NodeSelectorTerm], ...]

@@ -3,7 +3,7 @@
 In a cluster, ``spec.priority`` is filled in when a pod is created: the value of the
 PriorityClass named by ``spec.priorityClassName``, or else of the one class marked
 ``globalDefault`` (the lowest, should there be several), or else 0. kube-scheduler then orders
-its queue by that number. :mod:`extender.core.podspec` reads only ``spec.priority``, which is
+its queue by that number. :mod:`extender.core.model.podspec` reads only ``spec.priority``, which is
 all a pod observed in a cluster needs; pods the simulator creates from workload templates, and
 pods written by hand, carry only the class name, so the simulator resolves it here.
 

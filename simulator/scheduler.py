@@ -6,14 +6,14 @@ Per pod, one scheduling cycle, as kube-scheduler runs it:
    created, or when its last attempt failed: kube-scheduler refreshes the timestamp of a pod
    it puts back), then the order pods were queued in;
 2. filter plugins: resource fit (GPUs per device, shares of one device), nodeSelector, required
-   node affinity, taints, cordons (:mod:`extender.core.constraints`), on the scheduler cache;
+   node affinity, taints, cordons (:mod:`extender.core.gang.constraints`), on the scheduler cache;
 3. in Muster mode, the extender's filter (:mod:`simulator.extender_model`);
 4. scores: kube-scheduler's default plugins (:mod:`simulator.kube_scoring`: LeastAllocated,
    BalancedAllocation, TaintToleration, preferred NodeAffinity, with the default weights)
    plus, in Muster mode, the extender's 0..10 x weight x 10; a node drawn uniformly among the
    best, with the replay's seeded generator;
 5. the pod is assumed on the node; in Muster mode the bind goes through Muster's session
-   (:class:`~extender.core.session.GangSession`, the server's own): a held request is polled
+   (:class:`~extender.core.decide.session.GangSession`, the server's own): a held request is polled
    at its deadline on the virtual clock, the session's effects (a held request released or
    failed, a parked member to bind, pods to requeue) are carried out as the server carries
    them out, and the session is ticked whenever something falls due, as the server's
@@ -33,9 +33,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from extender.core.capacity import Demand, NodeCapacity
-from extender.core.decisions import CoreSettings
-from extender.core.effects import (
+from extender.core.decide.decisions import CoreSettings
+from extender.core.decide.effects import (
     BindParked,
     BindStep,
     Effect,
@@ -45,8 +44,9 @@ from extender.core.effects import (
     Step,
     Withdrawn,
 )
-from extender.core.ledger import Ledger
-from extender.core.model import NodeName, PodInfo, PodShape
+from extender.core.gang.capacity import Demand, NodeCapacity
+from extender.core.gang.ledger import Ledger
+from extender.core.model.values import NodeName, PodInfo, PodShape
 from simulator.cluster import ClusterModel
 from simulator.engine import EventQueue, Priority
 from simulator.extender_model import MusterExtender

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from extender.core.descriptor import GangPolicy
-from extender.core.model import GangKey, Membership, NodeInfo, PodInfo, WorkloadTree
+from extender.core.model.values import GangKey, Membership, NodeInfo, PodInfo, WorkloadTree
+from extender.core.workloads.descriptor import GangPolicy
 from simulator.cluster import ClusterModel
 from simulator.controllers import create_pods
 from simulator.engine import EventQueue, Priority

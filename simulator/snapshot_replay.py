@@ -28,14 +28,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from extender.core.catalog import Catalog
-from extender.core.cluster import build_snapshot
-from extender.core.descriptor import KIND as DESCRIPTOR_KIND
-from extender.core.descriptor import compile_descriptor
-from extender.core.expressions import DescriptorError
-from extender.core.model import Membership, NodeInfo, PodInfo, PodPhase, WorkloadTree
-from extender.core.objects import ObjectError, node_from_api, pod_from_api, timestamp
-from extender.core.workload import workload_ref
+from extender.core.model.objects import ObjectError, node_from_api, pod_from_api, timestamp
+from extender.core.model.values import Membership, NodeInfo, PodInfo, PodPhase, WorkloadTree
+from extender.core.workloads.catalog import Catalog
+from extender.core.workloads.cluster import build_snapshot
+from extender.core.workloads.descriptor import KIND as DESCRIPTOR_KIND
+from extender.core.workloads.descriptor import compile_descriptor
+from extender.core.workloads.expressions import DescriptorError
+from extender.core.workloads.workload import workload_ref
 from simulator.controllers import admit_priorities, gang_policy
 from simulator.preferences import PreferenceError, Preferred, preferred_affinity
 from simulator.priority import KIND as PRIORITY_CLASS_KIND

@@ -13,10 +13,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from extender.core.catalog import Catalog
-from extender.core.model import NodeInfo, NodeName, freeze_labels
-from extender.core.resources import Resources
-from extender.core.workload import resolve_workload
+from extender.core.model.resources import Resources
+from extender.core.model.values import NodeInfo, NodeName, freeze_labels
+from extender.core.workloads.catalog import Catalog
+from extender.core.workloads.workload import resolve_workload
 from simulator.controllers import dns_name
 from simulator.simulation import Scenario, WorkloadSpec
 

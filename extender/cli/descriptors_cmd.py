@@ -33,9 +33,9 @@ from extender.cli.workloads import (
     read_text,
     with_cluster_descriptors,
 )
-from extender.core.expressions import DescriptorError
-from extender.core.karta_model import is_karta_document
-from extender.core.karta_native import Translation, karta_to_native
+from extender.core.karta.model import is_karta_document
+from extender.core.karta.native import Translation, karta_to_native
+from extender.core.workloads.expressions import DescriptorError
 from extender.kube.client import KubeError
 
 

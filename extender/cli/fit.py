@@ -28,9 +28,9 @@ from extender.cli.workloads import (
     connection,
     workloads_in_file,
 )
-from extender.core.cluster import build_snapshot
-from extender.core.fit import FitResult, fit_workload
-from extender.core.snapshot import ClusterSnapshot
+from extender.core.decide.fit import FitResult, fit_workload
+from extender.core.model.snapshot import ClusterSnapshot
+from extender.core.workloads.cluster import build_snapshot
 from extender.files.snapshot import SnapshotFileError, load_snapshot
 from extender.kube.client import KubeError
 from extender.kube.reader import list_workloads, nodes_and_pods, owner_objects

@@ -38,7 +38,7 @@ from extender.cli.workloads import (
     with_cluster_descriptors,
     workloads_in_file,
 )
-from extender.core.catalog import UnknownKind
+from extender.core.workloads.catalog import UnknownKind
 from extender.kube.client import KubeError
 from extender.kube.reader import context_namespace
 

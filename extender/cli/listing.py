@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from extender.cli.errors import CliError
-from extender.core.paths import PathError, compile_path
+from extender.core.workloads.paths import PathError, compile_path
 
 
 def human_age(seconds: float) -> str:

@@ -14,10 +14,10 @@ from extender.cli.workloads import (
     attach_pods,
     resolve,
 )
-from extender.core.catalog import Catalog
-from extender.core.descriptor import Descriptor
-from extender.core.model import WorkloadTree
-from extender.core.objects import owner_refs
+from extender.core.model.objects import owner_refs
+from extender.core.model.values import WorkloadTree
+from extender.core.workloads.catalog import Catalog
+from extender.core.workloads.descriptor import Descriptor
 from extender.kube.client import Connection
 from extender.kube.reader import (
     get_workload,

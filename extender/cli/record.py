@@ -28,7 +28,7 @@ from extender.cli.workloads import (
     connection,
     with_cluster_descriptors,
 )
-from extender.core.descriptor import Descriptor
+from extender.core.workloads.descriptor import Descriptor
 from extender.kube.client import Connection, KubeError, NotFound, ResourceType
 from extender.kube.reader import cluster_descriptor_objects, nodes_and_pods
 

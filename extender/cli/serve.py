@@ -17,8 +17,8 @@ from flask import Flask
 
 from extender.cli.errors import EXIT_ERROR, CliError
 from extender.cli.options import duration
-from extender.core.catalog import Catalog
-from extender.core.descriptor import Descriptor
+from extender.core.workloads.catalog import Catalog
+from extender.core.workloads.descriptor import Descriptor
 from extender.files.catalog import CatalogError, load_descriptors, packaged_catalog
 from extender.files.snapshot import SnapshotFileError, load_snapshot
 from extender.server.app import create_app

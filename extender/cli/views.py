@@ -12,9 +12,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from extender.cli.workloads import Found, PodView
-from extender.core.model import Gang
-from extender.core.quantity import format_quantity
-from extender.core.resources import CPU, MEMORY, Resources
+from extender.core.model.quantity import format_quantity
+from extender.core.model.resources import CPU, MEMORY, Resources
+from extender.core.model.values import Gang
 
 
 def cpu_text(amount: int) -> str:

@@ -15,16 +15,16 @@ from pathlib import Path
 from typing import Any
 
 from extender.cli.errors import CliError
-from extender.core.catalog import Catalog, UnknownKind
-from extender.core.descriptor import API_VERSION, KIND, Descriptor, DescriptorError
-from extender.core.descriptor import compile_descriptor as compile_native
-from extender.core.expressions import WorkloadError
-from extender.core.karta import compile_karta
-from extender.core.karta_model import is_karta_document
-from extender.core.membership import ObjectIndex, find_membership
-from extender.core.model import Membership, PodInfo, WorkloadTree
-from extender.core.objects import ObjectError, owner_refs, pod_from_api
-from extender.core.workload import resolve_workload
+from extender.core.karta.compile import compile_karta
+from extender.core.karta.model import is_karta_document
+from extender.core.model.objects import ObjectError, owner_refs, pod_from_api
+from extender.core.model.values import Membership, PodInfo, WorkloadTree
+from extender.core.workloads.catalog import Catalog, UnknownKind
+from extender.core.workloads.descriptor import API_VERSION, KIND, Descriptor, DescriptorError
+from extender.core.workloads.descriptor import compile_descriptor as compile_native
+from extender.core.workloads.expressions import WorkloadError
+from extender.core.workloads.membership import ObjectIndex, find_membership
+from extender.core.workloads.workload import resolve_workload
 from extender.files.catalog import CatalogError, Problem, packaged_catalog, yaml_documents
 from extender.kube.client import Connection, KubeError, NotFound, connect
 from extender.kube.reader import cluster_descriptor_objects

@@ -13,10 +13,10 @@ from typing import Any
 
 import yaml
 
-from extender.core.catalog import Catalog
-from extender.core.descriptor import Descriptor, DescriptorError, compile_descriptor
-from extender.core.karta import compile_karta
-from extender.core.karta_model import is_karta_document
+from extender.core.karta.compile import compile_karta
+from extender.core.karta.model import is_karta_document
+from extender.core.workloads.catalog import Catalog
+from extender.core.workloads.descriptor import Descriptor, DescriptorError, compile_descriptor
 from extender.files.shipped import CATALOG, shipped_dir
 from extender.files.yamlsafe import load_all
 

@@ -16,7 +16,7 @@ import logging
 import threading
 from dataclasses import dataclass
 
-from extender.core.catalog import split_api_version
+from extender.core.workloads.catalog import split_api_version
 from extender.kube.binder import KubeBinder
 from extender.kube.client import Connection, KubeError, ResourceType, connect
 from extender.kube.events import KubeEvents

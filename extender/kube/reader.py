@@ -14,7 +14,7 @@ from typing import Any
 from kubernetes import config
 from kubernetes.config.config_exception import ConfigException
 
-from extender.core.descriptor import Descriptor
+from extender.core.workloads.descriptor import Descriptor
 from extender.kube.client import Connection, NotFound, ResourceType
 
 POD_TYPE = ResourceType(group="", version="v1", kind="Pod", plural="pods", namespaced=True)

@@ -24,9 +24,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from extender.core.descriptor import Descriptor
-from extender.core.model import Role, WorkloadTree
-from extender.core.workload import member_gang_key, replica_indexes
+from extender.core.model.values import Role, WorkloadTree
+from extender.core.workloads.descriptor import Descriptor
+from extender.core.workloads.workload import member_gang_key, replica_indexes
 
 #: Intermediate owners a stand-in creates as real built-in objects, by kind.
 _INTERMEDIATE = {"Job": "batch/v1"}
@@ -64,7 +64,8 @@ def runnable(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def _role_label_value(role: Role, descriptor: Descriptor, index: int) -> str:
-    """The role label value that :mod:`extender.core.membership` reads back as ``role``."""
+    """The role label value that :mod:`extender.core.workloads.membership` reads back as
+    ``role``."""
     for value, name in descriptor.pods.role_map:
         if name == role.name:
             return value

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from extender.core.descriptor import Descriptor
+from extender.core.workloads.descriptor import Descriptor
 
 #: Groups the API server serves itself.
 BUILT_IN_GROUPS = frozenset({"", "apps", "batch"})

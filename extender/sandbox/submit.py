@@ -12,9 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from extender.core.catalog import Catalog
-from extender.core.model import WorkloadTree
-from extender.core.workload import resolve_workload
+from extender.core.model.values import WorkloadTree
+from extender.core.workloads.catalog import Catalog
+from extender.core.workloads.workload import resolve_workload
 from extender.kube.client import Connection
 from extender.sandbox.controllers import adopt, children, pod_groups
 from extender.sandbox.crds import BUILT_IN_GROUPS

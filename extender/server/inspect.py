@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from extender.core.ledger import Ledger
-from extender.core.model import GangKey, PodShape
-from extender.core.snapshot import ClusterSnapshot
+from extender.core.gang.ledger import Ledger
+from extender.core.model.snapshot import ClusterSnapshot
+from extender.core.model.values import GangKey, PodShape
 
 
 def _gpus(shape: PodShape) -> float:

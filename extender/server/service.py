@@ -1,6 +1,6 @@
 """The gang service: the adapter between HTTP requests, cluster state, threads and the session.
 
-Every gang decision is made by :class:`~extender.core.session.GangSession` on an immutable
+Every gang decision is made by :class:`~extender.core.decide.session.GangSession` on an immutable
 snapshot; this class serialises access to it (one condition variable), translates requests
 and answers, holds a bind request open while the session says HOLD (the blocking wait, in
 real time), posts Bindings outside the lock, and carries out the session's effects: events,
@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any, cast
 
-from extender.core.effects import (
+from extender.core.decide.effects import (
     BindParked,
     BindStep,
     Effect,
@@ -28,11 +28,11 @@ from extender.core.effects import (
     Withdrawn,
     WorkloadRefused,
 )
-from extender.core.model import NodeName, PodInfo
-from extender.core.objects import pod_from_api
-from extender.core.session import GangSession
-from extender.core.settings import CoreSettings
-from extender.core.snapshot import ClusterSnapshot
+from extender.core.decide.session import GangSession
+from extender.core.decide.settings import CoreSettings
+from extender.core.model.objects import pod_from_api
+from extender.core.model.snapshot import ClusterSnapshot
+from extender.core.model.values import NodeName, PodInfo
 from extender.server.decider import Busy
 from extender.server.inspect import describe_gangs
 from extender.server.settings import Settings

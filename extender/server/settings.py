@@ -13,9 +13,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from extender.core.scoring import Policy
-from extender.core.settings import CoreSettings
-from extender.core.workload import DEFAULT_LIMITS, WorkloadLimits
+from extender.core.decide.settings import CoreSettings
+from extender.core.gang.scoring import Policy
+from extender.core.workloads.workload import DEFAULT_LIMITS, WorkloadLimits
 from extender.server.durations import DurationError, format_seconds, parse_seconds
 
 LOG_LEVELS = ("debug", "info", "warning", "error")

@@ -13,14 +13,14 @@ from __future__ import annotations
 import logging
 import threading
 
-from extender.core.catalog import Catalog
-from extender.core.cluster import BuildMemo, build_snapshot
-from extender.core.descriptor import Descriptor, DescriptorError
-from extender.core.karta import compile_any
-from extender.core.karta_model import is_karta_document
-from extender.core.reindex import IndexKeeper
-from extender.core.snapshot import ClusterSnapshot
-from extender.core.workload import DEFAULT_LIMITS, WorkloadLimits
+from extender.core.gang.reindex import IndexKeeper
+from extender.core.karta.compile import compile_any
+from extender.core.karta.model import is_karta_document
+from extender.core.model.snapshot import ClusterSnapshot
+from extender.core.workloads.catalog import Catalog
+from extender.core.workloads.cluster import BuildMemo, build_snapshot
+from extender.core.workloads.descriptor import Descriptor, DescriptorError
+from extender.core.workloads.workload import DEFAULT_LIMITS, WorkloadLimits
 from extender.state.store import RawState, object_key
 
 log = logging.getLogger("muster.state")

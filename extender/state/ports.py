@@ -10,7 +10,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from extender.core.notices import AnyEvent, EventType, PodEvent, PodRef, WorkloadEvent
+from extender.core.model.notices import AnyEvent, EventType, PodEvent, PodRef, WorkloadEvent
 
 __all__ = [
     "AnyEvent",

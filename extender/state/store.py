@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from extender.core.snapshot import ClusterSnapshot
+from extender.core.model.snapshot import ClusterSnapshot
 
 RawObject = Mapping[str, Any]
 

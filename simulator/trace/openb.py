@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from extender.core.model import NodeInfo, NodeName, freeze_labels
-from extender.core.resources import CPU, GPU, MEMORY, Resources
+from extender.core.model.resources import CPU, GPU, MEMORY, Resources
+from extender.core.model.values import NodeInfo, NodeName, freeze_labels
 
 IntArray = npt.NDArray[np.int64]
 

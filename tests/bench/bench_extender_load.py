@@ -102,7 +102,7 @@ def free_port() -> int:
 
 def run_baseline_server(port: int, threads: int) -> None:
     """The do-nothing extender: same app factory, routes, wire code and gunicorn settings."""
-    from extender.core.snapshot import ClusterSnapshot  # noqa: PLC0415
+    from extender.core.model.snapshot import ClusterSnapshot  # noqa: PLC0415
     from extender.server.app import create_app  # noqa: PLC0415
     from extender.server.decider import PassThrough  # noqa: PLC0415
     from extender.server.runner import serve  # noqa: PLC0415

@@ -15,15 +15,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from extender.core.decisions import (
+from extender.core.decide.decisions import (
     BindOutcome,
     CoreSettings,
     FilterOutcome,
     decide_bind,
     decide_filter,
 )
-from extender.core.ledger import Ledger
-from extender.core.model import NodeName
+from extender.core.gang.ledger import Ledger
+from extender.core.model.values import NodeName
 from tests.unit.core.builders import make_gang, make_node, make_shape, make_snapshot, uid
 
 NODES = 5_000

@@ -33,7 +33,7 @@ pods has not changed for ``--quiet`` seconds after the last pod was created, or 
   some but fewer, and with no member bound, at the end; ``partial peak``: the most partial
   gangs any poll saw (a poll can catch a gang between its members' bindings);
 * ``fit left``: at the end, gangs not whole that Muster's own ``muster fit`` check
-  (:func:`extender.core.fit.fit_workload`, bound members counted) says would fit in the free
+  (:func:`extender.core.decide.fit.fit_workload`, bound members counted) says would fit in the free
   capacity now. When it is 0, ``settle`` is the time until every gang that can fit is bound;
   otherwise that moment never came;
 * ``stranded GPUs``: GPUs bound to partial gangs at the end, held for good (nothing finishes);
@@ -58,10 +58,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from extender.core.catalog import Catalog
-from extender.core.cluster import build_snapshot
-from extender.core.fit import fit_workload
-from extender.core.workload import resolve_workload
+from extender.core.decide.fit import fit_workload
+from extender.core.workloads.catalog import Catalog
+from extender.core.workloads.cluster import build_snapshot
+from extender.core.workloads.workload import resolve_workload
 from extender.files.catalog import packaged_catalog
 from extender.kube.client import Connection
 from extender.sandbox.config import Ports, SchedulerMode

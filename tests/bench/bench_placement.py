@@ -22,11 +22,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from extender.core.capacity import index_of
-from extender.core.decisions import CoreSettings, FilterOutcome, decide_filter
-from extender.core.ledger import Ledger
-from extender.core.model import Gang, NodeInfo, PodInfo, TopologyConstraint
-from extender.core.placement import Infeasible, Plan, plan_gang
+from extender.core.decide.decisions import CoreSettings, FilterOutcome, decide_filter
+from extender.core.gang.capacity import index_of
+from extender.core.gang.ledger import Ledger
+from extender.core.gang.placement import Infeasible, Plan, plan_gang
+from extender.core.model.values import Gang, NodeInfo, PodInfo, TopologyConstraint
 from tests.unit.core.builders import (
     make_gang,
     make_node,

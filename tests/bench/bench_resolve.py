@@ -17,8 +17,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from extender.core.catalog import UnknownKind  # noqa: E402
-from extender.core.workload import resolve_workload  # noqa: E402
+from extender.core.workloads.catalog import UnknownKind  # noqa: E402
+from extender.core.workloads.workload import resolve_workload  # noqa: E402
 from extender.files.catalog import packaged_catalog, yaml_documents  # noqa: E402
 
 EXAMPLES = ROOT.parent / "shared" / "examples"

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-from extender.core.catalog import Catalog
+from extender.core.workloads.catalog import Catalog
 from extender.files.catalog import packaged_catalog
 from extender.kube.client import Connection, NotFound
 from extender.sandbox.config import Ports, SchedulerMode

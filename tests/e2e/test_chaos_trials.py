@@ -13,7 +13,7 @@ import os
 
 import pytest
 
-from extender.core.catalog import Catalog
+from extender.core.workloads.catalog import Catalog
 from extender.sandbox.sandbox import Sandbox
 from tests.reliability.chaos import TRIALS, run_trial
 

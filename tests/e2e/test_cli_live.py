@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from extender.cli.main import main
-from extender.core.catalog import Catalog
+from extender.core.workloads.catalog import Catalog
 from extender.sandbox.sandbox import Sandbox
 from tests.e2e.conftest import bound, pods_in, scheduled_message, submit, wait_until
 

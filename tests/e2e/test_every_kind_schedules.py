@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from extender.core.catalog import Catalog
+from extender.core.workloads.catalog import Catalog
 from extender.sandbox.sandbox import Sandbox
 from extender.sandbox.submit import submit
 from tests.e2e.conftest import bound, load_example, pods_in, scheduled_message, wait_until

@@ -18,8 +18,8 @@ from typing import Any
 import orjson
 import pytest
 
-from extender.core.catalog import Catalog
-from extender.core.workload import resolve_workload
+from extender.core.workloads.catalog import Catalog
+from extender.core.workloads.workload import resolve_workload
 from extender.kube.client import Connection
 from extender.sandbox.controllers import adopt, children
 from extender.sandbox.sandbox import Sandbox

@@ -19,8 +19,8 @@ import orjson
 import pytest
 import yaml
 
-from extender.core.catalog import Catalog
-from extender.core.karta import compile_karta
+from extender.core.karta.compile import compile_karta
+from extender.core.workloads.catalog import Catalog
 from extender.kube.client import Connection, KubeError
 from extender.sandbox.controllers import adopt, children
 from extender.sandbox.sandbox import Sandbox

@@ -25,7 +25,7 @@ import orjson
 import pytest
 import yaml
 
-from extender.core.catalog import Catalog
+from extender.core.workloads.catalog import Catalog
 from extender.kube.client import Connection, KubeError
 from extender.sandbox.binaries import control_plane_bin
 from extender.sandbox.components import controller_manager_argv

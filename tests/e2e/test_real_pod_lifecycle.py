@@ -18,7 +18,7 @@ import orjson
 import pytest
 import yaml
 
-from extender.core.catalog import Catalog
+from extender.core.workloads.catalog import Catalog
 from extender.kube.client import Connection
 from extender.sandbox.components import RUNTIME_ANNOTATION
 from extender.sandbox.config import Ports

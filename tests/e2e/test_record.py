@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from extender.cli.main import main
-from extender.core.catalog import Catalog
+from extender.core.workloads.catalog import Catalog
 from extender.files.catalog import packaged_catalog
 from extender.files.snapshot import load_snapshot
 from extender.sandbox.sandbox import Sandbox

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from extender.core.catalog import Catalog
+from extender.core.workloads.catalog import Catalog
 from extender.kube.client import Connection
 from extender.sandbox.config import Ports
 from extender.sandbox.image import container_name

@@ -36,8 +36,7 @@ from hypothesis.stateful import (
     rule,
 )
 
-from extender.core.constraints import ineligibility
-from extender.core.decisions import (
+from extender.core.decide.decisions import (
     BindDecision,
     BindOutcome,
     CoreSettings,
@@ -47,8 +46,12 @@ from extender.core.decisions import (
     expired_barriers,
     withdraw,
 )
-from extender.core.ledger import Ledger
-from extender.core.model import (
+from extender.core.decide.yields import decide_yields
+from extender.core.gang.constraints import ineligibility
+from extender.core.gang.ledger import Ledger
+from extender.core.model.resources import GPU, PODS
+from extender.core.model.snapshot import ClusterSnapshot
+from extender.core.model.values import (
     Gang,
     Membership,
     NodeInfo,
@@ -58,9 +61,6 @@ from extender.core.model import (
     TopologyConstraint,
     WorkloadRef,
 )
-from extender.core.resources import GPU, PODS
-from extender.core.snapshot import ClusterSnapshot
-from extender.core.yields import decide_yields
 from tests.unit.core.builders import gang_pods, make_gang, make_node, make_pod, make_shape, tree_of
 
 SETTINGS = CoreSettings(plan_ttl=10.0, bind_timeout=5.0)

@@ -26,7 +26,7 @@ from typing import Any
 
 import orjson
 
-from extender.core.catalog import Catalog
+from extender.core.workloads.catalog import Catalog
 from extender.files.catalog import packaged_catalog
 from extender.kube.client import Connection
 from extender.sandbox.controllers import adopt

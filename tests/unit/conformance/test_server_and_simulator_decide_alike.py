@@ -21,12 +21,12 @@ from typing import Any
 
 import pytest
 
-from extender.core.cluster import build_snapshot
-from extender.core.effects import Withdrawn
-from extender.core.model import NodeName
-from extender.core.objects import pod_from_api
-from extender.core.session import Entry, GangSession
-from extender.core.settings import CoreSettings
+from extender.core.decide.effects import Withdrawn
+from extender.core.decide.session import Entry, GangSession
+from extender.core.decide.settings import CoreSettings
+from extender.core.model.objects import pod_from_api
+from extender.core.model.values import NodeName
+from extender.core.workloads.cluster import build_snapshot
 from extender.files.catalog import packaged_catalog
 from extender.server.service import GangService
 from extender.server.settings import Settings

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from extender.core.model import (
+from extender.core.model.resources import Resources
+from extender.core.model.snapshot import ClusterSnapshot
+from extender.core.model.values import (
     Gang,
     GangKey,
     GangMember,
@@ -23,8 +25,6 @@ from extender.core.model import (
     WorkloadTree,
     freeze_labels,
 )
-from extender.core.resources import Resources
-from extender.core.snapshot import ClusterSnapshot
 
 
 def make_node(

@@ -6,15 +6,15 @@ be planned over a node a lone pod was filtered onto. Bind is the last moment to 
 
 from __future__ import annotations
 
-from extender.core.decisions import (
+from extender.core.decide.decisions import (
     BindOutcome,
     CoreSettings,
     FilterOutcome,
     decide_bind,
     decide_filter,
 )
-from extender.core.ledger import Ledger, free_capacity
-from extender.core.model import NodeName
+from extender.core.gang.ledger import Ledger, free_capacity
+from extender.core.model.values import NodeName
 
 from .builders import make_gang, make_node, make_pod, make_shape, make_snapshot, uid
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from extender.core.capacity import (
+from extender.core.gang.capacity import (
     DEVICE,
     count_fitting,
     demand_of,
@@ -14,9 +14,9 @@ from extender.core.capacity import (
     node_capacity,
     take,
 )
-from extender.core.model import NodeInfo, NodeName, PodPhase
-from extender.core.placement import Infeasible, plan_gang
-from extender.core.resources import Resources
+from extender.core.gang.placement import Infeasible, plan_gang
+from extender.core.model.resources import Resources
+from extender.core.model.values import NodeInfo, NodeName, PodPhase
 
 from .builders import make_gang, make_node, make_pod, make_shape, make_snapshot
 

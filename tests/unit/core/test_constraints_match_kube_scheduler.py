@@ -6,13 +6,13 @@ from dataclasses import replace
 
 import pytest
 
-from extender.core.constraints import (
+from extender.core.gang.constraints import (
     ineligibility,
     ineligibility_summary,
     requirement_matches,
     tolerates,
 )
-from extender.core.model import (
+from extender.core.model.values import (
     NodeSelectorRequirement,
     NodeSelectorTerm,
     Taint,

@@ -8,7 +8,7 @@ member sits on: a deadlock, until one barrier times out and both fail together.
 
 from __future__ import annotations
 
-from extender.core.decisions import (
+from extender.core.decide.decisions import (
     BindOutcome,
     CoreSettings,
     FilterOutcome,
@@ -16,11 +16,11 @@ from extender.core.decisions import (
     decide_filter,
     withdraw,
 )
-from extender.core.graph import blocked_gangs, deadlocks, wait_for_graph
-from extender.core.ledger import Ledger
-from extender.core.model import Gang, NodeName
-from extender.core.snapshot import ClusterSnapshot
-from extender.core.yields import decide_yields
+from extender.core.decide.graph import blocked_gangs, deadlocks, wait_for_graph
+from extender.core.decide.yields import decide_yields
+from extender.core.gang.ledger import Ledger
+from extender.core.model.snapshot import ClusterSnapshot
+from extender.core.model.values import Gang, NodeName
 
 from .builders import make_gang, make_node, make_pod, make_shape, make_snapshot, uid
 

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from extender.core.decisions import (
+from extender.core.decide.decisions import (
     BindOutcome,
     CoreSettings,
     FilterOutcome,
@@ -18,9 +18,9 @@ from extender.core.decisions import (
     expired_barriers,
     withdraw,
 )
-from extender.core.ledger import Ledger
-from extender.core.model import NodeName, PodPhase
-from extender.core.scoring import UnknownPolicyError
+from extender.core.gang.ledger import Ledger
+from extender.core.gang.scoring import UnknownPolicyError
+from extender.core.model.values import NodeName, PodPhase
 
 from .builders import make_gang, make_node, make_pod, make_shape, make_snapshot, uid
 

@@ -6,9 +6,9 @@ from dataclasses import replace
 
 import pytest
 
-from extender.core.decisions import CoreSettings, decide_bind, decide_filter
-from extender.core.fit import fit_workload
-from extender.core.graph import (
+from extender.core.decide.decisions import CoreSettings, decide_bind, decide_filter
+from extender.core.decide.fit import fit_workload
+from extender.core.decide.graph import (
     GangGraphError,
     deadlocks,
     gang_graph,
@@ -16,9 +16,9 @@ from extender.core.graph import (
     wait_for_graph,
     yielder,
 )
-from extender.core.ledger import Ledger
-from extender.core.model import GangKey, NodeName, Taint
-from extender.core.placement import Plan
+from extender.core.gang.ledger import Ledger
+from extender.core.gang.placement import Plan
+from extender.core.model.values import GangKey, NodeName, Taint
 
 from .builders import make_gang, make_node, make_pod, make_shape, make_snapshot, tree_of, uid
 

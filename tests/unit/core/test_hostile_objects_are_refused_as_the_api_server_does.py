@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from extender.core.model import LabelError, freeze_labels
-from extender.core.objects import ObjectError, node_from_api, pod_from_api
-from extender.core.podspec import PodSpecError, shape_of
-from extender.core.quantity import QuantityError, parse_quantity
+from extender.core.model.objects import ObjectError, node_from_api, pod_from_api
+from extender.core.model.podspec import PodSpecError, shape_of
+from extender.core.model.quantity import QuantityError, parse_quantity
+from extender.core.model.values import LabelError, freeze_labels
 
 
 def _pod(meta: dict[str, Any] | None = None, **resources: object) -> dict[str, Any]:

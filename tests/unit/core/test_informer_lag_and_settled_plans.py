@@ -10,17 +10,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from extender.core.cluster import build_snapshot
-from extender.core.decisions import (
+from extender.core.decide.decisions import (
     BindOutcome,
     CoreSettings,
     FilterOutcome,
     decide_bind,
     decide_filter,
 )
-from extender.core.ledger import Ledger, free_capacity
-from extender.core.model import NodeName
-from extender.core.snapshot import ClusterSnapshot
+from extender.core.gang.ledger import Ledger, free_capacity
+from extender.core.model.snapshot import ClusterSnapshot
+from extender.core.model.values import NodeName
+from extender.core.workloads.cluster import build_snapshot
 from tests.unit.core.builders import make_gang, make_node, make_shape, make_snapshot, uid
 from tests.unit.descriptors.examples import catalog
 

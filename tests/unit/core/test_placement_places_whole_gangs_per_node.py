@@ -7,15 +7,22 @@ import itertools
 from hypothesis import given
 from hypothesis import strategies as st
 
-from extender.core.capacity import Demand, NodeCapacity, demand_of, empty_capacity, index_of, take
-from extender.core.decisions import FilterOutcome, decide_filter
-from extender.core.fit import fit_workload
-from extender.core.ledger import Ledger
-from extender.core.model import NodeName, PodInfo, Taint, TopologyConstraint
-from extender.core.placement import Infeasible, Plan, RoleDemand, place_gang, plan_gang
-from extender.core.resources import Resources
-from extender.core.scoring import Policy
-from extender.core.settings import CoreSettings
+from extender.core.decide.decisions import FilterOutcome, decide_filter
+from extender.core.decide.fit import fit_workload
+from extender.core.decide.settings import CoreSettings
+from extender.core.gang.capacity import (
+    Demand,
+    NodeCapacity,
+    demand_of,
+    empty_capacity,
+    index_of,
+    take,
+)
+from extender.core.gang.ledger import Ledger
+from extender.core.gang.placement import Infeasible, Plan, RoleDemand, place_gang, plan_gang
+from extender.core.gang.scoring import Policy
+from extender.core.model.resources import Resources
+from extender.core.model.values import NodeName, PodInfo, Taint, TopologyConstraint
 
 from .builders import make_gang, make_node, make_pod, make_shape, make_snapshot, tree_of, uid
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from extender.core.podspec import PodSpecError, shape_of
-from extender.core.quantity import QuantityError, format_quantity, parse_quantity
-from extender.core.resources import GPU, Resources
+from extender.core.model.podspec import PodSpecError, shape_of
+from extender.core.model.quantity import QuantityError, format_quantity, parse_quantity
+from extender.core.model.resources import GPU, Resources
 
 
 @pytest.mark.parametrize(

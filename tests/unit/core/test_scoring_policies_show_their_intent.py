@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from extender.core.capacity import demand_of, empty_capacity, index_of, take
-from extender.core.decisions import CoreSettings, decide_filter, decide_prioritize
-from extender.core.ledger import Ledger
-from extender.core.model import NodeName, TopologyConstraint
-from extender.core.placement import Plan, plan_gang
-from extender.core.scoring import Policy, node_score
+from extender.core.decide.decisions import CoreSettings, decide_filter, decide_prioritize
+from extender.core.gang.capacity import demand_of, empty_capacity, index_of, take
+from extender.core.gang.ledger import Ledger
+from extender.core.gang.placement import Plan, plan_gang
+from extender.core.gang.scoring import Policy, node_score
+from extender.core.model.values import NodeName, TopologyConstraint
 
 from .builders import make_gang, make_node, make_pod, make_shape, make_snapshot, uid
 

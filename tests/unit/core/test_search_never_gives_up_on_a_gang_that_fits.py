@@ -10,11 +10,11 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from extender.core.capacity import DEVICE, NodeCapacity, demand_of
-from extender.core.model import NodeName
-from extender.core.placement import Plan, RoleDemand, place_gang
-from extender.core.resources import CPU, MEMORY, Resources
-from extender.core.search import could_fit
+from extender.core.gang.capacity import DEVICE, NodeCapacity, demand_of
+from extender.core.gang.placement import Plan, RoleDemand, place_gang
+from extender.core.gang.search import could_fit
+from extender.core.model.resources import CPU, MEMORY, Resources
+from extender.core.model.values import NodeName
 
 from .builders import make_shape
 

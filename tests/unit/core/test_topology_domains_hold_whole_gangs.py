@@ -3,10 +3,10 @@ domains were tried and why each failed, and exclusive gangs keep their domain to
 
 from __future__ import annotations
 
-from extender.core.decisions import BindOutcome, FilterOutcome, decide_bind, decide_filter
-from extender.core.ledger import Ledger
-from extender.core.model import NodeName, TopologyConstraint
-from extender.core.settings import CoreSettings
+from extender.core.decide.decisions import BindOutcome, FilterOutcome, decide_bind, decide_filter
+from extender.core.decide.settings import CoreSettings
+from extender.core.gang.ledger import Ledger
+from extender.core.model.values import NodeName, TopologyConstraint
 
 from .builders import make_gang, make_node, make_pod, make_shape, make_snapshot, uid
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import time
 
-from extender.core.capacity import (
+from extender.core.decide.decisions import CoreSettings, FilterOutcome, decide_filter
+from extender.core.gang.capacity import (
     DEVICE,
     MAX_DEVICES,
     Demand,
@@ -18,10 +19,9 @@ from extender.core.capacity import (
     node_capacity,
     take,
 )
-from extender.core.decisions import CoreSettings, FilterOutcome, decide_filter
-from extender.core.ledger import Ledger, free_capacity
-from extender.core.model import NodeName
-from extender.core.resources import EMPTY
+from extender.core.gang.ledger import Ledger, free_capacity
+from extender.core.model.resources import EMPTY
+from extender.core.model.values import NodeName
 
 from .builders import make_gang, make_node, make_pod, make_shape, make_snapshot, uid
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from extender.core.catalog import Catalog, UnknownKind
-from extender.core.model import WorkloadTree
-from extender.core.workload import resolve_workload
+from extender.core.model.values import WorkloadTree
+from extender.core.workloads.catalog import Catalog, UnknownKind
+from extender.core.workloads.workload import resolve_workload
 from extender.files.catalog import packaged_catalog, yaml_documents
 
 REPO = Path(__file__).resolve().parents[3]

@@ -13,13 +13,13 @@ from typing import Any
 import pytest
 import yaml
 
-from extender.core.cluster import resolve_objects
-from extender.core.descriptor import DescriptorError, compile_descriptor
-from extender.core.expressions import WorkloadError
-from extender.core.membership import ObjectIndex, find_membership
-from extender.core.model import Membership, WorkloadTree
-from extender.core.objects import pod_from_api
-from extender.core.workload import resolve_workload
+from extender.core.model.objects import pod_from_api
+from extender.core.model.values import Membership, WorkloadTree
+from extender.core.workloads.cluster import resolve_objects
+from extender.core.workloads.descriptor import DescriptorError, compile_descriptor
+from extender.core.workloads.expressions import WorkloadError
+from extender.core.workloads.membership import ObjectIndex, find_membership
+from extender.core.workloads.workload import resolve_workload
 from extender.sandbox.controllers import children
 from tests.unit.descriptors.examples import REPO, catalog
 

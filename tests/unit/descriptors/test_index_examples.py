@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from extender.core.catalog import UnknownKind
+from extender.core.workloads.catalog import UnknownKind
 from tests.unit.descriptors.examples import EXAMPLES, index_rows, resolve_file
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from extender.core.cluster import build_snapshot, resolve_objects
-from extender.core.membership import ObjectIndex, find_membership
-from extender.core.model import GangKey
-from extender.core.objects import node_from_api, pod_from_api
+from extender.core.model.objects import node_from_api, pod_from_api
+from extender.core.model.values import GangKey
+from extender.core.workloads.cluster import build_snapshot, resolve_objects
+from extender.core.workloads.membership import ObjectIndex, find_membership
 from tests.unit.descriptors.examples import catalog
 
 

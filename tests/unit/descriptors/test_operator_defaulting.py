@@ -11,8 +11,8 @@ from __future__ import annotations
 import textwrap
 from typing import Any
 
-from extender.core.model import WorkloadTree
-from extender.core.workload import resolve_workload
+from extender.core.model.values import WorkloadTree
+from extender.core.workloads.workload import resolve_workload
 from extender.files.catalog import yaml_documents
 from tests.unit.descriptors.examples import catalog
 

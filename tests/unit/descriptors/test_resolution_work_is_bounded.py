@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from extender.core.cluster import build_snapshot
-from extender.core.settings import CoreSettings
-from extender.core.workload import (
+from extender.core.decide.settings import CoreSettings
+from extender.core.workloads.cluster import build_snapshot
+from extender.core.workloads.workload import (
     DEFAULT_LIMITS,
     INT32_MAX,
     WorkloadError,

@@ -10,12 +10,12 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from extender.core.catalog import UnknownKind
-from extender.core.descriptor import DescriptorError, compile_descriptor
-from extender.core.expressions import WorkloadError
-from extender.core.model import Phase
-from extender.core.phase import phase_of
-from extender.core.workload import resolve_workload
+from extender.core.model.values import Phase
+from extender.core.workloads.catalog import UnknownKind
+from extender.core.workloads.descriptor import DescriptorError, compile_descriptor
+from extender.core.workloads.expressions import WorkloadError
+from extender.core.workloads.phase import phase_of
+from extender.core.workloads.workload import resolve_workload
 from extender.files.catalog import CatalogError, load_descriptor_text, load_descriptors
 from tests.unit.descriptors.examples import REPO, catalog
 

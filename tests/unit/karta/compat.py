@@ -14,12 +14,12 @@ from pathlib import Path
 
 import yaml
 
-from extender.core.catalog import Catalog
-from extender.core.expressions import WorkloadError
-from extender.core.karta import descriptor_of
-from extender.core.karta_kai import kai_gang_minimums
-from extender.core.karta_model import Karta, read_karta
-from extender.core.workload import resolve_workload
+from extender.core.karta.compile import descriptor_of
+from extender.core.karta.kai import kai_gang_minimums
+from extender.core.karta.model import Karta, read_karta
+from extender.core.workloads.catalog import Catalog
+from extender.core.workloads.expressions import WorkloadError
+from extender.core.workloads.workload import resolve_workload
 from extender.files.catalog import yaml_documents
 from tests.unit.descriptors.examples import EXAMPLES, REPO, catalog
 from tests.unit.descriptors.test_index_examples import ROWS, Row

@@ -16,12 +16,12 @@ import pytest
 import yaml
 
 from extender.cli.main import main
-from extender.core.descriptor import compile_descriptor
-from extender.core.karta import compile_karta, descriptor_of
-from extender.core.karta_model import Karta
-from extender.core.karta_native import karta_to_native, translate
-from extender.core.model import Phase
-from extender.core.workload import resolve_workload
+from extender.core.karta.compile import compile_karta, descriptor_of
+from extender.core.karta.model import Karta
+from extender.core.karta.native import karta_to_native, translate
+from extender.core.model.values import Phase
+from extender.core.workloads.descriptor import compile_descriptor
+from extender.core.workloads.workload import resolve_workload
 from extender.files.catalog import yaml_documents
 from tests.unit.descriptors.examples import EXAMPLES
 from tests.unit.descriptors.test_crd import SCHEMA, violations

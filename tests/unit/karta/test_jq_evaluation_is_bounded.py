@@ -6,10 +6,10 @@ import time
 
 import pytest
 
-from extender.core.expressions import DescriptorError, WorkloadError
-from extender.core.karta import compile_karta
-from extender.core.karta_jq import MAX_OUTPUTS, compile_jq, unbounded_construct
-from extender.core.paths import PathError
+from extender.core.karta.compile import compile_karta
+from extender.core.karta.jq import MAX_OUTPUTS, compile_jq, unbounded_construct
+from extender.core.workloads.expressions import DescriptorError, WorkloadError
+from extender.core.workloads.paths import PathError
 from tests.unit.karta.builders import training_run, training_run_karta
 
 REPLICAS = "spec.structureDefinition.childComponents[0].scaleDefinition.replicasPath"

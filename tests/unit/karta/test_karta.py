@@ -10,12 +10,12 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from extender.core.catalog import Catalog
-from extender.core.descriptor import DescriptorError, GangPolicy
-from extender.core.expressions import WorkloadError
-from extender.core.karta import compile_karta
-from extender.core.model import Phase, TopologyConstraint
-from extender.core.workload import resolve_workload
+from extender.core.karta.compile import compile_karta
+from extender.core.model.values import Phase, TopologyConstraint
+from extender.core.workloads.catalog import Catalog
+from extender.core.workloads.descriptor import DescriptorError, GangPolicy
+from extender.core.workloads.expressions import WorkloadError
+from extender.core.workloads.workload import resolve_workload
 from extender.files.catalog import CatalogError, load_catalog, load_descriptor_text
 from tests.unit.descriptors.examples import REPO, catalog
 from tests.unit.karta.compat import EXPLAINED, KARTA_DIR, CompatRow, compat_rows, render_table

@@ -12,12 +12,12 @@ from typing import Any
 
 import yaml
 
-from extender.core.constraints import eligible_nodes
-from extender.core.karta import compile_karta
-from extender.core.karta_kai import kai_gang_minimums
-from extender.core.karta_model import read_karta
-from extender.core.objects import node_from_api
-from extender.core.workload import resolve_workload
+from extender.core.gang.constraints import eligible_nodes
+from extender.core.karta.compile import compile_karta
+from extender.core.karta.kai import kai_gang_minimums
+from extender.core.karta.model import read_karta
+from extender.core.model.objects import node_from_api
+from extender.core.workloads.workload import resolve_workload
 from tests.unit.descriptors.examples import catalog
 from tests.unit.karta.compat import KARTA_DIR
 

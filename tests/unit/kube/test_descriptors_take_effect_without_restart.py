@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from extender.core.catalog import Catalog
+from extender.core.workloads.catalog import Catalog
 from extender.kube.client import ResourceType, connect
 from extender.kube.informer import Backoff
 from extender.kube.live import Watches

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from extender.core.snapshot import ClusterSnapshot
+from extender.core.model.snapshot import ClusterSnapshot
 from extender.kube.client import connect
 from extender.kube.informer import Backoff, Informer
 from extender.kube.live import NODE_TYPE, POD_TYPE

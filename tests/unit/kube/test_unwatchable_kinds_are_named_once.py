@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from extender.core.catalog import Catalog
+from extender.core.workloads.catalog import Catalog
 from extender.files.catalog import load_descriptors
 from extender.kube.client import connect
 from extender.kube.informer import Backoff, Informer

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from extender.core.workload import resolve_workload
+from extender.core.workloads.workload import resolve_workload
 from extender.files.catalog import packaged_catalog
 from extender.sandbox.components import (
     CONTROLLERS,

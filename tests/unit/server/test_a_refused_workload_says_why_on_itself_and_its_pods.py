@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from extender.core.workload import WorkloadLimits
+from extender.core.workloads.workload import WorkloadLimits
 from extender.files.catalog import packaged_catalog
 from extender.server.service import GangService
 from extender.server.settings import Settings

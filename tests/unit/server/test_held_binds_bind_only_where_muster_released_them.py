@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from extender.core.decisions import withdraw
-from extender.core.effects import Effect, Step
-from extender.core.model import NodeName
+from extender.core.decide.decisions import withdraw
+from extender.core.decide.effects import Effect, Step
+from extender.core.model.values import NodeName
 from extender.server.service import GangService
 from extender.server.settings import Settings
 from extender.server.wire import ExtenderBindingResultJSON, parse_binding_args, parse_extender_args

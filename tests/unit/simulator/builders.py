@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from extender.core.model import (
+from extender.core.model.resources import Resources
+from extender.core.model.values import (
     NodeInfo,
     NodeName,
     NodeSelectorRequirement,
@@ -16,7 +17,6 @@ from extender.core.model import (
     Toleration,
     freeze_labels,
 )
-from extender.core.resources import Resources
 from simulator.cluster import ClusterModel
 from simulator.engine import EventQueue
 from simulator.scheduler import Mode, SchedulerModel, SchedulerSettings

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from extender.core.workload import resolve_workload
+from extender.core.workloads.workload import resolve_workload
 from extender.files.catalog import packaged_catalog
 from simulator.controllers import create_pods, gang_policy
 

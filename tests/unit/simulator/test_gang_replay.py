@@ -12,9 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from extender.cli.main import main
-from extender.core.capacity import classes_of, index_of, node_capacity
-from extender.core.catalog import Catalog
-from extender.core.snapshot import ClusterSnapshot
+from extender.core.gang.capacity import classes_of, index_of, node_capacity
+from extender.core.model.snapshot import ClusterSnapshot
+from extender.core.workloads.catalog import Catalog
 from extender.files.catalog import packaged_catalog
 from extender.files.snapshot import load_snapshot, parse_snapshot
 from simulator.engine import ClockError, EventQueue, Priority

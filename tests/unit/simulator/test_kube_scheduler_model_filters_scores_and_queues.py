@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from extender.core.model import NodeSelectorRequirement, NodeSelectorTerm, Taint, Toleration
+from extender.core.model.values import NodeSelectorRequirement, NodeSelectorTerm, Taint, Toleration
 from simulator.cluster import ClusterModel
 from simulator.kube_scoring import (
     Weights,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from extender.core.catalog import Catalog
+from extender.core.workloads.catalog import Catalog
 from extender.files.catalog import packaged_catalog
 from extender.files.snapshot import load_snapshot
 from simulator.scheduler import SchedulerSettings

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from extender.core.catalog import Catalog
+from extender.core.workloads.catalog import Catalog
 from extender.files.catalog import packaged_catalog
 from simulator.simulation import simulate
 from simulator.snapshot_replay import ReplayInputError, scenario_from_objects

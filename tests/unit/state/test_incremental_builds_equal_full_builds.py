@@ -14,9 +14,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from extender.core.capacity import _build_index, classes_of
-from extender.core.cluster import BuildMemo, build_snapshot
-from extender.core.reindex import IndexKeeper
+from extender.core.gang.capacity import _build_index, classes_of
+from extender.core.gang.reindex import IndexKeeper
+from extender.core.workloads.cluster import BuildMemo, build_snapshot
 from extender.files.catalog import packaged_catalog
 from tests.unit.server.builders import gpu_node, job_of, jobset, jobset_pod, plain_pod
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from extender.core.snapshot import ClusterSnapshot
+from extender.core.model.snapshot import ClusterSnapshot
 from extender.files.snapshot import SnapshotFileError, load_snapshot, parse_snapshot
 from extender.state.store import DESCRIPTORS, NODES, PODS, RawState, StateStore
 

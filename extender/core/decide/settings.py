@@ -1,0 +1,56 @@
+"""The core's tunables: one frozen value, validated when built, passed to every decision."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from extender.core.gang.ledger import INFLIGHT_TTL
+from extender.core.gang.placement import SEARCH_BUDGET
+from extender.core.gang.scoring import Policy, policy_named
+from extender.core.model.resources import GPU
+from extender.core.workloads.workload import DEFAULT_LIMITS, WorkloadLimits
+
+
+@dataclass(frozen=True, slots=True)
+class CoreSettings:
+    """Tunables of the core, validated when built."""
+
+    plan_ttl: float = 60.0
+    """Seconds a gang's plan reserves capacity while its members arrive."""
+    bind_timeout: float = 3.0
+    """Seconds the bind barrier waits for a gang's next member before all held are failed;
+    also about how long one bind request is held (kube-scheduler's extender ``httpTimeout``
+    must be at least 1.5 times it)."""
+    scoring: str = Policy.BINPACK.value
+    """Scoring policy: binpack, spread, topology or fragmentation."""
+    gpu_resource: str = GPU
+    """The extended resource counted per device."""
+    inflight_ttl: float = INFLIGHT_TTL
+    """Seconds a pod at bind is charged before it must be observed bound."""
+    search_budget: int = SEARCH_BUDGET
+    """Placements the placement search may try after greedy placement fails."""
+    max_held: int | None = None
+    """Bind requests held open at the barrier at most (the server: its threads less those
+    kept for filters); members beyond it are parked. ``None``: no limit."""
+    hold_grace: float = 1.25
+    """A held request may wait up to this many times ``bind_timeout`` when its gang's
+    barrier ends by then (members that came together time out together)."""
+    yield_every: float = 2.0
+    """Seconds between checks for gangs deadlocked at the bind barrier."""
+    workload_limits: WorkloadLimits = DEFAULT_LIMITS
+    """The most pods and gangs one workload may resolve to; a workload beyond either is
+    refused whole (reported with its name and the limit) instead of being planned."""
+
+    def __post_init__(self) -> None:
+        policy_named(self.scoring)  # raises a clear error naming the known policies
+        if self.max_held is not None and self.max_held < 1:
+            raise ValueError(f"CoreSettings.max_held must be at least 1, got {self.max_held}")
+        if self.hold_grace < 1:
+            raise ValueError(f"CoreSettings.hold_grace must be at least 1, got {self.hold_grace}")
+        for name in ("plan_ttl", "bind_timeout", "inflight_ttl", "yield_every"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"CoreSettings.{name} must be positive, got {getattr(self, name)}")
+
+    @property
+    def policy(self) -> Policy:
+        return policy_named(self.scoring)

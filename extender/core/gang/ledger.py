@@ -1,0 +1,422 @@
+"""What Muster has promised but the cluster does not show yet: plans, pods in flight, barriers.
+
+kube-scheduler tells an extender nothing about assumed or half-bound pods, so the ledger keeps
+them: a *plan* reserves capacity for a gang's members until its deadline; a pod *in flight*
+has reached bind but is not yet observed bound; a gang's *barrier* holds its members at bind
+until its minimum has arrived. The ledger is mutable but pure: it reads no clock (every method
+that needs time takes ``now``) and does no I/O. The server holds one lock around it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from extender.core.gang.capacity import (
+    CapacityView,
+    Demand,
+    NodeCapacity,
+    demand_of,
+    index_of,
+    take,
+)
+from extender.core.gang.placement import Plan, placed_domain, plan_gang
+from extender.core.model.resources import GPU
+from extender.core.model.snapshot import ClusterSnapshot
+from extender.core.model.values import Gang, GangKey, NodeName
+
+INFLIGHT_TTL = 120.0
+"""Seconds a pod stays in flight without being observed bound before it is forgotten."""
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    plan: Plan
+    reserved_at: float
+    deadline: float
+
+
+@dataclass(frozen=True, slots=True)
+class InFlight:
+    node: NodeName
+    since: float
+    deadline: float
+
+
+class Ledger:
+    """Plans with deadlines, pods in flight and bind barriers, keyed for quick lookup."""
+
+    def __init__(self) -> None:
+        self._plans: dict[GangKey, Reservation] = {}
+        self._inflight: dict[str, InFlight] = {}
+        self._barrier: dict[GangKey, float] = {}
+        """Gang -> when its latest new member reached bind (while below its minimum)."""
+        self._waiting: dict[GangKey, dict[str, NodeName]] = {}
+        """Gang -> members held at the barrier: pod uid -> node."""
+        self._admitted: dict[GangKey, float] = {}
+        """Gang -> when its barrier released; later members bind at once."""
+        self.version = 0
+        """Bumped on every change, so callers may cache what they derive from the ledger."""
+        self.plans_ended = 0
+        """Bumped whenever a plan ends (expired, withdrawn, settled, forgotten): capacity went
+        back, and pods turned away while it held it may fit now."""
+        self._placed_memo: dict[GangKey, tuple[ClusterSnapshot, int, dict[
+            tuple[NodeName, str], int]]] = {}
+        self._capacity_memo: tuple[ClusterSnapshot | None, int, dict[
+            tuple[object, ...], dict[NodeName, NodeCapacity]]] = (None, -1, {})
+
+    def capacity_memo(
+        self, snapshot: ClusterSnapshot,
+    ) -> dict[tuple[object, ...], dict[NodeName, NodeCapacity]]:
+        """Free-capacity changes derived from this snapshot and this ledger, kept until either
+        changes (:func:`free_capacity`; every filter asks, most with nothing changed since)."""
+        known, version, memo = self._capacity_memo
+        if known is not snapshot or version != self.version:
+            memo = {}
+            self._capacity_memo = (snapshot, self.version, memo)
+        return memo
+
+    def clone(self) -> Ledger:
+        """An independent copy (memos dropped): for what-if questions and replay checks."""
+        twin = Ledger()
+        twin._plans = dict(self._plans)
+        twin._inflight = dict(self._inflight)
+        twin._barrier = dict(self._barrier)
+        twin._waiting = {g: dict(w) for g, w in self._waiting.items()}
+        twin._admitted = dict(self._admitted)
+        twin.version = self.version
+        return twin
+
+    # plans ---------------------------------------------------------------------------------
+    def plan_for(self, gang: GangKey) -> Plan | None:
+        res = self._plans.get(gang)
+        return None if res is None else res.plan
+
+    def reservation(self, gang: GangKey) -> Reservation | None:
+        return self._plans.get(gang)
+
+    def reservations(self) -> list[tuple[GangKey, Reservation]]:
+        return sorted(self._plans.items())
+
+    def reserve(self, plan: Plan, *, now: float, ttl: float) -> None:
+        self._plans[plan.gang] = Reservation(plan=plan, reserved_at=now, deadline=now + ttl)
+        self.version += 1
+
+    def drop_plan(self, gang: GangKey) -> None:
+        """End the gang's plan only; its barrier and held members stay. For a plan the cluster
+        no longer honours (a slot taken behind Muster's back): the next member's filter plans
+        the rest of the gang again around the members already held."""
+        if self._plans.pop(gang, None) is not None:
+            self.version += 1
+            self.plans_ended += 1
+
+    def release(self, gang: GangKey) -> None:
+        """Drop the gang's plan and barrier (its in-flight pods stay until observed)."""
+        if self._plans.pop(gang, None) is not None:
+            self.plans_ended += 1
+        self._barrier.pop(gang, None)
+        self._waiting.pop(gang, None)
+        self.version += 1
+
+    def expire(self, now: float) -> list[GangKey]:
+        """Drop plans whose deadline has come, and stale in-flight pods; return the gangs."""
+        gone = sorted(g for g, r in self._plans.items() if r.deadline <= now)
+        for gang in gone:
+            del self._plans[gang]
+        self.plans_ended += len(gone)
+        stale = [uid for uid, f in self._inflight.items() if f.deadline <= now]
+        for uid in stale:
+            self.forget_pod(uid)
+        if gone or stale:
+            self.version += 1
+        return gone
+
+    def placed(
+        self, gang: GangKey, snapshot: ClusterSnapshot, *, gpu: str = GPU
+    ) -> Mapping[tuple[NodeName, str], int]:
+        """:func:`placed_counts`, memoised until the snapshot or the ledger changes (every
+        pinned member's filter asks it; a 64-pod gang makes that worth keeping)."""
+        memo = self._placed_memo.get(gang)
+        if memo is not None and memo[0] is snapshot and memo[1] == self.version:
+            return memo[2]
+        counts = placed_counts(gang, snapshot, self, gpu=gpu)
+        self._placed_memo[gang] = (snapshot, self.version, counts)
+        return counts
+
+    # pods in flight ------------------------------------------------------------------------
+    def mark_bind_requested(
+        self, pod_uid: str, node: NodeName, *, now: float, ttl: float = INFLIGHT_TTL
+    ) -> None:
+        current = self._inflight.get(pod_uid)
+        if current is not None and current.node == node:
+            return  # a retried bind of the same pod keeps its first timestamp
+        self._inflight[pod_uid] = InFlight(node=node, since=now, deadline=now + ttl)
+        self.version += 1
+
+    def confirm_bound(self, pod_uid: str, node: NodeName) -> None:
+        """The pod is observed bound: the snapshot now charges it, so stop charging it here."""
+        self._inflight.pop(pod_uid, None)
+        for waiting in self._waiting.values():
+            waiting.pop(pod_uid, None)
+        self.version += 1
+
+    def forget_pod(self, pod_uid: str) -> None:
+        """The pod was deleted, or its bind failed: it holds nothing any more."""
+        self._inflight.pop(pod_uid, None)
+        for gang in [g for g, w in self._waiting.items() if pod_uid in w]:
+            del self._waiting[gang][pod_uid]
+            if not self._waiting[gang]:
+                del self._waiting[gang]
+                self._barrier.pop(gang, None)
+        self.version += 1
+
+    def in_flight(self) -> Mapping[str, InFlight]:
+        return self._inflight
+
+    # barriers ------------------------------------------------------------------------------
+    def arrive(self, gang: GangKey, pod_uid: str, node: NodeName, *, now: float) -> None:
+        """A member reached bind: hold it at the gang's barrier.
+
+        A member arriving for the first time is progress: the barrier's clock restarts, so a
+        gang whose members keep coming (a large gang, a busy scheduler queue) is not failed
+        while it gathers, and one whose next member does not come within the timeout is. A
+        member retrying its bind is not progress.
+        """
+        held = self._waiting.setdefault(gang, {})
+        if pod_uid not in held or gang not in self._barrier:
+            self._barrier[gang] = now
+        held[pod_uid] = node
+        self.version += 1
+
+    def waiting(self, gang: GangKey) -> tuple[tuple[str, NodeName], ...]:
+        return tuple(sorted(self._waiting.get(gang, {}).items()))
+
+    def held(self, gang: GangKey) -> Mapping[str, NodeName]:
+        """Pod UID -> node of the gang's members held at the barrier (unsorted, no copy: for
+        checks on every arrival)."""
+        return MappingProxyType(self._waiting.get(gang, {}))
+
+    def barrier_started(self, gang: GangKey) -> float | None:
+        """When the gang's latest new member reached the barrier (``None``: no barrier)."""
+        return self._barrier.get(gang)
+
+    def barriers(self) -> list[tuple[GangKey, float]]:
+        return sorted(self._barrier.items())
+
+    def admit(self, gang: GangKey, *, now: float) -> tuple[tuple[str, NodeName], ...]:
+        """Open the barrier: return the members held there, now free to bind."""
+        released = self.waiting(gang)
+        self._waiting.pop(gang, None)
+        self._barrier.pop(gang, None)
+        self._admitted.setdefault(gang, now)
+        self.version += 1
+        return released
+
+    def is_admitted(self, gang: GangKey) -> bool:
+        return gang in self._admitted
+
+    def withdraw(self, gang: GangKey) -> tuple[tuple[str, NodeName], ...]:
+        """The barrier timed out: drop the gang's plan and its held members (returned), so
+        kube-scheduler requeues them and the capacity goes to someone else."""
+        held = self.waiting(gang)
+        for uid, _ in held:
+            self._inflight.pop(uid, None)
+        self.release(gang)
+        return held
+
+    def settle(self, snapshot: ClusterSnapshot, *, gpu: str = GPU) -> list[GangKey]:
+        """Close out what the cluster has caught up with; return the gangs whose plan ended.
+
+        A plan whose every slot is filled by the gang's bound (or in-flight) pods has done its
+        job: the snapshot charges those pods now, so keeping it would reserve their capacity
+        a second time once they finish or are deleted. A plan whose gang has no pod left ends
+        too: nothing can use it. A gang admitted earlier with no pod left
+        holding anything starts over at the barrier, so a recreated gang (a JobSet restart) is
+        again bound all or nothing.
+        """
+        done: list[GangKey] = []
+        members = index_of(snapshot, gpu=gpu).gang_pods
+        for gang, res in self.reservations():
+            placed = placed_counts(gang, snapshot, self, gpu=gpu)
+            filled = all(placed.get((node, role), 0) >= n for node, role, n in res.plan.slots)
+            # With every pod of the gang deleted, nothing can use the plan any more.
+            if filled or not members.get(gang):
+                del self._plans[gang]
+                self.plans_ended += 1
+                self._barrier.pop(gang, None)
+                done.append(gang)
+        for gang in sorted(self._admitted):
+            if gang in self._plans or self._waiting.get(gang):
+                continue
+            if not placed_counts(gang, snapshot, self, gpu=gpu):
+                del self._admitted[gang]
+        self.version += 1
+        return done
+
+    def forget_gang(self, gang: GangKey) -> None:
+        """The gang's workload is gone."""
+        self.release(gang)
+        self._admitted.pop(gang, None)
+
+    # after a restart -----------------------------------------------------------------------
+    def rebuild(
+        self, snapshot: ClusterSnapshot, *, now: float, ttl: float, gpu: str = GPU
+    ) -> None:
+        """Start over from what the cluster shows: gangs with bound members were admitted
+        before the restart (the barrier released them), and a gang left below its minimum
+        (a crash between two binds) gets a plan for the rest of its minimum."""
+        self._plans.clear()
+        self._placed_memo.clear()
+        self._inflight.clear()
+        self._barrier.clear()
+        self._waiting.clear()
+        self._admitted.clear()
+        order = sorted(snapshot.gangs.values(), key=lambda g: (-g.priority, g.created, g.key))
+        for gang in order:
+            bound = placed_counts(gang.key, snapshot, self, gpu=gpu)  # nothing is in flight
+            placed, nodes = per_role(bound), per_node(bound)
+            if not placed:
+                continue
+            self._admitted[gang.key] = now
+            if sum(placed.values()) >= gang.min_member:
+                continue
+            capacity = free_capacity(snapshot, self, gpu=gpu)
+            plan = plan_gang(gang, snapshot=snapshot, capacity=capacity, placed=placed, gpu=gpu,
+                             within=placed_domain(gang, snapshot, nodes),
+                             occupied=occupants(snapshot, self, gpu=gpu))
+            if isinstance(plan, Plan) and plan.slots:
+                self.reserve(plan, now=now, ttl=ttl)
+        self.version += 1
+
+
+def placed_counts(
+    gang: GangKey, snapshot: ClusterSnapshot, ledger: Ledger, *, gpu: str = GPU,
+    exclude: str | None = None,
+) -> dict[tuple[NodeName, str], int]:
+    """The gang's pods bound or in flight, per ``(node, role)`` (``exclude`` left out)."""
+    counts: dict[tuple[NodeName, str], int] = {}
+    inflight = ledger.in_flight()
+    for uid in index_of(snapshot, gpu=gpu).gang_pods.get(gang, ()):
+        if uid == exclude:
+            continue
+        pod = snapshot.pods[uid]
+        node: NodeName | None
+        if pod.node_name is not None:
+            node = pod.node_name if pod.holds_resources else None
+        else:
+            flight = inflight.get(uid)
+            node = None if flight is None else flight.node
+        if node is not None:
+            key = (node, snapshot.memberships[uid].role)
+            counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def occupants(
+    snapshot: ClusterSnapshot, ledger: Ledger, *, gpu: str = GPU, force: bool = False,
+) -> dict[NodeName, list[Gang]]:
+    """Per node, the gangs with pods bound or in flight or a plan there. Empty when no gang
+    of the snapshot is exclusive and not ``force``d: then nobody needs it, and the cost is
+    one pass over the gangs."""
+    if not force and not any(g.topology is not None and g.topology.exclusive
+                             for g in snapshot.gangs.values()):
+        return {}
+    found: dict[NodeName, dict[GangKey, Gang]] = {}
+    keys = [GangKey(k) for k in index_of(snapshot, gpu=gpu).gang_pods]
+    held = [(k, {n for n, _ in ledger.placed(k, snapshot, gpu=gpu)}) for k in keys]
+    held += [(k, {n for n, _, _ in res.plan.slots}) for k, res in ledger.reservations()]
+    for key, nodes in held:
+        gang = snapshot.gangs.get(key)
+        if gang is not None:
+            for node in nodes:
+                found.setdefault(node, {})[key] = gang
+    return {n: list(gangs.values()) for n, gangs in found.items()}
+
+
+def per_role(counts: Mapping[tuple[NodeName, str], int]) -> dict[str, int]:
+    """:func:`placed_counts` summed per role."""
+    out: dict[str, int] = {}
+    for (_, role), n in counts.items():
+        out[role] = out.get(role, 0) + n
+    return out
+
+
+def per_node(counts: Mapping[tuple[NodeName, str], int]) -> dict[NodeName, int]:
+    """:func:`placed_counts` summed per node."""
+    out: dict[NodeName, int] = {}
+    for (node, _), n in counts.items():
+        out[node] = out.get(node, 0) + n
+    return out
+
+
+def in_flight_demands(
+    snapshot: ClusterSnapshot, ledger: Ledger, *, gpu: str = GPU, without: str | None = None,
+    node: NodeName | None = None,
+) -> list[tuple[NodeName, str, Demand]]:
+    """``(node, pod uid, demand)`` of the pods in flight that the snapshot does not charge yet
+    (on ``node`` only, if given), largest demand first (then by uid): the order placement packs
+    devices in, so a gang's members held at bind are charged the way its plan packed them,
+    whatever order they came in.
+    """
+    index = index_of(snapshot, gpu=gpu)
+    out = []
+    for uid, flight in ledger.in_flight().items():
+        if uid == without or (node is not None and flight.node != node):
+            continue
+        pod = snapshot.pods.get(uid)
+        if pod is None or pod.node_name is not None or flight.node not in index.base:
+            continue  # gone, or already charged by the snapshot
+        demand = demand_of(pod.shape, gpu=gpu)
+        out.append((demand.sort_key(), uid, flight.node, demand))
+    return [(node, uid, demand) for _, uid, node, demand in sorted(out)]
+
+
+def free_capacity(
+    snapshot: ClusterSnapshot, ledger: Ledger, *, gpu: str = GPU,
+    exclude: GangKey | None = None, reservations: bool = True, without: str | None = None,
+) -> CapacityView:
+    """Per node: allocatable - bound - in flight - other gangs' unfilled reservations.
+
+    ``exclude`` leaves one gang's reservation out (its own members may use it); ``without``
+    leaves one pod in flight out (the pod whose bind is being decided, when it retries).
+    Memoised per snapshot and ledger version (:meth:`Ledger.capacity_memo`).
+    """
+    index = index_of(snapshot, gpu=gpu)
+    memo = ledger.capacity_memo(snapshot)
+    key = (gpu, without, reservations, exclude if reservations else None)
+    changes = memo.get(key)
+    if changes is None:
+        changes = _free_changes(snapshot, ledger, index.base, memo, gpu=gpu, exclude=exclude,
+                                reservations=reservations, without=without)
+        memo[key] = changes
+    return CapacityView(index.base, changes)
+
+
+def _free_changes(
+    snapshot: ClusterSnapshot, ledger: Ledger, base: Mapping[NodeName, NodeCapacity],
+    memo: dict[tuple[object, ...], dict[NodeName, NodeCapacity]], *, gpu: str,
+    exclude: GangKey | None, reservations: bool, without: str | None,
+) -> dict[NodeName, NodeCapacity]:
+    """The nodes :func:`free_capacity` changes from the base, and their capacity."""
+    flights = memo.get((gpu, without, False, None))
+    if flights is None:
+        flights = {}
+        for node, _, demand in in_flight_demands(snapshot, ledger, gpu=gpu, without=without):
+            flights[node] = take(flights.get(node) or base[node], demand, force=True)
+        memo[(gpu, without, False, None)] = flights
+    if not reservations:
+        return flights
+    changes = dict(flights)
+    for gang, res in ledger.reservations():
+        if gang == exclude:
+            continue
+        placed = ledger.placed(gang, snapshot, gpu=gpu)
+        for node, role, count in res.plan.slots:
+            left = count - placed.get((node, role), 0)
+            shape = res.plan.shape(role)
+            if left <= 0 or shape is None or node not in base:
+                continue
+            cap = changes.get(node) or base[node]
+            changes[node] = take(cap, demand_of(shape, gpu=gpu), left, force=True)
+    return changes

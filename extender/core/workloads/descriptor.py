@@ -1,0 +1,549 @@
+"""The ``WorkloadDescriptor`` format: schema types and the compiler that validates them.
+
+:func:`compile_descriptor` turns one parsed document (``apiVersion: muster.dev/v1alpha1``,
+``kind: WorkloadDescriptor``) into a frozen :class:`Descriptor`, or raises
+:class:`DescriptorError` whose ``path`` names the offending field, e.g.
+``spec.roles[1].replicas.path``. Every path is compiled here, once. The format is documented
+field by field in ``docs/descriptors.md``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, TypedDict
+
+from extender.core.model.values import Phase
+from extender.core.workloads.expressions import (
+    ITEM,
+    OBJECT,
+    Condition,
+    Count,
+    DescriptorError,
+    Name,
+    PathRef,
+    check_fields,
+    compile_condition,
+    compile_count,
+    compile_name,
+    compile_paths,
+    compile_ref,
+    expect_list,
+    expect_mapping,
+    expect_str,
+)
+from extender.core.workloads.named import expand_named_conditions
+from extender.core.workloads.topology import TopologyRule, bad_label_key
+
+__all__ = [
+    "API_VERSION",
+    "KIND",
+    "Descriptor",
+    "DescriptorError",
+    "GangPolicy",
+    "GangSpec",
+    "Join",
+    "PodMatch",
+    "RoleMatch",
+    "RoleSpec",
+    "StatusRule",
+    "StatusSpec",
+    "SubReplicaSpec",
+    "Target",
+    "TemplateSpec",
+    "compile_descriptor",
+]
+
+API_VERSION = "muster.dev/v1alpha1"
+KIND = "WorkloadDescriptor"
+
+
+class RawDescriptor(TypedDict, total=False):
+    """A descriptor document as parsed from YAML (the edge type)."""
+
+    apiVersion: str
+    kind: str
+    metadata: dict[str, Any]
+    spec: dict[str, Any]
+
+
+class GangPolicy(StrEnum):
+    """How a workload is cut into gangs."""
+
+    WORKLOAD = "workload"
+    """One gang of all gang roles; its minimum is the sum of the roles' minimum pods."""
+    REPLICA = "replica"
+    """One gang per replica index shared by the gang roles (an LWS group: leader + workers)."""
+    ROLE = "role"
+    """One gang per role (a JobSet replicatedJob, a Dynamo service, as Karta groups them)."""
+    ROLE_REPLICA = "roleReplica"
+    """One gang per replica of each gang role (a multi-node Dynamo service replica)."""
+    BASE_AND_SCALED = "baseAndScaled"
+    """One base gang per replica index, holding each role's first ``subReplicas.base`` copies,
+    plus one gang per further copy (Grove: a base PodGang per PodCliqueSet replica, a scaled
+    PodGang per PodCliqueScalingGroup replica above ``minAvailable``)."""
+    NONE = "none"
+    """No gangs: pods schedule one by one (plain serving replicas)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """The kind a descriptor describes and the names people may call it by."""
+
+    group: str
+    kind: str
+    versions: tuple[str, ...]
+    plural: str
+    short_names: tuple[str, ...] = ()
+
+    @property
+    def api_versions(self) -> tuple[str, ...]:
+        return tuple(f"{self.group}/{v}" if self.group else v for v in self.versions)
+
+    @property
+    def group_kind(self) -> str:
+        """``Kind.group`` as kubectl spells it (``JobSet.jobset.x-k8s.io``; ``Pod`` for core)."""
+        return f"{self.kind}.{self.group}" if self.group else self.kind
+
+
+@dataclass(frozen=True, slots=True)
+class Join:
+    """Bind, for each role item, the entry of another list whose ``match`` equals ``equals``."""
+
+    alias: str
+    source: PathRef
+    match: PathRef
+    equals: PathRef
+
+
+@dataclass(frozen=True, slots=True)
+class TemplateSpec:
+    """Where a role's pod is described: a template, a PodSpec, or scattered fields."""
+
+    pod_template: PathRef | None = None
+    pod_spec: PathRef | None = None
+    metadata: PathRef | None = None
+    containers: tuple[PathRef, ...] = ()
+    resources: PathRef | None = None
+    node_selector: PathRef | None = None
+    tolerations: PathRef | None = None
+    affinity: PathRef | None = None
+    resource_names: tuple[tuple[str, str], ...] = ()
+    """The kind's own resource names mapped to Kubernetes ones (``gpu`` -> ``nvidia.com/gpu``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SubReplicaSpec:
+    """How a role's replicas are cut into base and scaled gangs (``baseAndScaled``)."""
+
+    group: Name
+    """Names the scaled gangs; roles of one group share them. Selecting nothing: not cut."""
+    count: Count
+    """Copies per gang replica (a PodCliqueScalingGroup's ``replicas``)."""
+    base: Count
+    """Copies in the base gang (``min(minAvailable, replicas)``); each further one is a gang."""
+
+
+@dataclass(frozen=True, slots=True)
+class RoleSpec:
+    """One role, or one role per item of ``for_each``."""
+
+    name: Name
+    replicas: Count
+    pods_per_replica: Count
+    template: TemplateSpec
+    for_each: PathRef | None = None
+    joins: tuple[Join, ...] = ()
+    when: Condition | None = None
+    min_replicas: Count | None = None
+    after: tuple[str, ...] = ()
+    after_ref: PathRef | None = None
+    in_gang: Condition | None = None
+    """When set, the role's pods join gangs only where this holds (a Karta member filter)."""
+    min_pods_per_replica: Count | None = None
+    """Pods of one replica that must start together (Grove clique ``minAvailable``)."""
+    sub_replicas: SubReplicaSpec | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GangSpec:
+    policy: GangPolicy = GangPolicy.WORKLOAD
+    roles: tuple[str, ...] = ()
+    """Roles in gangs; empty means every role."""
+    topology: tuple[TopologyRule, ...] = ()
+    """Where each gang's domain label is read; the first rule that finds a key wins."""
+
+
+class RoleMatch(StrEnum):
+    """How a role label's value names a role."""
+
+    EXACT = "exact"
+    """The value is the role name (after ``role.map``)."""
+    SUFFIX = "suffix"
+    """The value is the role name or ends with ``-<role>`` (an object named
+    ``<parent>-<index>-<role>``, as Grove names PodCliques); the longest name wins."""
+
+
+@dataclass(frozen=True, slots=True)
+class PodMatch:
+    """How a pod is tied to its workload, role and replica."""
+
+    owners: tuple[str, ...] = ()
+    """Kinds between a pod and the workload on the controller chain (``Job``, ``StatefulSet``)."""
+    workload_label: str | None = None
+    """A pod label whose value names the workload, used when the owner chain is unknown."""
+    role_labels: tuple[str, ...] = ()
+    role_map: tuple[tuple[str, str], ...] = ()
+    role_default: str | None = None
+    role_match: RoleMatch = RoleMatch.EXACT
+    replica_label: str | None = None
+    sub_replica_label: str | None = None
+    """A label holding a pod's sub-replica index (Grove's PodCliqueScalingGroup replica)."""
+
+
+@dataclass(frozen=True, slots=True)
+class StatusRule:
+    phase: Phase
+    when: Condition
+
+
+@dataclass(frozen=True, slots=True)
+class StatusSpec:
+    conditions: PathRef | None = None
+    phase_field: PathRef | None = None
+    rules: tuple[StatusRule, ...] = ()
+    default: Phase = Phase.UNDEFINED
+
+
+@dataclass(frozen=True, slots=True)
+class Descriptor:
+    """A compiled, validated ``WorkloadDescriptor``."""
+
+    name: str
+    target: Target
+    roles: tuple[RoleSpec, ...]
+    gangs: GangSpec
+    pods: PodMatch
+    status: StatusSpec
+    description: str = ""
+    format: str = "muster"
+    """``muster`` (a WorkloadDescriptor) or ``karta`` (read from a Workload Map ``Karta``)."""
+    source: str = ""
+    """Where it came from (a file, ``catalog`` or ``cluster``), for people reading output."""
+    notes: tuple[str, ...] = ()
+    """What a translated descriptor could not express exactly, in words."""
+
+
+_OBJECT_ONLY = frozenset({OBJECT})
+_ROLE_SCOPES = frozenset({OBJECT, ITEM})
+
+
+def _path_ref(raw: object, at: str, scopes: frozenset[str], default_scope: str) -> PathRef:
+    """A bare path string (in ``default_scope``) or ``{path, scope}``."""
+    if isinstance(raw, str | list):
+        return PathRef(paths=compile_paths(raw, at), scope=default_scope)
+    mapping = expect_mapping(raw, at)
+    check_fields(mapping, at, ("path", "scope"))
+    if "scope" not in mapping:
+        mapping = {**mapping, "scope": default_scope}
+    return compile_ref(mapping, at, scopes)
+
+
+def _target(raw: object, at: str) -> Target:
+    spec = expect_mapping(raw, at)
+    check_fields(spec, at, ("group", "kind", "versions", "plural", "shortNames"))
+    group = spec.get("group", "")
+    if not isinstance(group, str):
+        raise DescriptorError(f"{at}.group", "expected a string ('' for the core group)")
+    kind = expect_str(spec.get("kind"), f"{at}.kind")
+    versions = expect_list(spec.get("versions"), f"{at}.versions")
+    if not versions:
+        raise DescriptorError(f"{at}.versions", "needs at least one served version")
+    short = expect_list(spec.get("shortNames", []), f"{at}.shortNames")
+    plural = spec.get("plural", kind.lower() + "s")
+    return Target(
+        group=group,
+        kind=kind,
+        versions=tuple(expect_str(v, f"{at}.versions[{i}]") for i, v in enumerate(versions)),
+        plural=expect_str(plural, f"{at}.plural"),
+        short_names=tuple(expect_str(s, f"{at}.shortNames[{i}]") for i, s in enumerate(short)),
+    )
+
+
+_TEMPLATE_FIELDS = ("podTemplate", "podSpec", "metadata", "containers", "resources",
+                    "nodeSelector", "tolerations", "affinity", "resourceNames")
+
+
+def _template(raw: object, at: str, scopes: frozenset[str]) -> TemplateSpec:
+    spec = expect_mapping(raw, at)
+    check_fields(spec, at, _TEMPLATE_FIELDS)
+    if "podTemplate" in spec and ("podSpec" in spec or "metadata" in spec):
+        raise DescriptorError(at, "podTemplate excludes podSpec and metadata; use one form")
+
+    def ref(key: str) -> PathRef | None:
+        return _path_ref(spec[key], f"{at}.{key}", scopes, ITEM) if key in spec else None
+
+    containers = expect_list(spec.get("containers", []), f"{at}.containers")
+    names = expect_mapping(spec.get("resourceNames", {}), f"{at}.resourceNames")
+    return TemplateSpec(
+        pod_template=ref("podTemplate"),
+        pod_spec=ref("podSpec"),
+        metadata=ref("metadata"),
+        containers=tuple(_path_ref(c, f"{at}.containers[{i}]", scopes, ITEM)
+                         for i, c in enumerate(containers)),
+        resources=ref("resources"),
+        node_selector=ref("nodeSelector"),
+        tolerations=ref("tolerations"),
+        affinity=ref("affinity"),
+        resource_names=tuple(sorted(
+            (str(k), expect_str(v, f"{at}.resourceNames.{k}")) for k, v in names.items())),
+    )
+
+
+_ROLE_FIELDS = ("name", "forEach", "join", "when", "replicas", "minReplicas", "podsPerReplica",
+                "minPodsPerReplica", "subReplicas", "template", "after")
+
+
+def _sub_replicas(raw: object, at: str, scopes: frozenset[str]) -> SubReplicaSpec:
+    spec = expect_mapping(raw, at)
+    check_fields(spec, at, ("group", "count", "base"))
+    for key in ("group", "count", "base"):
+        if key not in spec:
+            raise DescriptorError(f"{at}.{key}", "required")
+    return SubReplicaSpec(
+        group=compile_name(spec["group"], f"{at}.group", scopes),
+        count=compile_count(spec["count"], f"{at}.count", scopes),
+        base=compile_count(spec["base"], f"{at}.base", scopes),
+    )
+
+
+def _role(raw: object, at: str) -> RoleSpec:
+    spec = expect_mapping(raw, at)
+    check_fields(spec, at, _ROLE_FIELDS)
+    if "name" not in spec:
+        raise DescriptorError(f"{at}.name", "required: a literal, {path: ...} or {key: true}")
+    joins: list[Join] = []
+    join_raw = expect_mapping(spec.get("join", {}), f"{at}.join")
+    for alias, j in join_raw.items():
+        jat = f"{at}.join.{alias}"
+        if alias in (OBJECT, ITEM):
+            raise DescriptorError(jat, "object and item are reserved scope names")
+        jspec = expect_mapping(j, jat)
+        check_fields(jspec, jat, ("in", "match", "equals"))
+        for key in ("in", "match", "equals"):
+            if key not in jspec:
+                raise DescriptorError(f"{jat}.{key}", "required")
+        joins.append(Join(
+            alias=str(alias),
+            source=_path_ref(jspec["in"], f"{jat}.in", _OBJECT_ONLY, OBJECT),
+            match=PathRef(paths=compile_paths(jspec["match"], f"{jat}.match"), scope=ITEM),
+            equals=_path_ref(jspec["equals"], f"{jat}.equals", _ROLE_SCOPES, ITEM),
+        ))
+    scopes = _ROLE_SCOPES | {j.alias for j in joins}
+    after: tuple[str, ...] = ()
+    after_ref = None
+    if "after" in spec:
+        if isinstance(spec["after"], list):
+            after = tuple(expect_str(a, f"{at}.after[{i}]") for i, a in enumerate(spec["after"]))
+        else:
+            after_ref = _path_ref(spec["after"], f"{at}.after", scopes, ITEM)
+    for_each = None
+    if "forEach" in spec:
+        for_each = _path_ref(spec["forEach"], f"{at}.forEach", _OBJECT_ONLY, OBJECT)
+    elif joins:
+        raise DescriptorError(f"{at}.join", "a join needs forEach (it binds per item)")
+    return RoleSpec(
+        name=compile_name(spec["name"], f"{at}.name", scopes),
+        for_each=for_each,
+        joins=tuple(joins),
+        when=compile_condition(spec["when"], f"{at}.when", scopes) if "when" in spec else None,
+        replicas=compile_count(spec.get("replicas", 1), f"{at}.replicas", scopes),
+        min_replicas=(compile_count(spec["minReplicas"], f"{at}.minReplicas", scopes)
+                      if "minReplicas" in spec else None),
+        pods_per_replica=compile_count(spec.get("podsPerReplica", 1), f"{at}.podsPerReplica",
+                                       scopes),
+        min_pods_per_replica=(compile_count(spec["minPodsPerReplica"], f"{at}.minPodsPerReplica",
+                                            scopes) if "minPodsPerReplica" in spec else None),
+        sub_replicas=(_sub_replicas(spec["subReplicas"], f"{at}.subReplicas", scopes)
+                      if "subReplicas" in spec else None),
+        template=_template(spec.get("template", {}), f"{at}.template", scopes),
+        after=after,
+        after_ref=after_ref,
+    )
+
+
+def _topology_rule(raw: object, at: str) -> TopologyRule:
+    """``{required: <key>}`` or ``{preferred: <key>}`` (a label key, or ``{path: ...}`` read
+    on the object), with ``exclusive: true`` for a required domain no other gang may share."""
+    spec = expect_mapping(raw, at)
+    check_fields(spec, at, ("required", "preferred", "exclusive"))
+    chosen = [k for k in ("required", "preferred") if k in spec]
+    if len(chosen) != 1:
+        raise DescriptorError(at, "needs exactly one of required or preferred (a node label "
+                              "key or {path: ...})")
+    kind = chosen[0]
+    exclusive = spec.get("exclusive", False)
+    if not isinstance(exclusive, bool):
+        raise DescriptorError(f"{at}.exclusive", "expected true or false")
+    if exclusive and kind != "required":
+        raise DescriptorError(f"{at}.exclusive", "only a required domain can be exclusive")
+    value = spec[kind]
+    if isinstance(value, str):
+        why = bad_label_key(value)
+        if why is not None:
+            raise DescriptorError(f"{at}.{kind}", why)
+        return TopologyRule(required=kind == "required", exclusive=exclusive, literal=value)
+    ref = _path_ref(value, f"{at}.{kind}", _OBJECT_ONLY, OBJECT)
+    return TopologyRule(required=kind == "required", exclusive=exclusive, ref=ref)
+
+
+def _gangs(raw: object, at: str) -> GangSpec:
+    spec = expect_mapping(raw, at)
+    check_fields(spec, at, ("policy", "roles", "topology"))
+    policy = spec.get("policy", GangPolicy.WORKLOAD.value)
+    if policy not in {p.value for p in GangPolicy}:
+        raise DescriptorError(f"{at}.policy", f"unknown policy {policy!r}; expected one of "
+                              f"{', '.join(p.value for p in GangPolicy)}")
+    roles = expect_list(spec.get("roles", []), f"{at}.roles")
+    rules = expect_list(spec.get("topology", []), f"{at}.topology")
+    return GangSpec(policy=GangPolicy(policy),
+                    roles=tuple(expect_str(r, f"{at}.roles[{i}]") for i, r in enumerate(roles)),
+                    topology=tuple(_topology_rule(r, f"{at}.topology[{i}]")
+                                   for i, r in enumerate(rules)))
+
+
+def _pods(raw: object, at: str) -> PodMatch:
+    spec = expect_mapping(raw, at)
+    check_fields(spec, at, ("owners", "workloadLabel", "role", "replica", "subReplica"))
+    owners = expect_list(spec.get("owners", []), f"{at}.owners")
+    role = expect_mapping(spec.get("role", {}), f"{at}.role")
+    check_fields(role, f"{at}.role", ("labels", "map", "default", "match"))
+    labels = expect_list(role.get("labels", []), f"{at}.role.labels")
+    mapping = expect_mapping(role.get("map", {}), f"{at}.role.map")
+    match = role.get("match", RoleMatch.EXACT.value)
+    if match not in {m.value for m in RoleMatch}:
+        raise DescriptorError(f"{at}.role.match", f"unknown match {match!r}; expected one of "
+                              f"{', '.join(m.value for m in RoleMatch)}")
+    replica = expect_mapping(spec.get("replica", {}), f"{at}.replica")
+    check_fields(replica, f"{at}.replica", ("label",))
+    sub = expect_mapping(spec.get("subReplica", {}), f"{at}.subReplica")
+    check_fields(sub, f"{at}.subReplica", ("label",))
+    default = role.get("default")
+    workload_label = spec.get("workloadLabel")
+    return PodMatch(
+        owners=tuple(expect_str(o, f"{at}.owners[{i}]") for i, o in enumerate(owners)),
+        workload_label=(expect_str(workload_label, f"{at}.workloadLabel")
+                        if workload_label is not None else None),
+        role_labels=tuple(expect_str(v, f"{at}.role.labels[{i}]") for i, v in enumerate(labels)),
+        role_map=tuple(sorted((str(k), expect_str(v, f"{at}.role.map.{k}"))
+                              for k, v in mapping.items())),
+        role_default=expect_str(default, f"{at}.role.default") if default is not None else None,
+        role_match=RoleMatch(match),
+        replica_label=(expect_str(replica["label"], f"{at}.replica.label")
+                       if "label" in replica else None),
+        sub_replica_label=(expect_str(sub["label"], f"{at}.subReplica.label")
+                           if "label" in sub else None),
+    )
+
+
+def _check_sub_replicas(roles: tuple[RoleSpec, ...], gangs: GangSpec, pods: PodMatch) -> None:
+    """``subReplicas`` cuts gangs only under ``baseAndScaled``, whose pods must carry their
+    replica and sub-replica indexes (without them a pod cannot tell its gang)."""
+    cut = [i for i, r in enumerate(roles) if r.sub_replicas is not None]
+    if gangs.policy is GangPolicy.BASE_AND_SCALED:
+        if pods.replica_label is None:
+            raise DescriptorError("spec.pods.replica.label", "required with gang policy "
+                                  "baseAndScaled: it says which base gang a pod is in")
+        if cut and pods.sub_replica_label is None:
+            raise DescriptorError("spec.pods.subReplica.label", f"required: spec.roles[{cut[0]}]"
+                                  ".subReplicas cuts replicas into gangs, so a pod must say "
+                                  "which sub-replica it is")
+    elif cut:
+        raise DescriptorError(f"spec.roles[{cut[0]}].subReplicas", "cuts gangs only with "
+                              "spec.gangs.policy baseAndScaled, not "
+                              f"{gangs.policy.value}")
+    elif pods.sub_replica_label is not None:
+        raise DescriptorError("spec.pods.subReplica", "is read only with spec.gangs.policy "
+                              "baseAndScaled")
+
+
+def _phase(raw: object, at: str) -> Phase:
+    try:
+        return Phase(str(raw))
+    except ValueError:
+        raise DescriptorError(at, f"unknown phase {raw!r}; expected one of "
+                              f"{', '.join(p.value for p in Phase)}") from None
+
+
+def _status(raw: object, at: str) -> StatusSpec:
+    spec = expect_mapping(raw, at)
+    check_fields(spec, at, ("conditions", "phase", "rules", "default"))
+    rules = []
+    for i, r in enumerate(expect_list(spec.get("rules", []), f"{at}.rules")):
+        rat = f"{at}.rules[{i}]"
+        rule = expect_mapping(r, rat)
+        check_fields(rule, rat, ("phase", "when"))
+        if "when" not in rule:
+            raise DescriptorError(f"{rat}.when", "required")
+        rules.append(StatusRule(phase=_phase(rule.get("phase"), f"{rat}.phase"),
+                                when=compile_condition(rule["when"], f"{rat}.when",
+                                                       _OBJECT_ONLY | {ITEM})))
+    return StatusSpec(
+        conditions=(_path_ref(spec["conditions"], f"{at}.conditions", _OBJECT_ONLY, OBJECT)
+                    if "conditions" in spec else None),
+        phase_field=(_path_ref(spec["phase"], f"{at}.phase", _OBJECT_ONLY, OBJECT)
+                     if "phase" in spec else None),
+        rules=tuple(rules),
+        default=_phase(spec.get("default", Phase.UNDEFINED.value), f"{at}.default"),
+    )
+
+
+def compile_descriptor(raw: object) -> Descriptor:
+    """Validate and compile one descriptor document; raises :class:`DescriptorError`."""
+    doc = expect_mapping(raw, "")
+    check_fields(doc, "", ("apiVersion", "kind", "metadata", "spec"))
+    if doc.get("apiVersion") != API_VERSION:
+        raise DescriptorError("apiVersion", f"expected {API_VERSION}, got "
+                              f"{doc.get('apiVersion')!r}")
+    if doc.get("kind") != KIND:
+        raise DescriptorError("kind", f"expected {KIND}, got {doc.get('kind')!r}")
+    metadata = expect_mapping(doc.get("metadata"), "metadata")
+    name = expect_str(metadata.get("name"), "metadata.name")
+    spec = expect_mapping(doc.get("spec"), "spec")
+    check_fields(spec, "spec", ("description", "target", "namedConditions", "roles", "gangs",
+                                "pods", "status"))
+    spec = expand_named_conditions(spec)
+    roles_raw = expect_list(spec.get("roles"), "spec.roles")
+    if not roles_raw:
+        raise DescriptorError("spec.roles", "needs at least one role")
+    roles = tuple(_role(r, f"spec.roles[{i}]") for i, r in enumerate(roles_raw))
+    literal = [r.name.literal for r in roles if r.name.literal is not None]
+    for i, role_name in enumerate(literal):
+        if role_name in literal[:i]:
+            raise DescriptorError("spec.roles", f"role name {role_name!r} is used twice")
+    gangs = _gangs(spec.get("gangs", {}), "spec.gangs")
+    for i, gang_role in enumerate(gangs.roles):
+        dynamic = any(r.name.literal is None for r in roles)
+        if not dynamic and gang_role not in literal:
+            raise DescriptorError(f"spec.gangs.roles[{i}]", f"no role named {gang_role!r}")
+    description = spec.get("description", "")
+    if not isinstance(description, str):
+        raise DescriptorError("spec.description", "expected a string")
+    target = _target(spec.get("target"), "spec.target")
+    pods = _pods(spec.get("pods", {}), "spec.pods")
+    _check_sub_replicas(roles, gangs, pods)
+    return Descriptor(
+        name=name,
+        target=target,
+        roles=roles,
+        gangs=gangs,
+        pods=pods,
+        status=_status(spec.get("status", {}), "spec.status"),
+        description=description,
+    )
+
+
+def is_descriptor_document(raw: Mapping[str, Any]) -> bool:
+    """Whether a parsed document claims to be a WorkloadDescriptor (to pick it from a stream)."""
+    return raw.get("kind") == KIND

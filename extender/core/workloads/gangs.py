@@ -1,0 +1,155 @@
+"""How a resolved workload is cut into gangs, and the key of the gang each pod joins.
+
+Keys are ``namespace/name`` plus a suffix per policy (``/group-1``, ``/workers``,
+``/decode-0``; ``baseAndScaled``: ``/0`` for replica 0's base gang and ``/0/prefill-1`` for
+sub-replica 1 of group ``prefill``). :func:`cut_gangs` builds the gangs, :func:`gang_key` and
+:func:`member_gang_key` name the one a pod belongs to, from the same rules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from extender.core.model.values import Gang, GangKey, GangMember, Role, WorkloadRef
+from extender.core.workloads.descriptor import Descriptor, GangPolicy
+from extender.core.workloads.expressions import WorkloadError
+
+__all__ = ["cut_gangs", "gang_key", "member_gang_key", "replica_indexes"]
+
+
+def gang_key(ref: WorkloadRef, policy: GangPolicy, *, role: str = "",
+             replica: int | None = None, scaled: tuple[str, int] | None = None,
+             ) -> GangKey | None:
+    """The key of the gang a pod of ``role``/``replica`` belongs to under ``policy``.
+
+    Under ``baseAndScaled`` the base gang of replica ``r`` is ``ns/name/r`` and, with
+    ``scaled=(group, j)``, sub-replica ``j`` of ``group`` is ``ns/name/r/group-j``; which
+    applies to a pod is :func:`member_gang_key`'s to say.
+    """
+    base = f"{ref.namespace}/{ref.name}"
+    if policy is GangPolicy.WORKLOAD:
+        return GangKey(base)
+    if policy is GangPolicy.REPLICA and replica is not None:
+        return GangKey(f"{base}/group-{replica}")
+    if policy is GangPolicy.ROLE and role:
+        return GangKey(f"{base}/{role}")
+    if policy is GangPolicy.ROLE_REPLICA and replica is not None:
+        return GangKey(f"{base}/{role}-{replica}")
+    if policy is GangPolicy.BASE_AND_SCALED and replica is not None:
+        if scaled is None:
+            return GangKey(f"{base}/{replica}")
+        group, sub = scaled
+        return GangKey(f"{base}/{replica}/{group}-{sub}")
+    return None
+
+
+def replica_indexes(role: Role, index: int) -> tuple[int, int | None]:
+    """``(replica, sub-replica)`` of the role's ``index``-th copy (0-based, in role order):
+    ``(index, None)`` unless the role is cut into sub-replicas."""
+    if role.sub_replicas is None or role.sub_replicas.count <= 0:
+        return index, None
+    return divmod(index, role.sub_replicas.count)
+
+
+def member_gang_key(ref: WorkloadRef, policy: GangPolicy, role: Role | None, *,
+                    replica: int | None, sub_replica: int | None = None) -> GangKey | None:
+    """The key of the gang a pod of ``role`` with these indexes joins (``None``: no gang).
+
+    A copy below ``subReplicas.base`` is in its replica's base gang, a further one in its own
+    scaled gang. A pod of a cut role that does not say its sub-replica joins nothing unless the
+    role has no scaled gangs: guessing could put it in the wrong gang.
+    """
+    name = role.name if role is not None else ""
+    sub = role.sub_replicas if role is not None else None
+    if policy is not GangPolicy.BASE_AND_SCALED or sub is None:
+        return gang_key(ref, policy, role=name, replica=replica)
+    if sub_replica is None:
+        return gang_key(ref, policy, replica=replica) if sub.base >= sub.count else None
+    if sub_replica < sub.base:
+        return gang_key(ref, policy, replica=replica)
+    return gang_key(ref, policy, replica=replica, scaled=(sub.group, sub_replica))
+
+
+def cut_gangs(descriptor: Descriptor, ref: WorkloadRef, roles: list[Role],
+              created: float, *, outside: set[str], limit: int) -> tuple[Gang, ...]:
+    """The workload's gangs under its descriptor's policy; roles in ``outside`` (or not in
+    ``gangs.roles``) and roles without pods are in none.
+
+    More than ``limit`` gangs raise :class:`WorkloadError` before more than ``limit`` are cut,
+    so the work stays bounded whatever the replica counts say.
+    """
+    policy = descriptor.gangs.policy
+    chosen = [r for r in roles if r.pods > 0 and r.name not in outside and
+              (not descriptor.gangs.roles or r.name in descriptor.gangs.roles)]
+    if policy is GangPolicy.NONE or not chosen:
+        return ()
+    priority = max(r.shape.priority for r in chosen)
+
+    def gang(key: GangKey | None, members: list[GangMember]) -> Gang:
+        assert key is not None
+        return Gang(key=key, workload=ref, members=tuple(members), priority=priority,
+                    created=created)
+
+    out: list[Gang] = []
+    for cut in _cuts(ref, policy, chosen):
+        if len(out) == limit:
+            raise WorkloadError(f"more than the limit of {limit} gangs per workload "
+                                f"(gang policy {policy.value})")
+        out.append(gang(*cut))
+    return tuple(out)
+
+
+def _cuts(ref: WorkloadRef, policy: GangPolicy, chosen: list[Role],
+          ) -> Iterator[tuple[GangKey | None, list[GangMember]]]:
+    """Each gang's key and members, lazily: the caller stops at its limit."""
+    if policy is GangPolicy.WORKLOAD:
+        yield gang_key(ref, policy), [
+            GangMember(role=r.name, count=r.pods, min_count=r.min_pods, shape=r.shape)
+            for r in chosen]
+    elif policy is GangPolicy.REPLICA:
+        for i in range(max(r.replicas for r in chosen)):
+            yield gang_key(ref, policy, replica=i), [_copies(r, 1) for r in chosen
+                                                     if r.replicas > i]
+    elif policy is GangPolicy.ROLE:
+        for r in chosen:
+            yield gang_key(ref, policy, role=r.name), [
+                GangMember(role=r.name, count=r.pods, min_count=r.min_pods, shape=r.shape)]
+    elif policy is GangPolicy.BASE_AND_SCALED:
+        yield from _base_and_scaled(ref, chosen)
+    else:
+        for r in chosen:
+            for i in range(r.replicas):
+                yield gang_key(ref, policy, role=r.name, replica=i), [_copies(r, 1)]
+
+
+def _copies(role: Role, copies: int) -> GangMember:
+    """``copies`` replicas of ``role`` in one gang, each needing its minimum pods."""
+    return GangMember(role=role.name, count=copies * role.pods_per_replica,
+                      min_count=copies * role.min_per_replica, shape=role.shape)
+
+
+def _base_and_scaled(ref: WorkloadRef, roles: list[Role],
+                     ) -> Iterator[tuple[GangKey | None, list[GangMember]]]:
+    """Per replica index: the base gang, then each group's scaled gangs by sub-replica."""
+    policy = GangPolicy.BASE_AND_SCALED
+
+    def blocks(r: Role) -> int:  # gang replicas the role takes part in
+        return r.replicas // max(1, r.sub_replicas.count) if r.sub_replicas else r.replicas
+
+    for i in range(max(blocks(r) for r in roles)):
+        present = [r for r in roles if blocks(r) > i]
+        base = [_copies(r, r.sub_replicas.base if r.sub_replicas else 1) for r in present]
+        if any(m.count for m in base):
+            yield gang_key(ref, policy, replica=i), [m for m in base if m.count]
+        groups: dict[str, list[Role]] = {}
+        for r in present:
+            if r.sub_replicas is not None:
+                groups.setdefault(r.sub_replicas.group, []).append(r)
+        for group, members in groups.items():
+            cuts = [m.sub_replicas for m in members if m.sub_replicas]
+            # Copies below every base are in the base gang: start past them, not at 0.
+            for j in range(min(c.base for c in cuts), max(c.count for c in cuts)):
+                scaled = [_copies(m, 1) for m in members
+                          if m.sub_replicas and m.sub_replicas.base <= j < m.sub_replicas.count]
+                if scaled:
+                    yield gang_key(ref, policy, replica=i, scaled=(group, j)), scaled

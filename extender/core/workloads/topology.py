@@ -1,0 +1,175 @@
+"""Which node-label domain each gang keeps to, read from what the workload's author wrote.
+
+In order, the first that names a label key wins for the whole workload:
+
+1. Muster's own annotations on the workload object, for any kind:
+   ``muster.dev/topology-required: <label key>`` (or ``muster.dev/topology-preferred``), and
+   ``muster.dev/topology-exclusive: "true"`` with a required key;
+2. the descriptor's ``spec.gangs.topology`` rules, in order (the catalog reads the operators'
+   own annotations there, e.g. LeaderWorkerSet's ``exclusive-topology``);
+3. per gang, Kueue's ``kueue.x-k8s.io/podset-required-topology`` (or ``-preferred-``) on the
+   pod templates, when every role of the gang asks for the same key: Kueue keeps each pod set
+   in one domain, and Muster can keep only a whole gang to one.
+
+Annotations Muster reads but cannot honour (each child Job of a JobSet alone in its own
+domain, LWS subgroups) become warnings on the workload, never a stricter constraint that would
+leave a gang waiting forever.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from extender.core.model.values import Gang, Role, TopologyConstraint
+from extender.core.workloads.expressions import OBJECT, PathRef, Scope, WorkloadError
+
+__all__ = [
+    "KUEUE_PREFERRED",
+    "KUEUE_REQUIRED",
+    "MUSTER_EXCLUSIVE",
+    "MUSTER_PREFERRED",
+    "MUSTER_REQUIRED",
+    "TopologyRule",
+    "bad_label_key",
+    "with_topology",
+]
+
+MUSTER_REQUIRED = "muster.dev/topology-required"
+MUSTER_PREFERRED = "muster.dev/topology-preferred"
+MUSTER_EXCLUSIVE = "muster.dev/topology-exclusive"
+KUEUE_REQUIRED = "kueue.x-k8s.io/podset-required-topology"
+KUEUE_PREFERRED = "kueue.x-k8s.io/podset-preferred-topology"
+
+_UNHONOURED = {
+    "alpha.jobset.sigs.k8s.io/exclusive-topology": (
+        "puts each child Job alone in its own domain; a Muster gang spans the JobSet's Jobs, so "
+        "Muster keeps it to no single domain (the affinities JobSet writes on its pods still "
+        "apply in kube-scheduler)"),
+    "leaderworkerset.sigs.k8s.io/subgroup-exclusive-topology": (
+        "puts each subgroup alone in its own domain; a Muster gang is the whole group, so Muster "
+        "keeps it to no single domain (the affinities LWS writes on its pods still apply)"),
+}
+
+_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+_PREFIX = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def bad_label_key(key: str) -> str | None:
+    """Why ``key`` is not a node label key (``prefix/name``, as the API server checks it)."""
+    prefix, _, name = key.rpartition("/")
+    shown = repr(key if len(key) <= 80 else key[:77] + "...")  # a hostile value stays short
+    if prefix and (len(prefix) > 253 or not _PREFIX.match(prefix)):
+        return f"{shown} is not a label key: its prefix must be a DNS subdomain"
+    if not _NAME.match(name):
+        return (f"{shown} is not a label key: the name must be 1-63 letters, digits, '-', '_' "
+                "or '.', starting and ending with a letter or digit")
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyRule:
+    """One ``spec.gangs.topology`` entry: the label key is a literal or read at a path."""
+
+    required: bool
+    exclusive: bool = False
+    literal: str | None = None
+    ref: PathRef | None = None
+
+    def key(self, obj: Mapping[str, Any]) -> str | None:
+        if self.literal is not None:
+            return self.literal
+        assert self.ref is not None
+        found = self.ref.find(Scope({OBJECT: obj}))
+        return found[0] if found and isinstance(found[0], str) and found[0] else None
+
+
+def _annotations(meta: object) -> Mapping[str, Any]:
+    found = meta.get("annotations") if isinstance(meta, Mapping) else None
+    return found if isinstance(found, Mapping) else {}
+
+
+def _checked(key: str, where: str) -> str:
+    why = bad_label_key(key)
+    if why is not None:
+        raise WorkloadError(f"{where}: {why}")
+    return key
+
+
+def _from_muster(notes: Mapping[str, Any]) -> TopologyConstraint | None:
+    required, preferred = notes.get(MUSTER_REQUIRED), notes.get(MUSTER_PREFERRED)
+    exclusive = str(notes.get(MUSTER_EXCLUSIVE, "false")).strip().lower()
+    if exclusive not in ("true", "false"):
+        raise WorkloadError(f"metadata.annotations['{MUSTER_EXCLUSIVE}']: expected \"true\" or "
+                            f"\"false\", got {notes[MUSTER_EXCLUSIVE]!r}")
+    if required is not None and preferred is not None:
+        raise WorkloadError(f"metadata.annotations: {MUSTER_REQUIRED} and {MUSTER_PREFERRED} "
+                            "are both set; a gang keeps to one label, choose one")
+    if exclusive == "true" and required is None:
+        raise WorkloadError(f"metadata.annotations['{MUSTER_EXCLUSIVE}']: needs "
+                            f"{MUSTER_REQUIRED} (only a required domain can be held alone)")
+    for name, value in ((MUSTER_REQUIRED, required), (MUSTER_PREFERRED, preferred)):
+        if value is not None:
+            key = _checked(str(value), f"metadata.annotations['{name}']")
+            return TopologyConstraint(key, required=name == MUSTER_REQUIRED,
+                                      exclusive=exclusive == "true")
+    return None
+
+
+def _from_rules(obj: Mapping[str, Any], rules: Sequence[TopologyRule],
+                ) -> TopologyConstraint | None:
+    for i, rule in enumerate(rules):
+        key = rule.key(obj)
+        if key is not None:
+            where = f"spec.gangs.topology[{i}] of the descriptor"
+            return TopologyConstraint(_checked(key, where), required=rule.required,
+                                      exclusive=rule.exclusive)
+    return None
+
+
+def _from_kueue(gang: Gang, roles: Mapping[str, Role]) -> tuple[TopologyConstraint | None,
+                                                                  str | None]:
+    """The gang's constraint from its pod templates, or why the templates' differ."""
+    asked = []
+    for m in gang.members:
+        role = roles.get(m.role)
+        notes = _annotations(role.template.get("metadata")) if role is not None else {}
+        req, pref = notes.get(KUEUE_REQUIRED), notes.get(KUEUE_PREFERRED)
+        asked.append((m.role, str(req) if req else None, str(pref) if pref else None))
+    if not any(req or pref for _, req, pref in asked):
+        return None, None
+    for index, required in ((1, True), (2, False)):
+        keys = {a[index] for a in asked}
+        if len(keys) == 1 and None not in keys:
+            key = _checked(str(next(iter(keys))), f"role {asked[0][0]!r} pod template "
+                           f"annotation {KUEUE_REQUIRED if required else KUEUE_PREFERRED}")
+            return TopologyConstraint(key, required=required), None
+    shown = ", ".join(f"{r}: {req or pref or 'none'}" for r, req, pref in asked)
+    return None, (f"gang {gang.key}: Kueue podset topology differs between its roles ({shown}); "
+                  "Muster keeps a whole gang to one domain or none, so it keeps to none")
+
+
+def with_topology(obj: Mapping[str, Any], rules: Sequence[TopologyRule],
+                  roles: Sequence[Role], gangs: Sequence[Gang],
+                  ) -> tuple[tuple[Gang, ...], tuple[str, ...]]:
+    """``gangs`` with the domain each keeps to, and warnings for what is not honoured.
+
+    Raises :class:`WorkloadError` for a malformed key, naming the annotation or rule."""
+    notes = _annotations(obj.get("metadata"))
+    warnings = [f"annotation {name} {why}" for name, why in _UNHONOURED.items()
+                if notes.get(name)]
+    if not gangs:
+        return tuple(gangs), tuple(warnings)
+    whole = _from_muster(notes) or _from_rules(obj, rules)
+    if whole is not None:
+        return tuple(replace(g, topology=whole) for g in gangs), tuple(warnings)
+    by_name = {r.name: r for r in roles}
+    out = []
+    for gang in gangs:
+        found, why = _from_kueue(gang, by_name)
+        if why is not None:
+            warnings.append(why)
+        out.append(gang if found is None else replace(gang, topology=found))
+    return tuple(out), tuple(warnings)
