@@ -35,6 +35,9 @@ CONTROLLERS = (
     "garbage-collector-controller",
     "namespace-controller",
     "serviceaccount-controller",
+    # Fills in ClusterRoles that aggregate labelled ones, as on any cluster: Muster's role in
+    # manifests/rbac.yaml is built that way.
+    "clusterrole-aggregation-controller",
 )
 
 #: KWOK hands pods IPs from this range; its default (a /24) runs out at 254 pods.

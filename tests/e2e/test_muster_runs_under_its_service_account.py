@@ -27,8 +27,6 @@ import yaml
 
 from extender.core.workloads.catalog import Catalog
 from extender.kube.client import Connection, KubeError
-from extender.sandbox.binaries import control_plane_bin
-from extender.sandbox.components import controller_manager_argv
 from extender.sandbox.local import free_ports, http_ok, wait_for
 from extender.sandbox.sandbox import Sandbox
 from extender.sandbox.submit import submit
@@ -88,15 +86,8 @@ def installed(sandbox: Sandbox) -> Connection:
     conn = sandbox.connection()
     for doc in manifests("namespace.yaml", "rbac.yaml"):
         apply(conn, doc)
-    # The sandbox's controller manager runs no clusterrole-aggregation controller: a second
-    # one runs only that, as a cluster's own controller manager does.
-    [port] = free_ports(1)
-    argv = controller_manager_argv(control_plane_bin(quiet=True),
-                                   kubeconfig=sandbox.dir / "kubeconfig", port=port)
-    argv = [a if not a.startswith("--controllers=")
-            else "--controllers=clusterrole-aggregation-controller" for a in argv]
-    sandbox.table.start("rbac-aggregation", argv)
-
+    # The sandbox's controller manager runs the clusterrole-aggregation controller, as a
+    # cluster's does: it fills Muster's role from the labelled ones.
     def aggregated() -> bool:
         role = conn.request(
             "GET", "/apis/rbac.authorization.k8s.io/v1/clusterroles/muster-extender")

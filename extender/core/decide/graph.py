@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 
 import networkx as nx
 
+from extender.core.decide.errors import DecisionError
 from extender.core.gang.capacity import demand_of, fits
 from extender.core.gang.ledger import Ledger, free_capacity, per_role
 from extender.core.gang.placement import (
@@ -34,7 +35,7 @@ from extender.core.model.snapshot import ClusterSnapshot
 from extender.core.model.values import Gang, GangKey, NodeName, WorkloadTree
 
 
-class GangGraphError(ValueError):
+class GangGraphError(DecisionError):
     """A workload whose ordering cannot be satisfied."""
 
 

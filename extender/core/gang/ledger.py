@@ -4,7 +4,30 @@ kube-scheduler tells an extender nothing about assumed or half-bound pods, so th
 them: a *plan* reserves capacity for a gang's members until its deadline; a pod *in flight*
 has reached bind but is not yet observed bound; a gang's *barrier* holds its members at bind
 until its minimum has arrived. The ledger is mutable but pure: it reads no clock (every method
-that needs time takes ``now``) and does no I/O. The server holds one lock around it.
+that needs time takes ``now``) and does no I/O. Its one owner is the gang session
+(:mod:`extender.core.decide.session`), which the server calls under one lock.
+
+A gang in the ledger, as kube-scheduler's ``cache/interface.go`` draws a pod::
+
+                    reserve (filter plans the whole gang)
+       (none) ────────────────────────────────────▶ planned ──expire (plan TTL)──▶ (none)
+         ▲                                            │
+         │                    arrive (first member reaches bind)
+         │                                            ▼
+         │◀──withdraw (bind timeout, yield, ──── at barrier ◀─┐ arrive (each new member
+         │    node lost, no room on release)          │       │ restarts its clock)
+         │                                            ├───────┘
+         │                          admit (minimum at bind or bound)
+         │                                            ▼
+         │◀──settle (no pod of the gang left) ─── admitted ──settle (plan filled)──▶ plan
+         │                                                                   ended; later
+         └─────────────── forget_gang (the workload is gone) ◀── any ──     members bind
+                                                                              at once
+
+A *pod* is in flight from ``mark_bind_requested`` until ``confirm_bound`` (observed bound),
+``forget_pod`` (deleted, bind failed) or its own TTL (``expire``). ``rebuild`` starts over
+from the cluster after a restart: gangs with bound members are admitted, and one left below
+its minimum gets a plan for the rest.
 """
 
 from __future__ import annotations

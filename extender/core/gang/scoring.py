@@ -2,7 +2,9 @@
 
 Placement sorts candidate nodes by :func:`node_order_key`, prioritize turns
 :func:`node_score` into kube-scheduler's 0..10, and topology placement compares whole plans
-by :func:`domain_cost`. The simulator selects the same policies by name.
+by :func:`domain_cost`. The simulator's gang replay uses these very functions (through the
+gang session); its FGD trace replay does not: ``simulator/policies`` holds the paper's own
+policies over devices, with numpy, and no gang decisions.
 
 - ``binpack`` (the default): fill the fullest node that still fits, keeping whole nodes free for
   big gangs; prioritize also weighs in GPU fragments left and the gang's topology domain.
@@ -21,6 +23,7 @@ from collections.abc import Iterable
 from enum import StrEnum
 
 from extender.core.gang.capacity import DEVICE, Demand, NodeCapacity, take
+from extender.core.gang.errors import PlacementError
 from extender.core.model.resources import CPU
 
 
@@ -31,7 +34,7 @@ class Policy(StrEnum):
     FRAGMENTATION = "fragmentation"
 
 
-class UnknownPolicyError(ValueError):
+class UnknownPolicyError(PlacementError):
     """A scoring policy name that does not exist."""
 
 

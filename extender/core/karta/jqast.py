@@ -15,11 +15,13 @@ import json
 import re
 from dataclasses import dataclass
 
+from extender.core.karta.errors import KartaError
+
 __all__ = ["Alt", "BinOp", "Call", "Field", "If", "Index", "Iter", "JqUnsupported", "Lit",
            "Node", "Path", "Pipe", "Step", "parse_jq"]
 
 
-class JqUnsupported(ValueError):
+class JqUnsupported(KartaError):
     """A jq program outside the subset :func:`parse_jq` reads; the message says what."""
 
 

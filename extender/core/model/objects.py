@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from extender.core.model.errors import ModelError
 from extender.core.model.podspec import PodSpecError, shape_of
 from extender.core.model.quantity import QuantityError
 from extender.core.model.resources import Resources
@@ -25,7 +26,7 @@ from extender.core.model.values import (
 )
 
 
-class ObjectError(ValueError):
+class ObjectError(ModelError):
     """An API object missing a field it needs, or holding one of the wrong type."""
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from extender.core.model.errors import ModelError
 from extender.core.model.quantity import MILLI, QuantityError
 from extender.core.model.resources import EMPTY, Resources
 from extender.core.model.values import (
@@ -28,7 +29,7 @@ GPU_FRACTION_ANNOTATIONS = ("gpu-fraction", "muster.dev/gpu-fraction")
 GPU_MILLI_ANNOTATION = "muster.dev/gpu-milli"
 
 
-class PodSpecError(ValueError):
+class PodSpecError(ModelError):
     """A pod spec field that cannot be read; ``path`` says where."""
 
     def __init__(self, path: str, message: str) -> None:

@@ -12,6 +12,8 @@ import re
 from decimal import ROUND_CEILING, Decimal
 from functools import lru_cache
 
+from extender.core.model.errors import ModelError
+
 MILLI = 1000
 
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
@@ -33,7 +35,7 @@ _PATTERN = re.compile(
 )
 
 
-class QuantityError(ValueError):
+class QuantityError(ModelError):
     """A string that is not a Kubernetes quantity."""
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import NewType
 
+from extender.core.model.errors import ModelError
 from extender.core.model.resources import EMPTY, Resources
 
 GangKey = NewType("GangKey", str)
@@ -22,7 +23,7 @@ Labels = tuple[tuple[str, str], ...]
 """Labels as sorted ``(key, value)`` pairs, so that values stay hashable."""
 
 
-class LabelError(ValueError):
+class LabelError(ModelError):
     """A label, annotation or selector entry whose key or value is not a string."""
 
 

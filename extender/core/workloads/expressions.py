@@ -16,13 +16,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from extender.core.workloads.errors import DescriptionError
 from extender.core.workloads.paths import PathError, ValuePath, compile_path
 
 OBJECT = "object"
 ITEM = "item"
 
 
-class DescriptorError(ValueError):
+class DescriptorError(DescriptionError):
     """A descriptor that does not compile; ``path`` names the field, e.g. ``spec.roles[1]``."""
 
     def __init__(self, path: str, message: str) -> None:
@@ -31,7 +32,7 @@ class DescriptorError(ValueError):
         self.message = message
 
 
-class WorkloadError(ValueError):
+class WorkloadError(DescriptionError):
     """A workload object that its descriptor cannot read (a value of the wrong type)."""
 
 

@@ -22,8 +22,10 @@ from jsonpath_ng.exceptions import JsonPathLexerError, JsonPathParserError
 from jsonpath_ng.ext.parser import parse as _parse_jsonpath
 from jsonpath_ng.jsonpath import Slice
 
+from extender.core.workloads.errors import DescriptionError
 
-class PathError(ValueError):
+
+class PathError(DescriptionError):
     """A path expression that does not compile."""
 
 

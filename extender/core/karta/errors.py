@@ -1,0 +1,9 @@
+"""The error base of ``extender.core.karta``: a Workload Map Muster cannot translate."""
+
+from __future__ import annotations
+
+from extender.core.workloads.errors import DescriptionError
+
+
+class KartaError(DescriptionError):
+    """A Karta document, or part of one, Muster cannot read or translate."""
