@@ -47,6 +47,10 @@ def register(subparsers: Any) -> None:
     up.add_argument("--jobset", action="store_true",
                     help="run the real JobSet controller v0.10.1 with its CRD and webhooks "
                          "(opt-in for now: JobSets applied with kubectl then get their Jobs)")
+    up.add_argument("--lws", action="store_true",
+                    help="run the real LeaderWorkerSet controller v0.7.0 with its CRD and "
+                         "webhooks (opt-in for now: LeaderWorkerSets applied with kubectl then "
+                         "get their StatefulSets and pods)")
     up.add_argument("--no-kwok", action="store_true",
                     help="leave KWOK out: bound pods stay Pending, never finish, and deleted "
                          "bound pods stay Terminating unless deleted with --grace-period=0")
@@ -76,7 +80,7 @@ def _spec(args: argparse.Namespace) -> SandboxSpec:
         ports=Ports(**{p: getattr(args, f"{p}_port") for p in Ports.__dataclass_fields__}),
         bind_timeout=args.bind_timeout, extra_descriptor_dirs=tuple(args.descriptors),
         controller_manager=not args.no_controller_manager, kwok=not args.no_kwok,
-        jobset=args.jobset,
+        jobset=args.jobset, lws=args.lws,
     )
 
 

@@ -38,6 +38,13 @@ class Ports:
     kwok: int = 0
     jobset_webhook: int = 0
     jobset_health: int = 0
+    lws_webhook: int = 0
+    lws_health: int = 0
+
+    def of(self, operator: str) -> tuple[int, int]:
+        """``(webhook, health)`` ports of a real operator (``jobset``, ``lws``)."""
+        values = self.__dict__
+        return values[f"{operator}_webhook"], values[f"{operator}_health"]
 
     def chosen(self) -> dict[str, int]:
         return {k: v for k, v in self.__dict__.items() if v}

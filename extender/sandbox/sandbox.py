@@ -15,7 +15,7 @@ from typing import Any
 from extender.files.catalog import packaged_catalog
 from extender.files.yamlsafe import load_all
 from extender.kube.client import Connection, KubeError, connect
-from extender.sandbox import jobset
+from extender.sandbox import operators
 from extender.sandbox.binaries import control_plane_bin
 from extender.sandbox.components import controller_manager_argv, kwok_argv
 from extender.sandbox.config import (
@@ -68,6 +68,14 @@ class SandboxSpec:
     jobset: bool = False
     """Run the real JobSet controller (its CRD and webhooks) instead of the JobSet stand-in's
     permissive CRD; JobSets are then applied alone and the controller makes their Jobs."""
+    lws: bool = False
+    """Run the real LeaderWorkerSet controller (its CRD and webhooks): it makes each group's
+    StatefulSets, and recreates a group whose pod is deleted; no LWS stand-in then runs."""
+
+    def real_operators(self) -> tuple[operators.Operator, ...]:
+        """The real operators this sandbox runs, in start order."""
+        wanted = {"jobset": self.jobset, "lws": self.lws}
+        return tuple(op for op in operators.OPERATORS if wanted[op.name])
 
 
 @dataclass(frozen=True)
@@ -132,9 +140,10 @@ class Sandbox:
                                "install it (apt-get install openssl)")
         self.say("control plane: locating binaries (the first build takes several minutes)")
         bin_dir = control_plane_bin()
-        wanted = {"kwok": spec.kwok, "kube-controller-manager": spec.controller_manager,
-                  "jobset": spec.jobset}
-        missing = [name for name, on in wanted.items() if on and not (bin_dir / name).is_file()]
+        wanted = [*(["kwok"] if spec.kwok else []),
+                  *(["kube-controller-manager"] if spec.controller_manager else []),
+                  *(name for op in spec.real_operators() for name in op.files())]
+        missing = [name for name in wanted if not (bin_dir / name).is_file()]
         if missing:
             raise SandboxError(f"{bin_dir} lacks {', '.join(missing)}; rebuild with "
                                "bash tests/e2e/controlplane/build.sh, or leave them out "
@@ -216,8 +225,10 @@ class Sandbox:
             wait_for("kube-controller-manager",
                   lambda: http_ok(f"https://127.0.0.1:{ports.controller_manager}/healthz"),
                   timeout=60, log=Path(kcm.log))
-        if spec.jobset:
-            self._start_jobset(bin_dir, kubeconfig, conn)
+        if spec.real_operators():
+            certs = operators.make_certs(d)
+            for op in spec.real_operators():
+                self._start_operator(op, bin_dir, kubeconfig, conn, certs)
 
         if spec.mode is SchedulerMode.MUSTER:
             self.start_muster()
@@ -254,19 +265,19 @@ class Sandbox:
 
         wait_for("the fake nodes (made Ready by kwok)", all_ready, timeout=60, log=Path(kwok.log))
 
-    def _start_jobset(self, bin_dir: Path, kubeconfig: Path, conn: Connection) -> None:
-        ports = self.ports
-        self.say(f"jobset: starting the JobSet controller (webhooks on "
-                 f"https://127.0.0.1:{ports.jobset_webhook})")
-        certs = jobset.make_certs(self.dir)
-        config = jobset.write_config(self.dir, webhook_port=ports.jobset_webhook,
-                                     health_port=ports.jobset_health, cert_dir=certs)
-        proc = self.table.start("jobset", jobset.argv(bin_dir, kubeconfig=kubeconfig,
-                                                      config=config))
-        wait_for("jobset", lambda: http_ok(f"http://127.0.0.1:{ports.jobset_health}/readyz"),
+    def _start_operator(self, op: operators.Operator, bin_dir: Path, kubeconfig: Path,
+                        conn: Connection, certs: Path) -> None:
+        webhook, health = self.ports.of(op.name)
+        self.say(f"{op.name}: starting the real {op.release} controller (webhooks on "
+                 f"https://127.0.0.1:{webhook})")
+        config = operators.config_file(op, self.dir, webhook_port=webhook, health_port=health,
+                                       cert_dir=certs)
+        proc = self.table.start(op.name, operators.argv(op, bin_dir, kubeconfig=kubeconfig,
+                                                        config=config))
+        wait_for(op.name, lambda: http_ok(f"http://127.0.0.1:{health}/readyz"),
                  timeout=60, log=Path(proc.log))
-        for hooks in jobset.webhook_configurations(bin_dir, port=ports.jobset_webhook,
-                                                   ca=(certs / "ca.crt").read_bytes()):
+        for hooks in operators.webhook_configurations(op, bin_dir, port=webhook,
+                                                      ca=(certs / "ca.crt").read_bytes()):
             kind = hooks["kind"].lower() + "s"
             conn.request("POST", f"/apis/admissionregistration.k8s.io/v1/{kind}", body=hooks)
 
@@ -319,11 +330,12 @@ class Sandbox:
         if not CRD_FILE.exists():
             raise SandboxError(f"the descriptor CRD is missing: {CRD_FILE}")
         self.say("descriptors: installing the WorkloadDescriptor CRD and the catalog")
-        # No operators run here: plain CRDs let the API server store each workload kind.
+        # Plain CRDs let the API server store each kind no real operator runs for.
         crds = _yaml_docs([CRD_FILE]) + permissive_crds(packaged_catalog().descriptors)
-        if self.spec.jobset:  # the release's own CRD, validation and all
-            crds = [c for c in crds if c["spec"].get("group") != "jobset.x-k8s.io"]
-            crds.append(jobset.crd(bin_dir))
+        for op in self.spec.real_operators():  # the release's own CRDs, validation and all
+            real = operators.crds(op, bin_dir)
+            groups = {c["spec"]["group"] for c in real}
+            crds = [c for c in crds if c["spec"].get("group") not in groups] + real
         for crd in crds:
             conn.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
                          body=crd)
