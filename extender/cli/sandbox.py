@@ -51,6 +51,9 @@ def register(subparsers: Any) -> None:
                     help="run the real LeaderWorkerSet controller v0.7.0 with its CRD and "
                          "webhooks (opt-in for now: LeaderWorkerSets applied with kubectl then "
                          "get their StatefulSets and pods)")
+    up.add_argument("--kuberay", action="store_true",
+                    help="run the real KubeRay operator v1.5.0 with its CRDs (opt-in for now: "
+                         "RayClusters applied with kubectl then get their head and worker pods)")
     up.add_argument("--no-kwok", action="store_true",
                     help="leave KWOK out: bound pods stay Pending, never finish, and deleted "
                          "bound pods stay Terminating unless deleted with --grace-period=0")
@@ -80,7 +83,7 @@ def _spec(args: argparse.Namespace) -> SandboxSpec:
         ports=Ports(**{p: getattr(args, f"{p}_port") for p in Ports.__dataclass_fields__}),
         bind_timeout=args.bind_timeout, extra_descriptor_dirs=tuple(args.descriptors),
         controller_manager=not args.no_controller_manager, kwok=not args.no_kwok,
-        jobset=args.jobset, lws=args.lws,
+        jobset=args.jobset, lws=args.lws, kuberay=args.kuberay,
     )
 
 

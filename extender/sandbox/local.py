@@ -19,7 +19,7 @@ class SandboxError(RuntimeError):
 #: Everything a sandbox writes into its directory; ``up`` removes only these, so whatever
 #: else the directory holds survives ``up`` and ``down``.
 COMPONENTS = ("etcd", "kube-apiserver", "kwok", "kube-controller-manager", "jobset", "lws",
-              "muster", "kube-scheduler")
+              "kuberay", "muster", "kube-scheduler")
 #: ``jobset-certs`` is where earlier releases kept the webhook certificates.
 OWN_ENTRIES = ("etcd", "pki", "sa.key", "tokens.csv", "kubeconfig", "scheduler.yaml",
                "processes.json", "sandbox.json", "webhook-certs", "jobset-certs",

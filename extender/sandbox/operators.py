@@ -39,6 +39,8 @@ class Operator:
     each to the configuration of the kind its ops belong to (mutating, validating)."""
     config_api: str | None = None
     """The ``apiVersion`` of its controller-runtime Configuration file; None: it takes flags."""
+    flags: tuple[str, ...] = ()
+    """Its command-line flags; ``{health}`` becomes its health-probe port."""
 
     def files(self) -> tuple[str, ...]:
         hooks = (self.webhooks_file,) if self.webhooks_file else ()
@@ -56,7 +58,16 @@ LWS = Operator(
     webhooks_file="lws-webhooks.yaml",
     webhook_patches=("lws-webhooks-mutating-patch.yaml", "lws-webhooks-validating-patch.yaml"),
     config_api="config.lws.x-k8s.io/v1alpha1")
-OPERATORS = (JOBSET, LWS)
+#: KubeRay's webhook (RayCluster validation) is optional upstream: it runs only with
+#: ENABLE_WEBHOOKS=true and its default kustomization (config/default) leaves it out; so does
+#: the sandbox. Its configuration comes from flags (a --config file would replace them all).
+KUBERAY = Operator(
+    name="kuberay", release="KubeRay v1.5.0",
+    crd_files=("kuberay-crd-rayclusters.yaml", "kuberay-crd-rayjobs.yaml",
+               "kuberay-crd-rayservices.yaml"),
+    flags=("--enable-leader-election=false", "--metrics-addr=0",
+           "--health-probe-bind-address=127.0.0.1:{health}", "--log-stdout-encoder=console"))
+OPERATORS = (JOBSET, LWS, KUBERAY)
 
 
 def make_certs(directory: Path) -> Path:
@@ -100,8 +111,11 @@ def config_file(op: Operator, directory: Path, *, webhook_port: int, health_port
     return path
 
 
-def argv(op: Operator, bin_dir: Path, *, kubeconfig: Path, config: Path) -> list[str]:
-    return [str(bin_dir / op.name), f"--config={config}", f"--kubeconfig={kubeconfig}"]
+def argv(op: Operator, bin_dir: Path, *, kubeconfig: Path, config: Path | None,
+         health_port: int) -> list[str]:
+    given = [f"--config={config}"] if config is not None else []
+    return [str(bin_dir / op.name), *given, f"--kubeconfig={kubeconfig}",
+            *(flag.format(health=health_port) for flag in op.flags)]
 
 
 def _docs(path: Path) -> list[dict[str, Any]]:

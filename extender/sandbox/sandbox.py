@@ -71,10 +71,13 @@ class SandboxSpec:
     lws: bool = False
     """Run the real LeaderWorkerSet controller (its CRD and webhooks): it makes each group's
     StatefulSets, and recreates a group whose pod is deleted; no LWS stand-in then runs."""
+    kuberay: bool = False
+    """Run the real KubeRay operator (its RayCluster, RayJob and RayService CRDs): it makes a
+    RayCluster's head and worker pods; no Ray stand-in then runs."""
 
     def real_operators(self) -> tuple[operators.Operator, ...]:
         """The real operators this sandbox runs, in start order."""
-        wanted = {"jobset": self.jobset, "lws": self.lws}
+        wanted = {"jobset": self.jobset, "lws": self.lws, "kuberay": self.kuberay}
         return tuple(op for op in operators.OPERATORS if wanted[op.name])
 
 
@@ -226,7 +229,7 @@ class Sandbox:
                   lambda: http_ok(f"https://127.0.0.1:{ports.controller_manager}/healthz"),
                   timeout=60, log=Path(kcm.log))
         if spec.real_operators():
-            certs = operators.make_certs(d)
+            certs = operators.make_certs(d)  # every operator's webhooks share one CA
             for op in spec.real_operators():
                 self._start_operator(op, bin_dir, kubeconfig, conn, certs)
 
@@ -268,18 +271,18 @@ class Sandbox:
     def _start_operator(self, op: operators.Operator, bin_dir: Path, kubeconfig: Path,
                         conn: Connection, certs: Path) -> None:
         webhook, health = self.ports.of(op.name)
-        self.say(f"{op.name}: starting the real {op.release} controller (webhooks on "
-                 f"https://127.0.0.1:{webhook})")
-        config = operators.config_file(op, self.dir, webhook_port=webhook, health_port=health,
-                                       cert_dir=certs)
+        hooks = f" (webhooks on https://127.0.0.1:{webhook})" if op.webhooks_file else ""
+        self.say(f"{op.name}: starting the real {op.release} controller{hooks}")
+        config = None if op.config_api is None else operators.config_file(
+            op, self.dir, webhook_port=webhook, health_port=health, cert_dir=certs)
         proc = self.table.start(op.name, operators.argv(op, bin_dir, kubeconfig=kubeconfig,
-                                                        config=config))
+                                                        config=config, health_port=health))
         wait_for(op.name, lambda: http_ok(f"http://127.0.0.1:{health}/readyz"),
                  timeout=60, log=Path(proc.log))
-        for hooks in operators.webhook_configurations(op, bin_dir, port=webhook,
-                                                      ca=(certs / "ca.crt").read_bytes()):
-            kind = hooks["kind"].lower() + "s"
-            conn.request("POST", f"/apis/admissionregistration.k8s.io/v1/{kind}", body=hooks)
+        for made in operators.webhook_configurations(op, bin_dir, port=webhook,
+                                                     ca=(certs / "ca.crt").read_bytes()):
+            kind = made["kind"].lower() + "s"
+            conn.request("POST", f"/apis/admissionregistration.k8s.io/v1/{kind}", body=made)
 
     def start_muster(self) -> None:
         """Start the extender (again, after :meth:`kill` of ``muster``) and wait until ready."""

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Build Muster's local Kubernetes control plane binaries (etcd, kube-apiserver,
 # kube-scheduler, kube-controller-manager, kubectl) from the Go module pinned in this folder,
-# and KWOK and the real operators (JobSet, LeaderWorkerSet) each from its own module
-# (kwok/, jobset/, lws/; see README.md for why separate modules).
+# and KWOK and the real operators (JobSet, LeaderWorkerSet, KubeRay) each from its own
+# module (kwok/, jobset/, lws/, kuberay/; see README.md for why separate modules).
 #
 #   bash tests/e2e/controlplane/build.sh         # build if needed
 #   BIN=$(bash tests/e2e/controlplane/build.sh)  # last stdout line = bin dir
 #
 # Output:  $MUSTER_CACHE_DIR/controlplane/<k8s version>/bin/{etcd,kube-apiserver,kube-scheduler,
-#          kube-controller-manager,kubectl,kwok,jobset,lws} and the operators' release files
+#          kube-controller-manager,kubectl,kwok,jobset,lws,kuberay} and the operators' release files
 # Caches:  $MUSTER_CACHE_DIR/go/{mod,build}  (GOMODCACHE, GOCACHE)
 # MUSTER_CACHE_DIR defaults to ${XDG_CACHE_HOME:-$HOME/.cache}/muster.
 #
@@ -20,7 +20,7 @@ set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cache="${MUSTER_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/muster}"
-binaries=(etcd kube-apiserver kube-scheduler kube-controller-manager kubectl kwok jobset lws)
+binaries=(etcd kube-apiserver kube-scheduler kube-controller-manager kubectl kwok jobset lws kuberay)
 
 log() { printf '[controlplane] %s\n' "$*" >&2; }
 die() { printf '[controlplane] ERROR: %s\n' "$*" >&2; exit 1; }
@@ -47,6 +47,7 @@ recipe() {
     kwok) echo "kwok sigs.k8s.io/kwok/cmd/kwok own" ;;
     jobset) echo "jobset sigs.k8s.io/jobset own" ;;
     lws) echo "lws sigs.k8s.io/lws/cmd own" ;;
+    kuberay) echo "kuberay github.com/ray-project/kuberay/ray-operator own" ;;
     *) echo ". ./cmd/$1 kubernetes" ;;
   esac
 }
@@ -66,6 +67,10 @@ release_files() {
       "config/webhook/manifests.yaml=lws-webhooks.yaml" \
       "config/webhook/mutating-patch.yaml=lws-webhooks-mutating-patch.yaml" \
       "config/webhook/validating-patch.yaml=lws-webhooks-validating-patch.yaml" ;;
+    kuberay) echo "kuberay github.com/ray-project/kuberay/ray-operator" \
+      "config/crd/bases/ray.io_rayclusters.yaml=kuberay-crd-rayclusters.yaml" \
+      "config/crd/bases/ray.io_rayjobs.yaml=kuberay-crd-rayjobs.yaml" \
+      "config/crd/bases/ray.io_rayservices.yaml=kuberay-crd-rayservices.yaml" ;;
   esac
 }
 

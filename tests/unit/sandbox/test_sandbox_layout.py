@@ -26,8 +26,10 @@ from extender.sandbox.local import OWN_ENTRIES, SandboxError, clear_own, free_po
 from extender.sandbox.nodes import FAKE_NODE_ANNOTATION, fake_node
 from extender.sandbox.operators import (
     JOBSET,
+    KUBERAY,
     LWS,
     OPERATOR_LABEL,
+    argv,
     config_file,
     crds,
     webhook_configurations,
@@ -218,12 +220,26 @@ def test_a_real_operator_runs_without_leader_election_or_metrics_and_serves_on_l
 def test_the_sandbox_runs_only_the_real_operators_asked_for_each_on_its_own_ports() -> None:
     assert SandboxSpec().real_operators() == ()
     assert SandboxSpec(lws=True).real_operators() == (LWS,)
-    assert SandboxSpec(jobset=True, lws=True).real_operators() == (JOBSET, LWS)
+    assert SandboxSpec(jobset=True, lws=True, kuberay=True).real_operators() == \
+        (JOBSET, LWS, KUBERAY)
     ports = Ports().resolved(free_ports)
-    assert len({*ports.of("jobset"), *ports.of("lws")}) == 4
+    assert len({*ports.of("jobset"), *ports.of("lws"), ports.of("kuberay")[1]}) == 5
+    assert ports.of("kuberay")[0] == 0  # its optional webhook stays off
+
+
+def test_kuberay_takes_flags_no_leader_election_no_metrics_and_probes_on_loopback() -> None:
+    command = argv(KUBERAY, Path("/bin"), kubeconfig=Path("/k"), config=None, health_port=7)
+    assert command == ["/bin/kuberay", "--kubeconfig=/k", "--enable-leader-election=false",
+                       "--metrics-addr=0", "--health-probe-bind-address=127.0.0.1:7",
+                       "--log-stdout-encoder=console"]
+    assert KUBERAY.webhooks_file is None and KUBERAY.config_api is None
+    assert argv(LWS, Path("/bin"), kubeconfig=Path("/k"), config=Path("/c"), health_port=7) == \
+        ["/bin/lws", "--config=/c", "--kubeconfig=/k"]
 
 
 def test_sandbox_up_runs_the_real_operators_only_when_asked_on_the_command_line() -> None:
     parse = build_parser().parse_args
     assert _spec(parse(["sandbox", "up", "--dir", "/tmp/x"])).real_operators() == ()
     assert _spec(parse(["sandbox", "up", "--dir", "/tmp/x", "--lws"])).real_operators() == (LWS,)
+    assert _spec(parse(["sandbox", "up", "--dir", "/tmp/x", "--kuberay", "--jobset"])
+                 ).real_operators() == (JOBSET, KUBERAY)
