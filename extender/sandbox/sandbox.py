@@ -65,6 +65,9 @@ class SandboxSpec:
     """Run kube-controller-manager: Jobs, StatefulSets, Deployments and ReplicaSets get pods."""
     kwok: bool = True
     """Run KWOK: nodes Ready with Leases, bound pods Running, runtimes end, deletions finish."""
+    # The real operators are off here and on in ``muster sandbox up``: the e2e suite, the
+    # demo and the peer benchmark still order their workloads' pods through the stand-ins
+    # (``submit``), and a stand-in never runs beside a real operator.
     jobset: bool = False
     """Run the real JobSet controller (its CRD and webhooks) instead of the JobSet stand-in's
     permissive CRD; JobSets are then applied alone and the controller makes their Jobs."""
@@ -150,7 +153,8 @@ class Sandbox:
         if missing:
             raise SandboxError(f"{bin_dir} lacks {', '.join(missing)}; rebuild with "
                                "bash tests/e2e/controlplane/build.sh, or leave them out "
-                               "(--no-kwok, --no-controller-manager)")
+                               "(--no-kwok, --no-controller-manager, --no-jobset, --no-lws, "
+                               "--no-kuberay)")
         if self.dir.exists() and not self.dir.is_dir():
             raise SandboxError(f"{self.dir} is not a directory")
         clear_own(self.dir)  # a previous run's state, never anything else in the directory
