@@ -19,10 +19,12 @@ from extender.sandbox.sandbox import Sandbox, SandboxError, SandboxInfo, Sandbox
 def register(subparsers: Any) -> None:
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "sandbox", help="a local real control plane (etcd, kube-apiserver, kube-scheduler, "
-                        "kube-controller-manager, KWOK, Muster)",
+                        "kube-controller-manager, KWOK, the JobSet, LWS and KubeRay operators, "
+                        "Muster)",
         description="Start, stop or inspect a local control plane on loopback with fake GPU "
-                    "nodes that KWOK runs pods on. Binaries are built from pinned Go modules on "
-                    "first use and cached under ~/.cache/muster.")
+                    "nodes that KWOK runs pods on, and the real JobSet, LeaderWorkerSet and "
+                    "KubeRay operators. Binaries are built from pinned Go modules on first use "
+                    "and cached under ~/.cache/muster.")
     sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     up = sub.add_parser("up", help="start the sandbox")
     up.add_argument("--nodes", type=int, default=4, help="fake nodes (default 4)")
@@ -44,9 +46,18 @@ def register(subparsers: Any) -> None:
     up.add_argument("--no-controller-manager", action="store_true",
                     help="leave kube-controller-manager out: nothing creates the pods of Jobs, "
                          "StatefulSets, Deployments or ReplicaSets")
-    up.add_argument("--jobset", action="store_true",
-                    help="run the real JobSet controller v0.10.1 with its CRD and webhooks "
-                         "(opt-in for now: JobSets applied with kubectl then get their Jobs)")
+    # The real operators run by default; --no-NAME leaves one out (a quicker start: their
+    # CRDs are large, about 8 s of API server work for the three).
+    real = {"jobset": "the real JobSet controller v0.10.1 with its CRD and webhooks: JobSets "
+                      "applied with kubectl get their Jobs",
+            "lws": "the real LeaderWorkerSet controller v0.7.0 with its CRD and webhooks: "
+                   "LeaderWorkerSets applied with kubectl get their StatefulSets and pods",
+            "kuberay": "the real KubeRay operator v1.5.0 with its CRDs: RayClusters, RayJobs "
+                       "and RayServices applied with kubectl get their pods"}
+    for name, what in real.items():
+        up.add_argument(f"--{name}", action=argparse.BooleanOptionalAction, default=True,
+                        help=f"run {what} (default: on; --no-{name} leaves it out, and its kind "
+                             "is then stored but gets no pods)")
     up.add_argument("--no-kwok", action="store_true",
                     help="leave KWOK out: bound pods stay Pending, never finish, and deleted "
                          "bound pods stay Terminating unless deleted with --grace-period=0")
@@ -79,7 +90,7 @@ def _spec(args: argparse.Namespace) -> SandboxSpec:
         ports=Ports(**{p: getattr(args, f"{p}_port") for p in Ports.__dataclass_fields__}),
         bind_timeout=args.bind_timeout, extra_descriptor_dirs=tuple(args.descriptors),
         controller_manager=not args.no_controller_manager, kwok=not args.no_kwok,
-        jobset=args.jobset, image=args.image,
+        jobset=args.jobset, lws=args.lws, kuberay=args.kuberay, image=args.image,
     )
 
 

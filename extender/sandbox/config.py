@@ -38,6 +38,15 @@ class Ports:
     kwok: int = 0
     jobset_webhook: int = 0
     jobset_health: int = 0
+    lws_webhook: int = 0
+    lws_health: int = 0
+    kuberay_health: int = 0
+
+    def of(self, operator: str) -> tuple[int, int]:
+        """``(webhook, health)`` ports of a real operator (``jobset``, ``lws``); the webhook
+        port is 0 for one that serves no webhook here (``kuberay``)."""
+        values = self.__dict__
+        return values.get(f"{operator}_webhook", 0), values[f"{operator}_health"]
 
     def chosen(self) -> dict[str, int]:
         return {k: v for k, v in self.__dict__.items() if v}

@@ -18,11 +18,12 @@ class SandboxError(RuntimeError):
 
 #: Everything a sandbox writes into its directory; ``up`` removes only these, so whatever
 #: else the directory holds survives ``up`` and ``down``.
-COMPONENTS = ("etcd", "kube-apiserver", "kwok", "kube-controller-manager", "jobset", "muster",
-              "kube-scheduler")
+COMPONENTS = ("etcd", "kube-apiserver", "kwok", "kube-controller-manager", "jobset", "lws",
+              "kuberay", "muster", "kube-scheduler")
+#: ``jobset-certs`` is where earlier releases kept the webhook certificates.
 OWN_ENTRIES = ("etcd", "pki", "sa.key", "tokens.csv", "kubeconfig", "scheduler.yaml",
-               "processes.json", "sandbox.json", "jobset-certs", "jobset-config.yaml",
-               "muster-image",
+               "processes.json", "sandbox.json", "webhook-certs", "jobset-certs",
+               "jobset-config.yaml", "lws-config.yaml", "muster-image",
                *(f"{c}.log" for c in COMPONENTS))
 
 

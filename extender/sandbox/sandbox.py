@@ -16,7 +16,7 @@ from extender.files.catalog import packaged_catalog, packaged_catalog_dir
 from extender.files.shipped import manifests_dir
 from extender.files.yamlsafe import load_all
 from extender.kube.client import Connection, KubeError, connect
-from extender.sandbox import image, jobset
+from extender.sandbox import image, operators
 from extender.sandbox.binaries import control_plane_bin
 from extender.sandbox.components import controller_manager_argv, kwok_argv
 from extender.sandbox.config import (
@@ -67,9 +67,23 @@ class SandboxSpec:
     """Run KWOK: nodes Ready with Leases, bound pods Running, runtimes end, deletions finish."""
     image: str | None = None
     """Run Muster from this image (podman, host network) instead of this Python's checkout."""
+    # The real operators are off here and on in ``muster sandbox up``: the e2e suite, the
+    # demo and the peer benchmark still order their workloads' pods through the stand-ins
+    # (``submit``), and a stand-in never runs beside a real operator.
     jobset: bool = False
     """Run the real JobSet controller (its CRD and webhooks) instead of the JobSet stand-in's
     permissive CRD; JobSets are then applied alone and the controller makes their Jobs."""
+    lws: bool = False
+    """Run the real LeaderWorkerSet controller (its CRD and webhooks): it makes each group's
+    StatefulSets, and recreates a group whose pod is deleted; no LWS stand-in then runs."""
+    kuberay: bool = False
+    """Run the real KubeRay operator (its RayCluster, RayJob and RayService CRDs): it makes a
+    RayCluster's head and worker pods; no Ray stand-in then runs."""
+
+    def real_operators(self) -> tuple[operators.Operator, ...]:
+        """The real operators this sandbox runs, in start order."""
+        wanted = {"jobset": self.jobset, "lws": self.lws, "kuberay": self.kuberay}
+        return tuple(op for op in operators.OPERATORS if wanted[op.name])
 
 
 @dataclass(frozen=True)
@@ -136,13 +150,15 @@ class Sandbox:
             image.check_image(spec.image)
         self.say("control plane: locating binaries (the first build takes several minutes)")
         bin_dir = control_plane_bin()
-        wanted = {"kwok": spec.kwok, "kube-controller-manager": spec.controller_manager,
-                  "jobset": spec.jobset}
-        missing = [name for name, on in wanted.items() if on and not (bin_dir / name).is_file()]
+        wanted = [*(["kwok"] if spec.kwok else []),
+                  *(["kube-controller-manager"] if spec.controller_manager else []),
+                  *(name for op in spec.real_operators() for name in op.files())]
+        missing = [name for name in wanted if not (bin_dir / name).is_file()]
         if missing:
             raise SandboxError(f"{bin_dir} lacks {', '.join(missing)}; rebuild with "
                                "bash tests/e2e/controlplane/build.sh, or leave them out "
-                               "(--no-kwok, --no-controller-manager)")
+                               "(--no-kwok, --no-controller-manager, --no-jobset, --no-lws, "
+                               "--no-kuberay)")
         if self.dir.exists() and not self.dir.is_dir():
             raise SandboxError(f"{self.dir} is not a directory")
         clear_own(self.dir)  # a previous run's state, never anything else in the directory
@@ -220,8 +236,10 @@ class Sandbox:
             wait_for("kube-controller-manager",
                   lambda: http_ok(f"https://127.0.0.1:{ports.controller_manager}/healthz"),
                   timeout=60, log=Path(kcm.log))
-        if spec.jobset:
-            self._start_jobset(bin_dir, kubeconfig, conn)
+        if spec.real_operators():
+            certs = operators.make_certs(d)  # every operator's webhooks share one CA
+            for op in spec.real_operators():
+                self._start_operator(op, bin_dir, kubeconfig, conn, certs)
 
         if spec.mode is SchedulerMode.MUSTER:
             self.start_muster()
@@ -258,21 +276,21 @@ class Sandbox:
 
         wait_for("the fake nodes (made Ready by kwok)", all_ready, timeout=60, log=Path(kwok.log))
 
-    def _start_jobset(self, bin_dir: Path, kubeconfig: Path, conn: Connection) -> None:
-        ports = self.ports
-        self.say(f"jobset: starting the JobSet controller (webhooks on "
-                 f"https://127.0.0.1:{ports.jobset_webhook})")
-        certs = jobset.make_certs(self.dir)
-        config = jobset.write_config(self.dir, webhook_port=ports.jobset_webhook,
-                                     health_port=ports.jobset_health, cert_dir=certs)
-        proc = self.table.start("jobset", jobset.argv(bin_dir, kubeconfig=kubeconfig,
-                                                      config=config))
-        wait_for("jobset", lambda: http_ok(f"http://127.0.0.1:{ports.jobset_health}/readyz"),
+    def _start_operator(self, op: operators.Operator, bin_dir: Path, kubeconfig: Path,
+                        conn: Connection, certs: Path) -> None:
+        webhook, health = self.ports.of(op.name)
+        hooks = f" (webhooks on https://127.0.0.1:{webhook})" if op.webhooks_file else ""
+        self.say(f"{op.name}: starting the real {op.release} controller{hooks}")
+        config = None if op.config_api is None else operators.config_file(
+            op, self.dir, webhook_port=webhook, health_port=health, cert_dir=certs)
+        proc = self.table.start(op.name, operators.argv(op, bin_dir, kubeconfig=kubeconfig,
+                                                        config=config, health_port=health))
+        wait_for(op.name, lambda: http_ok(f"http://127.0.0.1:{health}/readyz"),
                  timeout=60, log=Path(proc.log))
-        for hooks in jobset.webhook_configurations(bin_dir, port=ports.jobset_webhook,
-                                                   ca=(certs / "ca.crt").read_bytes()):
-            kind = hooks["kind"].lower() + "s"
-            conn.request("POST", f"/apis/admissionregistration.k8s.io/v1/{kind}", body=hooks)
+        for made in operators.webhook_configurations(op, bin_dir, port=webhook,
+                                                     ca=(certs / "ca.crt").read_bytes()):
+            kind = made["kind"].lower() + "s"
+            conn.request("POST", f"/apis/admissionregistration.k8s.io/v1/{kind}", body=made)
 
     def start_muster(self) -> None:
         """Start the extender (again, after :meth:`kill` of ``muster``) and wait until ready."""
@@ -329,11 +347,12 @@ class Sandbox:
         if not CRD_FILE.exists():
             raise SandboxError(f"the descriptor CRD is missing: {CRD_FILE}")
         self.say("descriptors: installing the WorkloadDescriptor CRD and the catalog")
-        # No operators run here: plain CRDs let the API server store each workload kind.
+        # Plain CRDs let the API server store each kind no real operator runs for.
         crds = _yaml_docs([CRD_FILE]) + permissive_crds(packaged_catalog().descriptors)
-        if self.spec.jobset:  # the release's own CRD, validation and all
-            crds = [c for c in crds if c["spec"].get("group") != "jobset.x-k8s.io"]
-            crds.append(jobset.crd(bin_dir))
+        for op in self.spec.real_operators():  # the release's own CRDs, validation and all
+            real = operators.crds(op, bin_dir)
+            groups = {c["spec"]["group"] for c in real}
+            crds = [c for c in crds if c["spec"].get("group") not in groups] + real
         for crd in crds:
             conn.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
                          body=crd)

@@ -2,8 +2,10 @@
 its controller would create (see :mod:`controllers`).
 
 A built-in kind (Job, Deployment, StatefulSet, ReplicaSet) is only created: the sandbox's
-kube-controller-manager makes its pods, as on a cluster. A kind no real operator runs here yet
-gets the stand-in's Jobs (whose pods the Job controller makes) and the stand-in's own pods."""
+kube-controller-manager makes its pods, as on a cluster. So is a kind whose real operator runs
+in the sandbox (its CRD carries :data:`operators.OPERATOR_LABEL`): the operator makes the rest,
+and a stand-in beside it would make every pod twice. Any other kind gets the stand-in's Jobs
+(whose pods the Job controller makes) and the stand-in's own pods."""
 
 from __future__ import annotations
 
@@ -14,10 +16,12 @@ from typing import Any
 
 from extender.core.model.values import WorkloadTree
 from extender.core.workloads.catalog import Catalog
+from extender.core.workloads.descriptor import Descriptor
 from extender.core.workloads.workload import resolve_workload
-from extender.kube.client import Connection
+from extender.kube.client import Connection, NotFound
 from extender.sandbox.controllers import adopt, children, pod_groups
 from extender.sandbox.crds import BUILT_IN_GROUPS
+from extender.sandbox.operators import OPERATOR_LABEL
 
 
 @dataclass(frozen=True)
@@ -49,8 +53,8 @@ def create(conn: Connection, obj: Mapping[str, Any], plural: str) -> dict[str, A
 def submit(conn: Connection, obj: Mapping[str, Any], catalog: Catalog, *,
            namespace: str = "default", with_children: bool = True,
            workload_api: bool = False, scheduler_name: str | None = None) -> Submitted:
-    """Create ``obj`` and, unless it is a bare Pod or a built-in kind, what its controller
-    would create.
+    """Create ``obj`` and, unless it is a bare Pod, a built-in kind or a kind a real operator
+    runs here, what its controller would create.
 
     With ``workload_api`` (a gang-mode sandbox), also the ``Workload`` and one ``PodGroup`` per
     gang, created before any pod, and each gang pod (or Job template) names its PodGroup, as
@@ -65,7 +69,7 @@ def submit(conn: Connection, obj: Mapping[str, Any], catalog: Catalog, *,
         _set_scheduler(body, scheduler_name)
     created = create(conn, body, descriptor.target.plural)
     tree = resolve_workload(created, descriptor)
-    if built_in or not with_children:
+    if built_in or not with_children or real_operator(conn, descriptor) is not None:
         return Submitted(workload=created, tree=tree, intermediates=[], pods=[])
     intermediates, pods = children(created, tree, descriptor, pods_by_caller=False)
     uids: dict[tuple[str, str], str] = {}
@@ -97,6 +101,19 @@ def submit(conn: Connection, obj: Mapping[str, Any], catalog: Catalog, *,
     created_pods = [create(conn, adopt(pod, uids), "pods") for pod in own]
     return Submitted(workload=created, tree=tree, intermediates=made, pods=created_pods,
                      groups=groups)
+
+
+def real_operator(conn: Connection, descriptor: Descriptor) -> str | None:
+    """The real operator the sandbox runs for the descriptor's kind (``lws``), if any."""
+    target = descriptor.target
+    try:
+        crd = conn.request(
+            "GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"
+                   f"{target.plural}.{target.group}")
+    except NotFound:
+        return None
+    name = (crd.get("metadata", {}).get("labels") or {}).get(OPERATOR_LABEL)
+    return str(name) if name else None
 
 
 def _set_scheduler(obj: dict[str, Any], name: str) -> None:

@@ -32,11 +32,14 @@ SHARED = REPO.parent / "shared"
 
 def start_sandbox(tmp: Path, *, mode: SchedulerMode = SchedulerMode.MUSTER, nodes: int = 4,
                   gpus_per_node: int = 8, bind_timeout: float = 15.0,
-                  plan_ttl: float = 30.0, controller_manager: bool = True) -> Sandbox:
-    """A sandbox on free ports (``Ports()`` picks them at ``up``)."""
+                  plan_ttl: float = 30.0, controller_manager: bool = True,
+                  jobset: bool = False, lws: bool = False, kuberay: bool = False) -> Sandbox:
+    """A sandbox on free ports (``Ports()`` picks them at ``up``), with the real operators
+    asked for."""
     spec = SandboxSpec(directory=tmp, nodes=nodes, gpus_per_node=gpus_per_node, mode=mode,
                        ports=Ports(), bind_timeout=bind_timeout, plan_ttl=plan_ttl,
-                       controller_manager=controller_manager)
+                       controller_manager=controller_manager, jobset=jobset, lws=lws,
+                       kuberay=kuberay)
     sandbox = Sandbox(spec, say=lambda _m: None)
     sandbox.up()
     return sandbox
@@ -57,25 +60,38 @@ def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
         box.down()
 
 
+@pytest.fixture(scope="module")
+def real_box(request: pytest.FixtureRequest,
+             tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
+    """A sandbox for one module, 4 nodes x 8 GPUs, running the real operators its
+    ``REAL_OPERATORS`` names (``("lws",)``); no stand-in then runs for their kinds."""
+    names = tuple(getattr(request.module, "REAL_OPERATORS", ()))
+    if not names or not set(names) <= {"jobset", "lws", "kuberay"}:
+        raise pytest.UsageError(f"{request.module.__name__}: REAL_OPERATORS must name jobset, "
+                                f"lws or kuberay, not {names!r}")
+    box = start_sandbox(tmp_path_factory.mktemp("-".join(names)), jobset="jobset" in names,
+                        lws="lws" in names, kuberay="kuberay" in names)
+    try:
+        yield box
+    finally:
+        box.down()
+
+
+@pytest.fixture()
+def real_ns(real_box: Sandbox) -> Iterator[str]:
+    """A fresh namespace per test in :func:`real_box`."""
+    with scratch_namespace(real_box.connection(), "op") as name:
+        yield name
+
+
 _NAMESPACES = itertools.count()
 
 
 @pytest.fixture()
 def namespace(sandbox: Sandbox) -> Iterator[str]:
-    """A fresh namespace per test, deleted afterwards so capacity frees up.
-
-    The namespace goes first: a terminating namespace admits no new pod, so no Job or
-    ReplicaSet controller refills what the test made. Its pods are then deleted at once (the
-    namespace controller would get there too, only slower).
-    """
-    name = f"e2e-{os.getpid()}-{next(_NAMESPACES)}"
-    conn = sandbox.connection()
-    conn.request("POST", "/api/v1/namespaces", body={"metadata": {"name": name}})
-    yield name
-    conn.request("DELETE", f"/api/v1/namespaces/{name}")
-    delete_pods(conn, name)
-    left = [] if wait_until(lambda: not pods_in(conn, name), timeout=30) else pods_in(conn, name)
-    assert not left, f"pods outlived namespace {name}: {[p['metadata']['name'] for p in left]}"
+    """A fresh namespace per test, deleted afterwards so capacity frees up."""
+    with scratch_namespace(sandbox.connection(), "e2e") as name:
+        yield name
 
 
 def load_example(relative: str) -> list[dict[str, Any]]:
@@ -110,6 +126,43 @@ def scheduled_message(pod: dict[str, Any]) -> str:
     return ""
 
 
+def running(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The pods KWOK reports Running and Ready."""
+    return [p for p in pods if p.get("status", {}).get("phase") == "Running"
+            and any(c.get("type") == "Ready" and c.get("status") == "True"
+                    for c in p["status"].get("conditions", []) or [])]
+
+
+def whole(conn: Connection, namespace: str, pods: int) -> bool:
+    """Exactly ``pods`` pods in the namespace, every one bound, Running and Ready."""
+    now = pods_in(conn, namespace)
+    return len(now) == pods and len(running(now)) == pods and len(bound(now)) == pods
+
+
+def describe(conn: Connection, namespace: str) -> list[tuple[str, str | None, str | None]]:
+    """Each pod's name, node and phase: what a failed wait shows."""
+    return [(p["metadata"]["name"], p["spec"].get("nodeName"), p["status"].get("phase"))
+            for p in pods_in(conn, namespace)]
+
+
+@contextlib.contextmanager
+def scratch_namespace(conn: Connection, prefix: str) -> Iterator[str]:
+    """A namespace for one test, deleted afterwards so capacity frees up.
+
+    The namespace goes first: a terminating namespace admits no new pod, so no Job,
+    ReplicaSet or operator refills what the test made. Its pods are then deleted at once (the
+    namespace controller would get there too, only slower).
+    """
+    name = f"{prefix}-{os.getpid()}-{next(_NAMESPACES)}"
+    conn.request("POST", "/api/v1/namespaces", body={"metadata": {"name": name}})
+    yield name
+    with contextlib.suppress(NotFound):
+        conn.request("DELETE", f"/api/v1/namespaces/{name}")
+    delete_pods(conn, name)
+    left = [] if wait_until(lambda: not pods_in(conn, name), timeout=60) else pods_in(conn, name)
+    assert not left, f"pods outlived namespace {name}: {[p['metadata']['name'] for p in left]}"
+
+
 def delete_pods(conn: Connection, namespace: str) -> None:
     for pod in pods_in(conn, namespace):
         with contextlib.suppress(NotFound):
@@ -118,5 +171,6 @@ def delete_pods(conn: Connection, namespace: str) -> None:
                          body={"gracePeriodSeconds": 0})
 
 
-__all__ = ["Submitted", "bound", "delete_pods", "load_example", "pods_in", "scheduled_message",
-           "start_sandbox", "submit", "wait_until"]
+__all__ = ["Submitted", "bound", "delete_pods", "describe", "load_example", "pods_in", "running",
+           "scheduled_message", "scratch_namespace", "start_sandbox", "submit", "wait_until",
+           "whole"]

@@ -25,7 +25,7 @@ from extender.sandbox.config import Ports
 from extender.sandbox.processes import alive
 from extender.sandbox.sandbox import Sandbox, SandboxSpec
 from extender.sandbox.submit import submit
-from tests.e2e.conftest import REPO, SHARED, bound, pods_in, wait_until
+from tests.e2e.conftest import REPO, SHARED, bound, pods_in, running, wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -38,12 +38,6 @@ def kubectl(box: Sandbox, *args: str, stdin: str | None = None) -> str:
                           env={**os.environ, "KUBECONFIG": info.kubeconfig})
     assert done.returncode == 0, done.stderr
     return done.stdout
-
-
-def running(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [p for p in pods if p.get("status", {}).get("phase") == "Running"
-            and any(c.get("type") == "Ready" and c.get("status") == "True"
-                    for c in p["status"].get("conditions", []) or [])]
 
 
 def phase(pods: list[dict[str, Any]], wanted: str) -> list[dict[str, Any]]:

@@ -6,5 +6,5 @@ why it cannot, and the ledger of plans, pods in flight and barriers.
 
 Must never: read a clock (time is ``now``), know how a workload is described
 (``extender.core.workloads``), or talk to kube-scheduler: the verbs live in
-``extender.core.decide``. It imports only ``extender.core.model``.
+``extender.core.decide``. It imports only ``extender.core.model.values``.
 """

@@ -1,4 +1,4 @@
-"""The error base of ``extender.core.karta``: a Workload Map Muster cannot translate."""
+"""The error base of ``extender.core.karta.compile``: a Workload Map Muster cannot translate."""
 
 from __future__ import annotations
 

@@ -13,4 +13,4 @@ class CoreError(ValueError):
 
 
 class ModelError(CoreError):
-    """A Kubernetes object or value that cannot be read (``extender.core.model``)."""
+    """A Kubernetes object or value that cannot be read (``extender.core.model.values``)."""

@@ -5,5 +5,5 @@ workload's roles, counts and topology, cutting it into gangs, finding each pod's
 gang (membership), and building a resolved snapshot of a cluster (``cluster``).
 
 Must never: know about capacity, plans or the barrier (``extender.core.gang`` and
-``extender.core.decide``), or do I/O. It imports only ``extender.core.model``.
+``extender.core.decide``), or do I/O. It imports only ``extender.core.model.values``.
 """

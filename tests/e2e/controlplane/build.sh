@@ -1,25 +1,26 @@
 #!/usr/bin/env bash
 # Build Muster's local Kubernetes control plane binaries (etcd, kube-apiserver,
-# kube-scheduler, kube-controller-manager, kubectl) from the Go module pinned in
-# this folder, and KWOK from its own module in kwok/ (see README.md for why two).
+# kube-scheduler, kube-controller-manager, kubectl) from the Go module pinned in this folder,
+# and KWOK and the real operators (JobSet, LeaderWorkerSet, KubeRay) each from its own
+# module (kwok/, jobset/, lws/, kuberay/; see README.md for why separate modules).
 #
 #   bash tests/e2e/controlplane/build.sh         # build if needed
 #   BIN=$(bash tests/e2e/controlplane/build.sh)  # last stdout line = bin dir
 #
 # Output:  $MUSTER_CACHE_DIR/controlplane/<k8s version>/bin/{etcd,kube-apiserver,kube-scheduler,
-#          kube-controller-manager,kubectl,kwok}
+#          kube-controller-manager,kubectl,kwok,jobset,lws,kuberay} and the operators' release files
 # Caches:  $MUSTER_CACHE_DIR/go/{mod,build}  (GOMODCACHE, GOCACHE)
 # MUSTER_CACHE_DIR defaults to ${XDG_CACHE_HOME:-$HOME/.cache}/muster.
 #
-# Idempotent: when every binary exists and the stamp file matches a hash of
-# both go.mod/go.sum pairs, every cmd/*/main.go and this script, nothing is built.
+# Idempotent: each binary has a stamp (<version>/stamps/<name>) holding the hash of what
+# determines it; when every binary exists and matches its stamp, no Go command runs.
 # Progress goes to stderr; stdout carries only the bin dir (last line).
 # Set MUSTER_CONTROLPLANE_REBUILD=1 to force a rebuild.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cache="${MUSTER_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/muster}"
-binaries=(etcd kube-apiserver kube-scheduler kube-controller-manager kubectl kwok jobset)
+binaries=(etcd kube-apiserver kube-scheduler kube-controller-manager kubectl kwok jobset lws kuberay)
 
 log() { printf '[controlplane] %s\n' "$*" >&2; }
 die() { printf '[controlplane] ERROR: %s\n' "$*" >&2; exit 1; }
@@ -36,23 +37,85 @@ minor="${BASH_REMATCH[2]}"
 
 out="$cache/controlplane/$version"
 bin="$out/bin"
-stamp="$out/stamp"
+stamps="$out/stamps"
 
-# Hash of everything that determines the binaries.
-hash="$(
-  cd "$here"
-  {
-    go version
-    sha256sum go.mod go.sum build.sh kwok/go.mod kwok/go.sum jobset/go.mod jobset/go.sum
-    find cmd -name '*.go' -type f | LC_ALL=C sort | xargs sha256sum
-  } | sha256sum | cut -d' ' -f1
-)"
+# How each binary is built: "<module dir> <package> <ldflags kind>". The operators and KWOK
+# have their own modules (each pins its own k8s.io/*; see README.md), built with only -s -w
+# (they stamp their own versions); the rest are Kubernetes' and get its version stamps.
+recipe() {
+  case "$1" in
+    kwok) echo "kwok sigs.k8s.io/kwok/cmd/kwok own" ;;
+    jobset) echo "jobset sigs.k8s.io/jobset own" ;;
+    lws) echo "lws sigs.k8s.io/lws/cmd own" ;;
+    kuberay) echo "kuberay github.com/ray-project/kuberay/ray-operator own" ;;
+    *) echo ". ./cmd/$1 kubernetes" ;;
+  esac
+}
+
+# The release files each operator needs beside its binary: "<module dir> <module> <src>=<dst>...".
+# The CRDs and webhook configurations of the very release built, and the webhook patches its
+# webhook kustomization.yaml applies (they narrow the pod webhooks to the operator's pods).
+release_files() {
+  case "$1" in
+    jobset) echo "jobset sigs.k8s.io/jobset" \
+      "config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml=jobset-crd.yaml" \
+      "config/components/webhook/manifests.yaml=jobset-webhooks.yaml" \
+      "config/components/webhook/patches/mutating-patch.yaml=jobset-webhooks-mutating-patch.yaml" \
+      "config/components/webhook/patches/validating-patch.yaml=jobset-webhooks-validating-patch.yaml" ;;
+    lws) echo "lws sigs.k8s.io/lws" \
+      "config/crd/bases/leaderworkerset.x-k8s.io_leaderworkersets.yaml=lws-crd.yaml" \
+      "config/webhook/manifests.yaml=lws-webhooks.yaml" \
+      "config/webhook/mutating-patch.yaml=lws-webhooks-mutating-patch.yaml" \
+      "config/webhook/validating-patch.yaml=lws-webhooks-validating-patch.yaml" ;;
+    kuberay) echo "kuberay github.com/ray-project/kuberay/ray-operator" \
+      "config/crd/bases/ray.io_rayclusters.yaml=kuberay-crd-rayclusters.yaml" \
+      "config/crd/bases/ray.io_rayjobs.yaml=kuberay-crd-rayjobs.yaml" \
+      "config/crd/bases/ray.io_rayservices.yaml=kuberay-crd-rayservices.yaml" ;;
+  esac
+}
+
+# Kubernetes' version stamps, as upstream's hack/lib/version.sh sets them, so /version and
+# `kubectl version` report the release. The module proxy does not tell the git commit;
+# buildDate (the release's publication time, added at build time) follows from go.mod.
+k8s_ldflags="-s -w"
+for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+  k8s_ldflags+=" -X $pkg.gitVersion=$version -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
+  k8s_ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.gitCommit="
+done
+# Hashed into every stamp: keep it in step with the exports and the go build line below.
+build_env="CGO_ENABLED=0 GOTOOLCHAIN=local GOFLAGS=-mod=readonly -buildvcs=false -trimpath"
+
+# One stamp per binary: the hash of everything that determines it (the Go toolchain, the
+# build settings, its module's go.mod and go.sum, its ldflags and, for a binary of this
+# module, its main.go). Adding or bumping one operator rebuilds only that operator.
+go_version="$(go version)"
+binary_hash() {
+  local dir pkg kind
+  read -r dir pkg kind <<<"$(recipe "$1")"
+  (
+    cd "$here"
+    echo "$go_version"
+    echo "$build_env $dir $pkg $kind"
+    [[ "$kind" != kubernetes ]] || echo "$k8s_ldflags"
+    sha256sum "$dir/go.mod" "$dir/go.sum"
+    [[ "$dir" != . ]] || find "cmd/$1" -name '*.go' -type f | LC_ALL=C sort | xargs sha256sum
+    echo "$(release_files "$1")"
+  ) | sha256sum | cut -d' ' -f1
+}
+
+declare -A hashes
+for b in "${binaries[@]}"; do hashes[$b]="$(binary_hash "$b")"; done
+
+fresh() {
+  [[ "${MUSTER_CONTROLPLANE_REBUILD:-0}" != 1 ]] || return 1
+  [[ -x "$bin/$1" && -f "$stamps/$1" && "$(cat "$stamps/$1")" == "${hashes[$1]}" ]] || return 1
+  local spec
+  for spec in $(release_files "$1" | cut -d' ' -f3-); do [[ -f "$bin/${spec#*=}" ]] || return 1; done
+}
 
 up_to_date() {
-  [[ "${MUSTER_CONTROLPLANE_REBUILD:-0}" != 1 ]] || return 1
-  [[ -f "$stamp" && "$(cat "$stamp")" == "$hash" ]] || return 1
   local b
-  for b in "${binaries[@]}"; do [[ -x "$bin/$b" ]] || return 1; done
+  for b in "${binaries[@]}"; do fresh "$b" || return 1; done
 }
 
 if up_to_date; then
@@ -85,58 +148,55 @@ export GOTOOLCHAIN=local
 # go.sum is committed: refuse to rewrite go.mod/go.sum during a build.
 export GOFLAGS="-mod=readonly -buildvcs=false"
 
-# Version stamping as upstream's hack/lib/version.sh does, so /version and
-# `kubectl version` report the release. The module proxy does not tell the git
-# commit; buildDate is the release's publication time (reproducible builds).
-build_date="$(cd "$here" && go list -m -f '{{with .Time}}{{.UTC.Format "2006-01-02T15:04:05Z"}}{{end}}' k8s.io/kubernetes 2>/dev/null || true)"
-ldflags="-s -w"
-for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-  ldflags+=" -X $pkg.gitVersion=$version -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
-  ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.gitCommit="
-  [[ -z "$build_date" ]] || ldflags+=" -X $pkg.buildDate=$build_date"
-done
-
 log "Kubernetes $version; Go $(go env GOVERSION); output $bin"
 log "module cache $GOMODCACHE, build cache $GOCACHE"
 
 cd "$here"
 start_all=$SECONDS
-log "downloading Go modules (first time: a few hundred MB from the Go module proxy)..."
-go mod download || die "go mod download failed (is the Go module proxy reachable? GOPROXY=$(go env GOPROXY))"
-(cd kwok && go mod download) || die "go mod download failed for kwok/ (is the Go module proxy reachable?)"
-(cd jobset && go mod download) || die "go mod download failed for jobset/ (is the Go module proxy reachable?)"
-
-rm -f "$stamp"
-mkdir -p "$bin"
+mkdir -p "$bin" "$stamps"
 tmp="$(mktemp -d "$out/.build.XXXXXX")"
 trap 'rm -rf "$tmp"' EXIT
+downloaded=" "
 
 for b in "${binaries[@]}"; do
+  if fresh "$b"; then
+    continue
+  fi
+  read -r dir pkg kind <<<"$(recipe "$b")"
+  if [[ "$downloaded" != *" $dir "* ]]; then
+    log "downloading the Go modules of ${dir/#./the control plane} (first time: a few hundred MB from the Go module proxy)..."
+    (cd "$dir" && go mod download) \
+      || die "go mod download failed in $dir (is the Go module proxy reachable? GOPROXY=$(go env GOPROXY))"
+    downloaded+="$dir "
+  fi
+  ldflags="-s -w"
+  if [[ "$kind" == kubernetes ]]; then
+    build_date="$(go list -m -f '{{with .Time}}{{.UTC.Format "2006-01-02T15:04:05Z"}}{{end}}' k8s.io/kubernetes 2>/dev/null || true)"
+    ldflags="$k8s_ldflags"
+    if [[ -n "$build_date" ]]; then
+      for vpkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+        ldflags+=" -X $vpkg.buildDate=$build_date"
+      done
+    fi
+  fi
   log "building $b (first build takes several minutes; cached rebuilds are quick)..."
   t0=$SECONDS
-  if [[ "$b" == kwok ]]; then
-    # KWOK's own module (k8s.io/* v0.36.1 as KWOK v0.8.0 pins them); it stamps its
-    # own version in sigs.k8s.io/kwok/pkg/consts, so only strip here.
-    built() { (cd kwok && go build -p 2 -trimpath -ldflags "-s -w" -o "$tmp/$b" sigs.k8s.io/kwok/cmd/kwok); }
-  elif [[ "$b" == jobset ]]; then
-    # The JobSet controller's own module (k8s.io/* v0.34.1, controller-runtime v0.22.1).
-    built() { (cd jobset && go build -p 2 -trimpath -ldflags "-s -w" -o "$tmp/$b" sigs.k8s.io/jobset); }
-  else
-    built() { go build -p 2 -trimpath -ldflags "$ldflags" -o "$tmp/$b" "./cmd/$b"; }
-  fi
-  if ! built; then
-    die "building $b failed; see the go output above"
-  fi
+  rm -f "$stamps/$b"
+  (cd "$dir" && go build -p 2 -trimpath -ldflags "$ldflags" -o "$tmp/$b" "$pkg") \
+    || die "building $b failed; see the go output above"
   mv -f "$tmp/$b" "$bin/$b"
+  read -r -a files <<<"$(release_files "$b")"
+  if (( ${#files[@]} )); then
+    src="$(cd "${files[0]}" && go list -m -f '{{.Dir}}' "${files[1]}")" \
+      || die "${files[1]} is not in the module cache"
+    for spec in "${files[@]:2}"; do
+      cp -f "$src/${spec%%=*}" "$bin/${spec#*=}"
+      chmod 0644 "$bin/${spec#*=}"
+    done
+  fi
+  echo "${hashes[$b]}" >"$stamps/$b"
   log "built $b in $((SECONDS - t0))s ($(du -h "$bin/$b" | cut -f1))"
 done
 
-# The JobSet CRD and webhook configurations of the very release built, for the sandbox.
-jobset_dir="$(cd jobset && go list -m -f '{{.Dir}}' sigs.k8s.io/jobset)" || die "sigs.k8s.io/jobset is not in the module cache"
-cp -f "$jobset_dir/config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml" "$bin/jobset-crd.yaml"
-cp -f "$jobset_dir/config/components/webhook/manifests.yaml" "$bin/jobset-webhooks.yaml"
-chmod 0644 "$bin/jobset-crd.yaml" "$bin/jobset-webhooks.yaml"
-
-echo "$hash" >"$stamp"
-log "all control plane binaries built in $((SECONDS - start_all))s"
+log "control plane ready in $((SECONDS - start_all))s"
 echo "$bin"

@@ -6,8 +6,11 @@ from __future__ import annotations
 import base64
 from pathlib import Path
 
+import pytest
 import yaml
 
+from extender.cli.main import build_parser
+from extender.cli.sandbox import _spec
 from extender.core.workloads.workload import resolve_workload
 from extender.files.catalog import packaged_catalog
 from extender.sandbox.components import (
@@ -19,9 +22,19 @@ from extender.sandbox.components import (
 )
 from extender.sandbox.config import Ports, SchedulerMode, scheduler_config
 from extender.sandbox.controllers import STAND_IN_MANAGER, children
-from extender.sandbox.jobset import webhook_configurations
-from extender.sandbox.local import OWN_ENTRIES, clear_own, free_ports
+from extender.sandbox.local import OWN_ENTRIES, SandboxError, clear_own, free_ports
 from extender.sandbox.nodes import FAKE_NODE_ANNOTATION, fake_node
+from extender.sandbox.operators import (
+    JOBSET,
+    KUBERAY,
+    LWS,
+    OPERATOR_LABEL,
+    argv,
+    config_file,
+    crds,
+    webhook_configurations,
+)
+from extender.sandbox.sandbox import SandboxSpec
 
 
 def test_ports_not_given_are_picked_distinct_and_given_ones_are_kept() -> None:
@@ -129,26 +142,109 @@ def test_a_stand_in_leaderworkerset_makes_no_statefulset_and_owns_its_pods() -> 
         {"LeaderWorkerSet"}
 
 
-def test_jobset_webhooks_are_served_on_loopback_with_the_sandbox_ca_and_pods_narrowed(
-        tmp_path: Path) -> None:
-    (tmp_path / "jobset-webhooks.yaml").write_text(yaml.safe_dump_all([{
+def _release_webhooks(directory: Path, *, patched_name: str = "mpod.kb.io") -> None:
+    """A release's webhook configuration (as LWS v0.7.0 ships it) and its kustomize patch."""
+    (directory / "lws-webhooks.yaml").write_text(yaml.safe_dump_all([{
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "MutatingWebhookConfiguration",
         "metadata": {"name": "mutating-webhook-configuration"},
         "webhooks": [
-            {"name": "mjobset.kb.io", "clientConfig": {"service": {
+            {"name": "mleaderworkerset.kb.io", "clientConfig": {"service": {
                 "name": "webhook-service", "namespace": "system",
-                "path": "/mutate-jobset-x-k8s-io-v1alpha2-jobset"}},
-             "rules": [{"resources": ["jobsets"]}]},
+                "path": "/mutate-leaderworkerset-x-k8s-io-v1-leaderworkerset"}},
+             "rules": [{"resources": ["leaderworkersets"]}]},
             {"name": "mpod.kb.io", "clientConfig": {"service": {
                 "name": "webhook-service", "namespace": "system", "path": "/mutate--v1-pod"}},
-             "rules": [{"resources": ["pods"]}]}]}]))
-    [config] = webhook_configurations(tmp_path, port=9443, ca=b"PEM")
-    assert config["metadata"]["name"] == "jobset-mutating-webhook-configuration"
-    jobsets, pods = config["webhooks"]
-    assert jobsets["clientConfig"] == {
-        "url": "https://127.0.0.1:9443/mutate-jobset-x-k8s-io-v1alpha2-jobset",
+             "rules": [{"operations": ["CREATE"], "resources": ["pods"]}]}]}]))
+    (directory / "lws-webhooks-mutating-patch.yaml").write_text(yaml.safe_dump([{
+        "op": "replace", "path": "/webhooks/1", "value": {
+            "name": patched_name,
+            "clientConfig": {"service": {"name": "webhook-service", "namespace": "system",
+                                         "path": "/mutate--v1-pod"}},
+            "objectSelector": {"matchExpressions": [
+                {"key": "leaderworkerset.sigs.k8s.io/name", "operator": "Exists"}]},
+            "rules": [{"operations": ["CREATE", "UPDATE"], "resources": ["pods"]}]}}]))
+    (directory / "lws-webhooks-validating-patch.yaml").write_text("[]\n")
+
+
+def test_operator_webhooks_are_patched_as_the_release_does_and_served_on_loopback_with_our_ca(
+        tmp_path: Path) -> None:
+    _release_webhooks(tmp_path)
+    [config] = webhook_configurations(LWS, tmp_path, port=9443, ca=b"PEM")
+    assert config["metadata"]["name"] == "lws-mutating-webhook-configuration"
+    lws, pods = config["webhooks"]
+    assert lws["clientConfig"] == {
+        "url": "https://127.0.0.1:9443/mutate-leaderworkerset-x-k8s-io-v1-leaderworkerset",
         "caBundle": base64.b64encode(b"PEM").decode()}
-    assert "objectSelector" not in jobsets
+    assert "objectSelector" not in lws
+    # The release's patch: only LWS pods reach the pod webhook, on create and update.
     assert pods["objectSelector"]["matchExpressions"] == [
-        {"key": "jobset.sigs.k8s.io/jobset-name", "operator": "Exists"}]
+        {"key": "leaderworkerset.sigs.k8s.io/name", "operator": "Exists"}]
+    assert pods["rules"][0]["operations"] == ["CREATE", "UPDATE"]
+    assert pods["clientConfig"]["url"] == "https://127.0.0.1:9443/mutate--v1-pod"
+
+
+def test_a_release_patch_for_a_webhook_not_at_its_index_is_refused_naming_the_file(
+        tmp_path: Path) -> None:
+    _release_webhooks(tmp_path, patched_name="vpod.kb.io")
+    with pytest.raises(SandboxError, match=r"lws-webhooks-mutating-patch\.yaml: operation 0: "
+                                           r"no single configuration has webhook 'vpod\.kb\.io'"):
+        webhook_configurations(LWS, tmp_path, port=9443, ca=b"PEM")
+
+
+def test_an_operators_crds_are_labelled_as_its_own_so_no_stand_in_runs_beside_it(
+        tmp_path: Path) -> None:
+    (tmp_path / "lws-crd.yaml").write_text(yaml.safe_dump({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "leaderworkersets.leaderworkerset.x-k8s.io"},
+        "spec": {"group": "leaderworkerset.x-k8s.io"}}))
+    [crd] = crds(LWS, tmp_path)
+    assert crd["metadata"]["labels"] == {OPERATOR_LABEL: "lws"}
+    (tmp_path / "lws-crd.yaml").write_text("kind: ConfigMap\n---\nkind: ConfigMap\n")
+    with pytest.raises(SandboxError, match=r"lws-crd\.yaml: expected one CustomResourceDefinition"):
+        crds(LWS, tmp_path)
+
+
+def test_a_real_operator_runs_without_leader_election_or_metrics_and_serves_on_loopback(
+        tmp_path: Path) -> None:
+    path = config_file(LWS, tmp_path, webhook_port=1, health_port=2, cert_dir=tmp_path / "c")
+    config = yaml.safe_load(path.read_text())
+    assert config["apiVersion"] == "config.lws.x-k8s.io/v1alpha1"
+    assert config["leaderElection"] == {"leaderElect": False}
+    assert config["internalCertManagement"] == {"enable": False}
+    assert config["webhook"] == {"port": 1, "host": "127.0.0.1", "certDir": str(tmp_path / "c")}
+    assert config["health"] == {"healthProbeBindAddress": "127.0.0.1:2"}
+    assert config["metrics"] == {"bindAddress": "0"}
+
+
+def test_the_sandbox_runs_only_the_real_operators_asked_for_each_on_its_own_ports() -> None:
+    assert SandboxSpec().real_operators() == ()
+    assert SandboxSpec(lws=True).real_operators() == (LWS,)
+    assert SandboxSpec(jobset=True, lws=True, kuberay=True).real_operators() == \
+        (JOBSET, LWS, KUBERAY)
+    ports = Ports().resolved(free_ports)
+    assert len({*ports.of("jobset"), *ports.of("lws"), ports.of("kuberay")[1]}) == 5
+    assert ports.of("kuberay")[0] == 0  # its optional webhook stays off
+
+
+def test_kuberay_takes_flags_no_leader_election_no_metrics_and_probes_on_loopback() -> None:
+    command = argv(KUBERAY, Path("/bin"), kubeconfig=Path("/k"), config=None, health_port=7)
+    assert command == ["/bin/kuberay", "--kubeconfig=/k", "--enable-leader-election=false",
+                       "--metrics-addr=0", "--health-probe-bind-address=127.0.0.1:7",
+                       "--log-stdout-encoder=console"]
+    assert KUBERAY.webhooks_file is None and KUBERAY.config_api is None
+    assert argv(LWS, Path("/bin"), kubeconfig=Path("/k"), config=Path("/c"), health_port=7) == \
+        ["/bin/lws", "--config=/c", "--kubeconfig=/k"]
+
+
+def test_sandbox_up_runs_every_real_operator_unless_one_is_left_out_by_name() -> None:
+    def operators(*flags: str) -> tuple[object, ...]:
+        return _spec(build_parser().parse_args(["sandbox", "up", "--dir", "/x", *flags])
+                     ).real_operators()
+
+    assert operators() == (JOBSET, LWS, KUBERAY)
+    assert operators("--lws") == (JOBSET, LWS, KUBERAY)
+    assert operators("--no-lws") == (JOBSET, KUBERAY)
+    assert operators("--no-jobset", "--no-lws", "--no-kuberay") == ()
+    # Programs (the e2e suite, the demo, the benchmark) ask for them by name.
+    assert SandboxSpec().real_operators() == ()
