@@ -70,6 +70,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--plan-ttl", type=duration, metavar="DURATION",
                    help="how long a gang plan holds capacity: 2m, 90s, or seconds "
                         "(default 1m0s)")
+    p.add_argument("--stage-ttl", type=duration, metavar="DURATION",
+                   help="how long a staged gang's plan holds a later stage's capacity while "
+                        "its operator creates its pods: 10m, or seconds (default 10m0s)")
     p.add_argument("--scoring", help="prioritize policy: binpack, spread, topology, "
                    "fragmentation (default binpack)")
     p.add_argument("--log-level", help="debug, info, warning, error (default info)")
@@ -86,7 +89,7 @@ def register(subparsers: Any) -> None:
 def settings_from(args: argparse.Namespace, env: dict[str, str]) -> Settings:
     given = {k: getattr(args, k, None) for k in (
         "host", "port", "probe_host", "probe_port", "tls_cert", "tls_key", "tls_client_ca",
-        "kubeconfig", "context", "snapshot", "bind_timeout", "plan_ttl",
+        "kubeconfig", "context", "snapshot", "bind_timeout", "plan_ttl", "stage_ttl",
         "scoring", "log_level", "max_request_bytes", "threads", "max_workload_pods",
         "max_workload_gangs")}
     given["descriptors"] = tuple(args.descriptors or ())

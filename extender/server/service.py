@@ -80,6 +80,7 @@ def core_settings(settings: Settings) -> CoreSettings:
     """The session's settings from the server's: every held bind takes a gunicorn thread,
     so at most the threads less those kept free for filters may hold one."""
     return CoreSettings(plan_ttl=settings.plan_ttl, bind_timeout=settings.bind_timeout,
+                        stage_ttl=settings.stage_ttl,
                         scoring=settings.scoring, workload_limits=settings.workload_limits,
                         max_held=max(1, settings.threads - max(2, settings.threads // 8)))
 

@@ -72,6 +72,10 @@ class Settings:
     httpTimeout."""
     plan_ttl: float = _CORE.plan_ttl
     """Seconds a gang's plan holds capacity while its members have not all arrived."""
+    stage_ttl: float = _CORE.stage_ttl
+    """Seconds a staged gang's plan (JobSet ``dependsOn``, LWS ``LeaderReady``) keeps holding
+    a later stage's capacity once the earlier stage is released, while its operator creates
+    the later stage's pods."""
     scoring: str = _CORE.scoring
     """Prioritize policy: ``binpack``, ``spread``, ``topology`` or ``fragmentation``."""
     log_level: str = "info"
@@ -200,7 +204,7 @@ def _check(s: Settings) -> Sequence[str]:
     if not 0 < s.port < 65536:
         bad("port", f"must be between 1 and 65535, got {s.port}")
     out.extend(_check_surface(s))
-    for name in ("bind_timeout", "plan_ttl"):
+    for name in ("bind_timeout", "plan_ttl", "stage_ttl"):
         value = getattr(s, name)
         if not math.isfinite(value) or value <= 0:
             bad(name, f"must be a positive duration, got {_shown(value)}")

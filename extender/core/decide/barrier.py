@@ -75,7 +75,8 @@ def decide_bind(
         return BindDecision(BindOutcome.REJECT,
                             f"pod {pod.key}: {snapshot.unresolved[pod_uid]}; it may be a gang "
                             "member", key)
-    admitted = gang is not None and ledger.is_admitted(gang.key)
+    stage = 0 if gang is None else gang.stage_of(snapshot.memberships[pod_uid].role)
+    admitted = gang is not None and ledger.admitted_stage(gang.key) >= stage
     if gang is not None and not admitted and barrier_expired(gang.key, ledger=ledger, now=now,
                                                               settings=settings):
         return withdraw(gang.key, ledger=ledger, also=(pod_uid, node))
@@ -101,6 +102,9 @@ def decide_bind(
         # Releasing now would bind a held member to a node that is gone and leave the gang
         # short of its minimum: fail the gang's held members whole; it is planned again.
         return withdraw(gang.key, ledger=ledger, reason=lost)
+    if gang.last_stage > 0:
+        return _staged_barrier(gang, pod_uid, snapshot=snapshot, ledger=ledger, now=now,
+                               settings=settings)
     reached = gang_reached(gang, snapshot, ledger, gpu=settings.gpu_resource)
     if reached >= gang.min_member:
         crowded = _held_without_room(gang.key, pod_uid, snapshot=snapshot, ledger=ledger,
@@ -116,6 +120,63 @@ def decide_bind(
     return BindDecision(BindOutcome.WAIT,
                         f"gang {gang.key}: {reached} of minimum {gang.min_member} at bind; "
                         f"waiting up to {settings.bind_timeout:g}s for the next", gang.key)
+
+
+def _stage_reached(gang: Gang, stage: int, snapshot: ClusterSnapshot, ledger: Ledger, *,
+                   gpu: str) -> int:
+    """Members of ``stage`` bound or at bind."""
+    inflight = ledger.in_flight()
+    count = 0
+    for uid in index_of(snapshot, gpu=gpu).gang_pods.get(gang.key, ()):
+        pod = snapshot.pods[uid]
+        if gang.stage_of(snapshot.memberships[uid].role) != stage:
+            continue
+        if pod.holds_resources or (pod.node_name is None and uid in inflight):
+            count += 1
+    return count
+
+
+def _staged_barrier(gang: Gang, pod_uid: str, *, snapshot: ClusterSnapshot, ledger: Ledger,
+                    now: float, settings: CoreSettings) -> BindDecision:
+    """The barrier of a gang whose operator creates its pods in stages: the whole gang was
+    planned (every stage's capacity is held by its plan), and each stage is released as soon
+    as its own minimum has reached bind; the plan then holds the next stages' capacity for
+    ``stage_ttl`` while their pods are created."""
+    gpu = settings.gpu_resource
+    stage = ledger.admitted_stage(gang.key) + 1
+    released: list[tuple[str, NodeName]] = []
+    notes = []
+    while stage <= gang.last_stage:
+        reached, need = _stage_reached(gang, stage, snapshot, ledger, gpu=gpu), \
+            gang.stage_minimum(stage)
+        if reached < need:
+            break
+        crowded = _held_without_room(gang.key, pod_uid, snapshot=snapshot, ledger=ledger,
+                                     gpu=gpu)
+        if crowded is not None:
+            return withdraw(gang.key, ledger=ledger, reason=crowded)
+        later = frozenset(u for u in ledger.held(gang.key)
+                          if gang.stage_of(snapshot.memberships[u].role) > stage)
+        released += ledger.admit(gang.key, now=now, stage=stage, keep=later)
+        notes.append(f"stage {stage} ({_roles(gang, stage)}) {reached} of {need} at bind")
+        stage += 1
+    if notes:
+        if stage <= gang.last_stage:
+            # The next stage's pods are created once this one is Ready: hold its capacity.
+            ledger.extend(gang.key, deadline=now + settings.stage_ttl)
+            notes.append(f"holding stage {stage} ({_roles(gang, stage)}) for up to "
+                         f"{settings.stage_ttl:g}s while its pods are created")
+        return BindDecision(BindOutcome.BIND, f"gang {gang.key}: {'; '.join(notes)}; "
+                            f"releasing {len(released)}", gang.key, release=tuple(released))
+    reached = _stage_reached(gang, stage, snapshot, ledger, gpu=gpu)
+    return BindDecision(BindOutcome.WAIT,
+                        f"gang {gang.key}: stage {stage} ({_roles(gang, stage)}) {reached} of "
+                        f"{gang.stage_minimum(stage)} at bind; waiting up to "
+                        f"{settings.bind_timeout:g}s for the next", gang.key)
+
+
+def _roles(gang: Gang, stage: int) -> str:
+    return ", ".join(m.role for m in gang.members if m.stage == stage)
 
 
 def _no_room(

@@ -150,6 +150,8 @@ class GangSession:
         for gang in self.ledger.expire(now):
             self.expired_total += 1
             out.append(PlanExpired(gang))
+            if self._stage_expired(gang, snapshot, out):
+                continue
             self.last_reason[gang] = ("plan expired: members did not all arrive before the "
                                       "plan's TTL")
             for pod in snapshot.pods_of_gang(gang):
@@ -157,6 +159,25 @@ class GangSession:
                     self._event(pod, EventType.WARNING, "GangPlanExpired",
                                 f"gang {gang}: plan expired before all members arrived; "
                                 "the gang backs off and is planned again", out)
+
+    def _stage_expired(self, gang_key: GangKey, snapshot: ClusterSnapshot,
+                       out: list[Effect]) -> bool:
+        """A staged gang's plan ran out while a released stage waited for the next one to be
+        created (its dependency never became Ready, or the operator failed): say so on the
+        workload, whose pods are all bound and would otherwise say nothing."""
+        gang = snapshot.gangs.get(gang_key)
+        stage = self.ledger.admitted_stage(gang_key)
+        if gang is None or stage < 0 or stage >= gang.last_stage:
+            return False
+        roles = ", ".join(m.role for m in gang.members if m.stage == stage + 1)
+        why = (f"gang {gang_key}: stage {stage + 1} ({roles}) did not appear within "
+               f"{self.settings.stage_ttl:g}s of stage {stage} being released; the capacity held "
+               "for it is given back, and it is planned again when its pods appear")
+        self.last_reason[gang_key] = why
+        ref = gang.workload
+        out.append(Emit(WorkloadEvent(ref.api_version, ref.kind, ref.namespace, ref.name,
+                                      ref.uid, EventType.WARNING, "GangStageExpired", why)))
+        return True
 
     def _sweep(self, snapshot: ClusterSnapshot, out: list[Effect]) -> None:
         """Forget what the cluster no longer has: a deleted workload's plan would otherwise

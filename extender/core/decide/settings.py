@@ -29,6 +29,10 @@ class CoreSettings:
     """Seconds a pod at bind is charged before it must be observed bound."""
     search_budget: int = SEARCH_BUDGET
     """Placements the placement search may try after greedy placement fails."""
+    stage_ttl: float = 600.0
+    """Seconds a staged gang's plan keeps holding its later stages' capacity once an earlier
+    stage is released, while its operator creates their pods (after pulling images and
+    starting the earlier stage); a stage that does not appear by then gives its capacity back."""
     max_held: int | None = None
     """Bind requests held open at the barrier at most (the server: its threads less those
     kept for filters); members beyond it are parked. ``None``: no limit."""
@@ -47,7 +51,7 @@ class CoreSettings:
             raise ValueError(f"CoreSettings.max_held must be at least 1, got {self.max_held}")
         if self.hold_grace < 1:
             raise ValueError(f"CoreSettings.hold_grace must be at least 1, got {self.hold_grace}")
-        for name in ("plan_ttl", "bind_timeout", "inflight_ttl", "yield_every"):
+        for name in ("plan_ttl", "bind_timeout", "inflight_ttl", "yield_every", "stage_ttl"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"CoreSettings.{name} must be positive, got {getattr(self, name)}")
 

@@ -78,7 +78,11 @@ class Ledger:
         self._waiting: dict[GangKey, dict[str, NodeName]] = {}
         """Gang -> members held at the barrier: pod uid -> node."""
         self._admitted: dict[GangKey, float] = {}
-        """Gang -> when its barrier released; later members bind at once."""
+        """Gang -> when its barrier first released; later members of a released stage bind
+        at once."""
+        self._stage: dict[GangKey, int] = {}
+        """Gang -> the last stage its barrier released (a staged gang is released stage by
+        stage as its operator creates the pods of each)."""
         self.version = 0
         """Bumped on every change, so callers may cache what they derive from the ledger."""
         self.plans_ended = 0
@@ -108,6 +112,7 @@ class Ledger:
         twin._barrier = dict(self._barrier)
         twin._waiting = {g: dict(w) for g, w in self._waiting.items()}
         twin._admitted = dict(self._admitted)
+        twin._stage = dict(self._stage)
         twin.version = self.version
         return twin
 
@@ -125,6 +130,14 @@ class Ledger:
     def reserve(self, plan: Plan, *, now: float, ttl: float) -> None:
         self._plans[plan.gang] = Reservation(plan=plan, reserved_at=now, deadline=now + ttl)
         self.version += 1
+
+    def extend(self, gang: GangKey, *, deadline: float) -> None:
+        """Keep the gang's plan until ``deadline`` at least: a staged gang's plan holds the
+        later stages' capacity while the operator creates their pods."""
+        res = self._plans.get(gang)
+        if res is not None and res.deadline < deadline:
+            self._plans[gang] = Reservation(res.plan, res.reserved_at, deadline)
+            self.version += 1
 
     def drop_plan(self, gang: GangKey) -> None:
         """End the gang's plan only; its barrier and held members stay. For a plan the cluster
@@ -227,17 +240,29 @@ class Ledger:
     def barriers(self) -> list[tuple[GangKey, float]]:
         return sorted(self._barrier.items())
 
-    def admit(self, gang: GangKey, *, now: float) -> tuple[tuple[str, NodeName], ...]:
-        """Open the barrier: return the members held there, now free to bind."""
-        released = self.waiting(gang)
-        self._waiting.pop(gang, None)
+    def admit(self, gang: GangKey, *, now: float, stage: int = 0,
+              keep: frozenset[str] = frozenset()) -> tuple[tuple[str, NodeName], ...]:
+        """Open the barrier up to ``stage``: return the members held there, now free to bind.
+        Members in ``keep`` (of later stages) stay held, their barrier restarted at ``now``."""
+        held = self._waiting.pop(gang, {})
+        released = tuple(sorted((u, n) for u, n in held.items() if u not in keep))
+        kept = {u: n for u, n in held.items() if u in keep}
         self._barrier.pop(gang, None)
+        if kept:
+            self._waiting[gang] = kept
+            self._barrier[gang] = now
         self._admitted.setdefault(gang, now)
+        self._stage[gang] = max(stage, self._stage.get(gang, -1))
         self.version += 1
         return released
 
     def is_admitted(self, gang: GangKey) -> bool:
+        """Whether the gang's barrier released (its first stage at least)."""
         return gang in self._admitted
+
+    def admitted_stage(self, gang: GangKey) -> int:
+        """The last stage of the gang its barrier released; -1 before the first."""
+        return self._stage.get(gang, 0) if gang in self._admitted else -1
 
     def withdraw(self, gang: GangKey) -> tuple[tuple[str, NodeName], ...]:
         """The barrier timed out: drop the gang's plan and its held members (returned), so
@@ -274,6 +299,7 @@ class Ledger:
                 continue
             if not placed_counts(gang, snapshot, self, gpu=gpu):
                 del self._admitted[gang]
+                self._stage.pop(gang, None)
         self.version += 1
         return done
 
@@ -281,6 +307,7 @@ class Ledger:
         """The gang's workload is gone."""
         self.release(gang)
         self._admitted.pop(gang, None)
+        self._stage.pop(gang, None)
 
     # after a restart -----------------------------------------------------------------------
     def rebuild(
@@ -295,6 +322,7 @@ class Ledger:
         self._barrier.clear()
         self._waiting.clear()
         self._admitted.clear()
+        self._stage.clear()
         order = sorted(snapshot.gangs.values(), key=lambda g: (-g.priority, g.created, g.key))
         for gang in order:
             bound = placed_counts(gang.key, snapshot, self, gpu=gpu)  # nothing is in flight
@@ -302,6 +330,8 @@ class Ledger:
             if not placed:
                 continue
             self._admitted[gang.key] = now
+            # Members the barrier released are bound; their latest stage was released.
+            self._stage[gang.key] = max(gang.stage_of(role) for role in placed)
             if sum(placed.values()) >= gang.min_member:
                 continue
             capacity = free_capacity(snapshot, self, gpu=gpu)

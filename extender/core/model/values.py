@@ -248,6 +248,12 @@ class Role:
     ``None`` means ``pods_per_replica``."""
     sub_replicas: SubReplicas | None = None
     """How the replicas are cut into base and scaled gangs (gang policy ``baseAndScaled``)."""
+    created_after: tuple[tuple[str, str], ...] = ()
+    """``(role, status)``: this role's pods are created only once ``role`` reaches ``status``
+    (``Ready`` or ``Complete``); empty when they are created with the workload."""
+    gang_root: str = ""
+    """The role created after another *completes* whose gang this role joins (itself, or a
+    role it waits to be Ready for); empty: the workload's own gang."""
 
     @property
     def pods(self) -> int:
@@ -277,6 +283,10 @@ class GangMember:
     count: int
     min_count: int
     shape: PodShape
+    stage: int = 0
+    """When the role's pods come into being: 0 with the workload, ``n`` once the roles of
+    stage ``n - 1`` are Ready (its operator creates them only then). The gang is admitted
+    whole, every stage's capacity held, and its barrier releases stage by stage."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -307,6 +317,19 @@ class Gang:
             if m.role == role:
                 return m
         return None
+
+    @property
+    def last_stage(self) -> int:
+        """The gang's last stage (0: every member's pods are created with the workload)."""
+        return max((m.stage for m in self.members), default=0)
+
+    def stage_minimum(self, stage: int) -> int:
+        """Pods of ``stage`` that must reach bind before the barrier releases it."""
+        return sum(m.min_count for m in self.members if m.stage == stage)
+
+    def stage_of(self, role: str) -> int:
+        member = self.member(role)
+        return 0 if member is None else member.stage
 
 
 @dataclass(frozen=True, slots=True)

@@ -145,6 +145,34 @@ class SubReplicaSpec:
     """Copies in the base gang (``min(minAvailable, replicas)``); each further one is a gang."""
 
 
+class Readiness(StrEnum):
+    """What an earlier role must reach before an operator creates a later role's pods."""
+
+    READY = "Ready"
+    """Its pods are Ready (JobSet ``dependsOn`` Ready, LWS ``LeaderReady``, MPIJob
+    ``WaitForWorkersReady``): the later stage's capacity is held for it meanwhile."""
+    COMPLETE = "Complete"
+    """It has finished (JobSet ``dependsOn`` Complete, Trainer initializers): the later role
+    is a gang of its own, admitted whole when its pods appear, so the GPUs of a trainer are
+    not held idle while an initializer runs."""
+
+
+@dataclass(frozen=True, slots=True)
+class CreatedAfterSpec:
+    """``createdAfter``: the role's pods exist only once other roles reach a status."""
+
+    roles: tuple[str, ...] = ()
+    roles_ref: PathRef | None = None
+    previous: bool = False
+    """The role made for the previous item of the same ``forEach`` (JobSet ``startupPolicy:
+    InOrder``: each replicatedJob is created once the one before it is Ready)."""
+    status: Readiness | None = Readiness.READY
+    """One status for every role named; ``None`` when ``status_ref`` reads one per role."""
+    status_ref: PathRef | None = None
+    """Statuses aligned with the roles found (JobSet ``dependsOn[*].status``)."""
+    when: Condition | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class RoleSpec:
     """One role, or one role per item of ``for_each``."""
@@ -164,6 +192,8 @@ class RoleSpec:
     min_pods_per_replica: Count | None = None
     """Pods of one replica that must start together (Grove clique ``minAvailable``)."""
     sub_replicas: SubReplicaSpec | None = None
+    created_after: tuple[CreatedAfterSpec, ...] = ()
+    """When the role's pods are created only after other roles reach a status (a *stage*)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -302,7 +332,7 @@ def _template(raw: object, at: str, scopes: frozenset[str]) -> TemplateSpec:
 
 
 _ROLE_FIELDS = ("name", "forEach", "join", "when", "replicas", "minReplicas", "podsPerReplica",
-                "minPodsPerReplica", "subReplicas", "template", "after")
+                "minPodsPerReplica", "subReplicas", "template", "after", "createdAfter")
 
 
 def _sub_replicas(raw: object, at: str, scopes: frozenset[str]) -> SubReplicaSpec:
@@ -316,6 +346,51 @@ def _sub_replicas(raw: object, at: str, scopes: frozenset[str]) -> SubReplicaSpe
         count=compile_count(spec["count"], f"{at}.count", scopes),
         base=compile_count(spec["base"], f"{at}.base", scopes),
     )
+
+
+def _created_afters(raw: object, at: str, scopes: frozenset[str],
+                    ) -> tuple[CreatedAfterSpec, ...]:
+    """One ``createdAfter`` rule, or a list of them."""
+    if isinstance(raw, list):
+        return tuple(_created_after(r, f"{at}[{i}]", scopes) for i, r in enumerate(raw))
+    return (_created_after(raw, at, scopes),)
+
+
+def _created_after(raw: object, at: str, scopes: frozenset[str]) -> CreatedAfterSpec:
+    """``{roles: [names] | path, status: Ready | Complete | {path}, when: condition}``, or
+    ``{previous: true, ...}`` for the role of the previous ``forEach`` item."""
+    spec = expect_mapping(raw, at)
+    check_fields(spec, at, ("roles", "previous", "status", "when"))
+    previous = spec.get("previous", False)
+    if not isinstance(previous, bool):
+        raise DescriptorError(f"{at}.previous", f"expected true or false, got {previous!r}")
+    if "roles" not in spec and not previous:
+        raise DescriptorError(f"{at}.roles", "required (a list of role names or a path), "
+                              "unless previous: true")
+    roles: tuple[str, ...] = ()
+    roles_ref = None
+    if "roles" not in spec:
+        pass
+    elif isinstance(spec["roles"], list):
+        roles = tuple(expect_str(a, f"{at}.roles[{i}]") for i, a in enumerate(spec["roles"]))
+    else:
+        roles_ref = _path_ref(spec["roles"], f"{at}.roles", scopes, ITEM)
+    raw_status = spec.get("status", Readiness.READY.value)
+    status: Readiness | None = None
+    status_ref = None
+    if isinstance(raw_status, str) and not raw_status.startswith("$"):
+        try:
+            status = Readiness(raw_status)
+        except ValueError:
+            raise DescriptorError(f"{at}.status", f"{raw_status!r} is not Ready or Complete"
+                                  " (or a path to them)") from None
+    else:
+        status_ref = _path_ref(raw_status, f"{at}.status", scopes, ITEM)
+    when = compile_condition(spec["when"], f"{at}.when", scopes) if "when" in spec else None
+    if previous and status is None:
+        raise DescriptorError(f"{at}.status", "previous: true takes one status, not a path")
+    return CreatedAfterSpec(roles=roles, roles_ref=roles_ref, previous=previous, status=status,
+                            status_ref=status_ref, when=when)
 
 
 def _role(raw: object, at: str) -> RoleSpec:
@@ -370,6 +445,8 @@ def _role(raw: object, at: str) -> RoleSpec:
         template=_template(spec.get("template", {}), f"{at}.template", scopes),
         after=after,
         after_ref=after_ref,
+        created_after=(_created_afters(spec["createdAfter"], f"{at}.createdAfter", scopes)
+                       if "createdAfter" in spec else ()),
     )
 
 

@@ -8,6 +8,7 @@ sub-replica 1 of group ``prefill``). :func:`cut_gangs` builds the gangs, :func:`
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 
 from extender.core.model.values import Gang, GangKey, GangMember, Role, WorkloadRef
@@ -61,6 +62,8 @@ def member_gang_key(ref: WorkloadRef, policy: GangPolicy, role: Role | None, *,
     """
     name = role.name if role is not None else ""
     sub = role.sub_replicas if role is not None else None
+    if policy is GangPolicy.WORKLOAD and role is not None and role.gang_root:
+        return gang_key(ref, GangPolicy.ROLE, role=role.gang_root)
     if policy is not GangPolicy.BASE_AND_SCALED or sub is None:
         return gang_key(ref, policy, role=name, replica=replica)
     if sub_replica is None:
@@ -83,6 +86,7 @@ def cut_gangs(descriptor: Descriptor, ref: WorkloadRef, roles: list[Role],
               (not descriptor.gangs.roles or r.name in descriptor.gangs.roles)]
     if policy is GangPolicy.NONE or not chosen:
         return ()
+
     priority = max(r.shape.priority for r in chosen)
 
     def gang(key: GangKey | None, members: list[GangMember]) -> Gang:
@@ -90,13 +94,65 @@ def cut_gangs(descriptor: Descriptor, ref: WorkloadRef, roles: list[Role],
         return Gang(key=key, workload=ref, members=tuple(members), priority=priority,
                     created=created)
 
+    apart: dict[str, list[Role]] = {}
+    if policy is GangPolicy.WORKLOAD:
+        # A role created only once another has *completed* (an initializer before a trainer)
+        # is a gang of its own with the roles waiting for it: holding its GPUs while the
+        # other runs would idle them.
+        for r in chosen:
+            if r.gang_root:
+                apart.setdefault(r.gang_root, []).append(r)
+        chosen = [r for r in chosen if not r.gang_root]
+    stages = _stages(chosen)
+    for group in apart.values():
+        stages.update(_stages(group))
     out: list[Gang] = []
-    for cut in _cuts(ref, policy, chosen):
+    cuts = itertools.chain(
+        _cuts(ref, policy, chosen) if chosen else (),
+        ((gang_key(ref, GangPolicy.ROLE, role=root), [_whole(r) for r in group])
+         for root, group in sorted(apart.items())))
+    for key, members in cuts:
         if len(out) == limit:
             raise WorkloadError(f"more than the limit of {limit} gangs per workload "
                                 f"(gang policy {policy.value})")
-        out.append(gang(*cut))
+        out.append(gang(key, _staged(members, stages)))
     return tuple(out)
+
+
+def _stages(roles: list[Role]) -> dict[str, int]:
+    """Per role of one gang, the stage its pods are created in: 0 with the gang, else one
+    past the latest stage of the gang's roles it waits to be Ready. A cycle is refused with
+    its path."""
+    by_name = {r.name: r for r in roles}
+    out: dict[str, int] = {}
+
+    def stage(name: str, path: tuple[str, ...]) -> int:
+        if name in out:
+            return out[name]
+        if name in path:
+            cycle = " -> ".join([*path[path.index(name):], name])
+            raise WorkloadError(f"createdAfter forms a cycle: {cycle}")
+        deps = [b for b, status in by_name[name].created_after
+                if status == "Ready" and b in by_name]
+        out[name] = 1 + max(stage(b, (*path, name)) for b in deps) if deps else 0
+        return out[name]
+
+    for name in by_name:
+        stage(name, ())
+    return out
+
+
+def _staged(members: list[GangMember], stages: dict[str, int]) -> list[GangMember]:
+    """The members with their stages, renumbered 0, 1, ... within the gang."""
+    present = sorted({stages.get(m.role, 0) for m in members})
+    number = {s: i for i, s in enumerate(present)}
+    return [m if number[stages.get(m.role, 0)] == m.stage else
+            GangMember(m.role, m.count, m.min_count, m.shape, number[stages.get(m.role, 0)])
+            for m in members]
+
+
+def _whole(role: Role) -> GangMember:
+    return GangMember(role=role.name, count=role.pods, min_count=role.min_pods, shape=role.shape)
 
 
 def _cuts(ref: WorkloadRef, policy: GangPolicy, chosen: list[Role],

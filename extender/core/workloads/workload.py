@@ -10,13 +10,20 @@ the workload and the path; nothing else escapes.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
 from extender.core.model.podspec import PodSpecError, shape_of
 from extender.core.model.values import Role, SubReplicas, WorkloadRef, WorkloadTree
-from extender.core.workloads.descriptor import Descriptor, RoleSpec, SubReplicaSpec, TemplateSpec
+from extender.core.workloads.descriptor import (
+    CreatedAfterSpec,
+    Descriptor,
+    Readiness,
+    RoleSpec,
+    SubReplicaSpec,
+    TemplateSpec,
+)
 from extender.core.workloads.expressions import (
     INT32_MAX,
     ITEM,
@@ -250,6 +257,7 @@ def _roles(descriptor: Descriptor, obj: Mapping[str, Any],
     after: list[tuple[str, str]] = []
     outside: set[str] = set()
     for r, spec in enumerate(descriptor.roles):
+        previous: str | None = None
         for key, item in _items(spec, obj):
             values: dict[str, object] = {OBJECT: obj, ITEM: item}
             _join_values(spec, values)
@@ -277,9 +285,17 @@ def _roles(descriptor: Descriptor, obj: Mapping[str, Any],
                 raise WorkloadError(f"{where}: pod template {err}") from err
             if any(existing.name == name for existing in roles):
                 raise WorkloadError(f"{where}: two roles are named {name!r}")
+            try:
+                created_after = tuple(dict.fromkeys(
+                    pair for rule in spec.created_after
+                    for pair in _created_after(rule, scope, previous)))
+            except WorkloadError as err:
+                raise WorkloadError(f"{where}: {err}") from err
+            previous = name
             roles.append(Role(name=name, replicas=replicas, pods_per_replica=per, shape=shape,
                               min_replicas=minimum, template=template,
-                              min_pods_per_replica=min_per, sub_replicas=cut))
+                              min_pods_per_replica=min_per, sub_replicas=cut,
+                              created_after=created_after))
             befores = list(spec.after)
             if spec.after_ref is not None:
                 befores += [str(v) for v in spec.after_ref.find(scope)
@@ -288,8 +304,69 @@ def _roles(descriptor: Descriptor, obj: Mapping[str, Any],
             if spec.in_gang is not None and not spec.in_gang.holds(scope):
                 outside.add(name)
     names = {r.name for r in roles}
+    # A role created after another also starts after it; a dependency on a role the object
+    # does not have (or on itself) orders nothing and holds nothing back.
+    after.extend((before, r.name) for r in roles for before, _ in r.created_after)
+    roles = [r if all(b in names and b != r.name for b, _ in r.created_after) else replace(
+        r, created_after=tuple((b, st) for b, st in r.created_after
+                               if b in names and b != r.name)) for r in roles]
+    roots = _gang_roots(roles)
+    roles = [replace(r, gang_root=roots[r.name]) if roots[r.name] else r for r in roles]
     edges = sorted({(b, a) for b, a in after if b in names and b != a})
     return roles, edges, outside
+
+
+def _gang_roots(roles: list[Role]) -> dict[str, str]:
+    """Per role, the role created after another *completes* whose gang it joins: itself if
+    it is one, else that of the first role it waits to be Ready for that has one."""
+    by_name = {r.name: r for r in roles}
+    out: dict[str, str] = {}
+
+    def root(name: str, path: frozenset[str]) -> str:
+        if name in out:
+            return out[name]
+        role = by_name[name]
+        if any(status == Readiness.COMPLETE.value for _, status in role.created_after):
+            return name
+        for before, status in role.created_after:
+            if status == Readiness.READY.value and before not in path:
+                found = root(before, path | {name})
+                if found:
+                    return found
+        return ""
+
+    for name in by_name:
+        out[name] = root(name, frozenset())
+    return out
+
+
+def _created_after(spec: CreatedAfterSpec, scope: Scope, previous: str | None,
+                   ) -> tuple[tuple[str, str], ...]:
+    """``(role, status)`` pairs of one ``createdAfter`` rule, read in the role's scope;
+    ``previous`` is the role made for the previous item of the same ``forEach``."""
+    if spec.when is not None and not spec.when.holds(scope):
+        return ()
+    names = list(spec.roles)
+    if spec.previous and previous is not None:
+        names.append(previous)
+    if spec.roles_ref is not None:
+        names += [str(v) for v in spec.roles_ref.find(scope) if isinstance(v, str | int)]
+    if spec.status is not None:
+        statuses = [spec.status.value] * len(names)
+    else:
+        assert spec.status_ref is not None
+        found = spec.status_ref.find(scope)
+        statuses = [str(v) for v in found]
+        if len(statuses) != len(names):
+            raise WorkloadError(f"createdAfter: {len(names)} roles but {len(statuses)} statuses "
+                                f"at {spec.status_ref.text}")
+    pairs = []
+    for name, status in zip(names, statuses, strict=True):
+        if status not in (Readiness.READY.value, Readiness.COMPLETE.value):
+            raise WorkloadError(f"createdAfter: status {status!r} of role {name!r} is not "
+                                "Ready or Complete")
+        pairs.append((name, status))
+    return tuple(pairs)
 
 
 def _no_roles(descriptor: Descriptor, obj: Mapping[str, Any]) -> tuple[str, ...]:

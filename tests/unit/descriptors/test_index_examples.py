@@ -50,7 +50,10 @@ ROWS = [
         roles=['driver', 'workers'], gangs=[(5, 5)]),
     Row("6", "jobset/jobset__site__static__examples__depends-on__depends-on.yaml",
         pods=6, gpus=0,
-        roles=['initializer', 'launcher', 'worker'], gangs=[(6, 6)]),
+        # The launcher is created once the initializer *completes*: a gang of its own with
+        # the workers (created once it is Ready), so the 5 that run together are admitted
+        # together, not a minimum of 6 that never run at once.
+        roles=['initializer', 'launcher', 'worker'], gangs=[(1, 1), (5, 5)]),
     Row("7", "jobset/jobset__site__static__examples__pytorch__resnet-cifar10__resnet.yaml",
         pods=4, gpus=0,
         roles=['workers'], gangs=[(4, 4)]),
