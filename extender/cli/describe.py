@@ -143,6 +143,10 @@ def render_workload(w: dict[str, Any]) -> None:
             where = f", in one {t['key']} domain ({how})"
         out.print(f"gang: {gang['name']} (minimum {gang['minMember']} of {gang['pods']} pods, "
                   f"{gang['gpus']} GPUs{where})", markup=False)
+        if "stages" in gang:
+            out.print("  stages (created in turn, all held): " + " -> ".join(
+                f"{'+'.join(st['roles'])} ({st['minimum']})" for st in gang["stages"]),
+                markup=False)
     if not w["gangs"]:
         out.print("gang: none (pods schedule one by one)", markup=False)
     if w["order"]:

@@ -142,4 +142,9 @@ def _gang_view(g: Gang) -> dict[str, Any]:
     if g.topology is not None:
         view["topology"] = {"key": g.topology.key, "required": g.topology.required,
                             "exclusive": g.topology.exclusive}
+    if g.last_stage:
+        # Pods its operator creates in stages: the whole gang is held, each stage released
+        # as it reaches bind.
+        view["stages"] = [{"stage": s, "roles": [m.role for m in g.members if m.stage == s],
+                           "minimum": g.stage_minimum(s)} for s in range(g.last_stage + 1)]
     return view
