@@ -86,14 +86,34 @@ def admit_priorities(tree: WorkloadTree, classes: PriorityClasses) -> WorkloadTr
     return replace(tree, roles=roles, gangs=tuple(gangs))
 
 
+Unit = tuple[str, int]
+"""``(role, replica)``: what an operator creates in one go (a Job, an LWS group's workers)."""
+
+
+def per_replica(tree: WorkloadTree, role: Role, policy: GangPolicy) -> bool:
+    """Whether ``role``'s copies wait for the same copy of the roles they depend on (each LWS
+    group's workers for that group's leader), rather than for the whole of them (a JobSet's
+    replicatedJob for the whole of the one it dependsOn)."""
+    return policy in (GangPolicy.REPLICA, GangPolicy.ROLE_REPLICA) and all(
+        other.replicas == role.replicas for other in tree.roles
+        if any(before == other.name for before, _ in role.created_after))
+
+
+def first_units(tree: WorkloadTree) -> set[Unit]:
+    """What the controller creates when the workload arrives: every copy of every role that
+    waits for no other role (staged creation, ``createdAfter``, creates the rest later)."""
+    return {(r.name, i) for r in tree.roles if not r.created_after for i in range(r.replicas)}
+
+
 def create_pods(
     tree: WorkloadTree, *, policy: GangPolicy, now: float,
-    existing: Mapping[str, int] | None = None,
+    existing: Mapping[str, int] | None = None, units: set[Unit] | None = None,
 ) -> list[tuple[PodInfo, Membership]]:
     """The pods the workload's controller creates at ``now``, in role order.
 
     ``existing`` counts pods per role that already exist (a recorded cluster): only the rest
     are created, highest indexes first left out, so a half-created workload is completed.
+    ``units`` limits it to those ``(role, replica)`` copies (a stage created late).
     """
     have = dict(existing or {})
     owner = OwnerRef(api_version=tree.ref.api_version, kind=tree.ref.kind, name=tree.ref.name,
@@ -102,6 +122,8 @@ def create_pods(
     for role in tree.roles:
         skip = have.get(role.name, 0)
         for replica in range(role.replicas):
+            if units is not None and (role.name, replica) not in units:
+                continue
             for index in range(role.pods_per_replica):
                 if skip > 0:
                     skip -= 1

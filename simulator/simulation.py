@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from extender.core.model.values import GangKey, Membership, NodeInfo, PodInfo, WorkloadTree
 from extender.core.workloads.descriptor import GangPolicy
 from simulator.cluster import ClusterModel
-from simulator.controllers import create_pods
+from simulator.controllers import Unit, create_pods, first_units, per_replica
 from simulator.engine import EventQueue, Priority
 from simulator.metrics import Metrics, Report
 from simulator.preferences import Preferred, preferred_affinity
@@ -112,6 +112,11 @@ class Simulation:
         self.last_progress = 0.0
         self._arrivals_pending = 0
         self._preferred: dict[tuple[str, str], Preferred] = {}
+        self._later: dict[str, tuple[WorkloadTree, GangPolicy, set[Unit]]] = {}
+        """Workload key -> the copies of roles its operator creates later, not yet created."""
+        self._unit_counts: dict[str, dict[tuple[str, str, int], int]] = {}
+        """Workload key -> ("bound" | "finished", role, replica) -> pods, while it has
+        copies still to create."""
         """(workload, role) -> its template's preferred node affinity."""
 
     # driving ---------------------------------------------------------------------------------
@@ -203,9 +208,23 @@ class Simulation:
         for _pod, member in spec.pods:
             if member is not None:
                 existing[member.role] = existing.get(member.role, 0) + 1
-        made = create_pods(tree, policy=spec.policy, now=now, existing=existing)
-        recorded = {pod.uid for pod, _ in spec.pods}
-        for pod, member in [*spec.pods, *made]:
+        # Staged creation: a role that waits for others (createdAfter) is created once they
+        # are Ready (here: bound) or Complete, as its operator creates it; one a recorded
+        # cluster already holds pods of was created already.
+        units = first_units(tree) | {(r.name, i) for r in tree.roles if existing.get(r.name)
+                                     for i in range(r.replicas)}
+        later = {(r.name, i) for r in tree.roles for i in range(r.replicas)} - units
+        if later:
+            self._later[key] = (tree, spec.policy, later)
+        made = create_pods(tree, policy=spec.policy, now=now, existing=existing, units=units)
+        self._add_pods(tree, [*spec.pods, *made], now, recorded={pod.uid for pod, _ in spec.pods})
+        if not self._live_pods.get(key) and key not in self._later:
+            self._complete(key)
+
+    def _add_pods(self, tree: WorkloadTree, pods: Sequence[tuple[PodInfo, Membership | None]],
+                  now: float, *, recorded: set[str] | frozenset[str] = frozenset()) -> None:
+        key = tree.ref.key
+        for pod, member in pods:
             if pod.uid in recorded:
                 preferred = self.scenario.preferred.get(pod.uid, ())
             else:
@@ -220,10 +239,57 @@ class Simulation:
                 self._bound(pod, now)
             elif pod.node_name is None:
                 self.scheduler.enqueue(pod.uid, now)
-        if not self._live_pods.get(key):
-            self._complete(key)
+
+    def _create_later(self, key: str, now: float) -> None:
+        """Create the copies of later stages whose dependencies are now Ready or Complete."""
+        entry = self._later.get(key)
+        if entry is None:
+            return
+        tree, policy, waiting = entry
+        counts = self._unit_counts.get(key, {})
+        ready: set[Unit] = set()
+        for name, replica in sorted(waiting):
+            role = next(r for r in tree.roles if r.name == name)
+            same = per_replica(tree, role, policy)
+            if all(self._reached(tree, counts, before, status, replica if same else None)
+                   for before, status in role.created_after):
+                ready.add((name, replica))
+        if not ready:
+            return
+        waiting -= ready
+        if not waiting:
+            del self._later[key]
+        made = create_pods(tree, policy=policy, now=now, units=ready)
+        self._add_pods(tree, made, now)
+
+    @staticmethod
+    def _reached(tree: WorkloadTree, counts: Mapping[tuple[str, str, int], int], role: str,
+                 status: str, replica: int | None) -> bool:
+        """Whether ``role`` (one copy, or all of them) is Ready (bound, in the replay) or
+        Complete (finished)."""
+        found = next((r for r in tree.roles if r.name == role), None)
+        if found is None:
+            return True
+        kind = "finished" if status == "Complete" else "bound"
+        if replica is not None:
+            return counts.get((kind, role, replica), 0) >= found.pods_per_replica
+        return sum(counts.get((kind, role, i), 0) for i in range(found.replicas)) >= found.pods
+
+    def _count(self, uid: str, kind: str) -> str | None:
+        """Count a pod of a workload with later stages as bound or finished; its key."""
+        member = self.cluster.memberships.get(uid)
+        key = self._workload_of_pod.get(uid)
+        if member is None or key is None or key not in self._later:
+            return None
+        counts = self._unit_counts.setdefault(key, {})
+        unit = (kind, member.role, member.replica or 0)
+        counts[unit] = counts.get(unit, 0) + 1
+        return key
 
     def _bound(self, pod: PodInfo, now: float) -> None:
+        later = self._count(pod.uid, "bound")
+        if later is not None:
+            self._create_later(later, now)
         member = self.cluster.memberships.get(pod.uid)
         gang = None if member is None else member.gang
         node = pod.node_name
@@ -254,6 +320,9 @@ class Simulation:
 
     def _finish_pods(self, uids: Sequence[str], now: float) -> None:
         members = {uid: self.cluster.memberships.get(uid) for uid in uids}
+        staged = {k for k in (self._count(uid, "finished") for uid in uids) if k is not None}
+        for key in sorted(staged):
+            self._create_later(key, now)
         for uid in uids:
             self.scheduler.forget_pod(uid)
         for uid, pod in self.cluster.remove_pods(uids).items():
@@ -264,7 +333,7 @@ class Simulation:
             key = self._workload_of_pod.pop(uid, "")
             if key in self._live_pods:
                 self._live_pods[key] -= 1
-                if self._live_pods[key] == 0:
+                if self._live_pods[key] == 0 and key not in self._later:
                     self._complete(key)
         self.scheduler.cluster_changed(now)
 

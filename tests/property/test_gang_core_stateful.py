@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import replace
 from functools import cache
 
-from hypothesis import settings
+from hypothesis import event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -63,7 +63,7 @@ from extender.core.model.values import (
 )
 from tests.unit.core.builders import gang_pods, make_gang, make_node, make_pod, make_shape, tree_of
 
-SETTINGS = CoreSettings(plan_ttl=10.0, bind_timeout=5.0)
+SETTINGS = CoreSettings(plan_ttl=10.0, bind_timeout=5.0, stage_ttl=20.0)
 STEPS = 80
 EXAMPLES = 150
 """At least this many histories, whatever the profile: fewer miss the races between filter and
@@ -133,30 +133,40 @@ class GangCoreMachine(RuleBasedStateMachine):
         """Pods kube-scheduler assumed and the core holds at the bind barrier."""
         self.ever_bound: dict[str, set[str]] = {}
         self.loners = 0
+        self.gone: set[str] = set()
+        """Gangs whose workload was deleted."""
+        self.unborn: dict[str, list[tuple[PodInfo, Membership]]] = {}
+        """Staged gangs: the later stage's pods, which the operator creates only once the
+        first stage is bound (Ready)."""
         self.hogs: dict[str, NodeName] = {}
         """Pods asking for a billion GPUs, bound by hand (the API server accepts it), and their
         nodes: full for GPUs while the hog is there, whatever the arithmetic."""
 
     @initialize(nodes=node_specs,
-                gangs=st.lists(st.tuples(role_specs, topologies), min_size=1, max_size=3),
+                gangs=st.lists(st.tuples(role_specs, topologies, st.booleans()), min_size=1,
+                               max_size=3),
                 loners=st.lists(loner_spec, max_size=3))
     def build(self, nodes: list[tuple[int, int, int, str]],
-              gangs: list[tuple[list[tuple[int, int, int, bool, int]], str | None]],
+              gangs: list[tuple[list[tuple[int, int, int, bool, int]], str | None, bool]],
               loners: list[tuple[int, int]]) -> None:
         for i, (gpus, cpu, max_pods, rack) in enumerate(nodes):
             node = make_node(f"n{i}", gpus=gpus, cpu=cpu, max_pods=max_pods,
                              labels={"rack": rack})
             self.nodes[node.name] = node
-        for roles, topology in gangs:
-            self._add_gang(roles, topology)
+        for roles, topology, staged in gangs:
+            self._add_gang(roles, topology, staged=staged)
         for gpus, share in loners:
             self._add_loner(gpus, share)
 
     def _add_gang(self, roles: list[tuple[int, int, int, bool, int]],
-                  topology: str | None = None) -> None:
+                  topology: str | None = None, *, staged: bool = False) -> None:
         g = len(self.gangs)
+        # A staged gang's second role is created only once the first is Ready (JobSet
+        # dependsOn, LWS LeaderReady): a later stage, its capacity held meanwhile.
+        staged = staged and len(roles) > 1
         gang = make_gang(
             f"g{g}", created=self.now + g / 100, topology=_TOPOLOGY[topology],
+            stages={"r1": 1} if staged else None,
             roles=[(f"r{r}", count, make_shape(gpus=0 if share else gpus, cpu=cpu, share=share))
                    for r, (count, gpus, cpu, _, share) in enumerate(roles)],
             minimum={f"r{r}": count - 1 if elastic and count > 1 else count
@@ -165,8 +175,11 @@ class GangCoreMachine(RuleBasedStateMachine):
         self.gangs[gang.key] = gang
         self.ever_bound[gang.key] = set()
         pods, members = gang_pods(gang)
-        self.pods.update({p.uid: p for p in pods})
         self.memberships.update(members)
+        later = [(p, members[p.uid]) for p in pods if gang.stage_of(members[p.uid].role) > 0]
+        if later:
+            self.unborn[gang.key] = later
+        self.pods.update({p.uid: p for p in pods if gang.stage_of(members[p.uid].role) == 0})
 
     def _add_loner(self, gpus: int, share: int) -> None:
         pod = make_pod(f"loner{self.loners}",
@@ -176,7 +189,7 @@ class GangCoreMachine(RuleBasedStateMachine):
 
     # -- the cluster as the core sees it ---------------------------------------------------
     def snapshot(self) -> ClusterSnapshot:
-        trees = [tree_of(g) for g in self.gangs.values()]
+        trees = [tree_of(g) for k, g in self.gangs.items() if k not in self.gone]
         members = {u: m for u, m in self.memberships.items() if u in self.pods}
         return ClusterSnapshot.of(self.nodes.values(), self.pods.values(), trees, members)
 
@@ -334,14 +347,45 @@ class GangCoreMachine(RuleBasedStateMachine):
         self.ledger = Ledger()
         self.ledger.rebuild(self.snapshot(), now=self.now, ttl=SETTINGS.plan_ttl)
 
-    @rule(roles=role_specs, topology=topologies, loner=st.none() | loner_spec)
+    @rule(roles=role_specs, topology=topologies, loner=st.none() | loner_spec,
+          staged=st.booleans())
     def arrivals(self, roles: list[tuple[int, int, int, bool, int]], topology: str | None,
-                 loner: tuple[int, int] | None) -> None:
-        """A new gang (up to a few in all) or a new lone pod."""
+                 loner: tuple[int, int] | None, staged: bool) -> None:
+        """A new gang (up to a few in all; some created in stages) or a new lone pod."""
         if loner is not None and self.loners < 6:
             self._add_loner(*loner)
         elif loner is None and len(self.gangs) < MAX_GANGS:
-            self._add_gang(roles, topology)
+            self._add_gang(roles, topology, staged=staged)
+
+    @precondition(lambda self: bool(self.unborn))
+    @rule()
+    def operator_creates_the_next_stage(self) -> None:
+        """The operator creates a staged gang's later pods once its first stage is Ready."""
+        for key, later in sorted(self.unborn.items()):
+            gang = self.gangs[key]
+            first = [u for u, m in self.memberships.items()
+                     if m.gang == key and gang.stage_of(m.role) == 0]
+            if first and all(u in self.pods and self.pods[u].node_name is not None
+                             for u in first):
+                self.pods.update({p.uid: p for p, _ in later})
+                del self.unborn[key]
+                event("a staged gang's later stage was created")
+
+    @precondition(lambda self: bool(self.gangs))
+    @rule(data=st.data(), coin=st.integers(0, 5))
+    def delete_workload(self, data: st.DataObject, coin: int) -> None:
+        """A workload is deleted mid-way (a dependency failed, the user gave up): its pods
+        go, its later stage never comes, and its plan is forgotten at the next sweep."""
+        if coin:
+            return
+        key = data.draw(st.sampled_from(sorted(self.gangs)))
+        for uid in [u for u, m in self.memberships.items() if m.gang == key]:
+            self.pods.pop(uid, None)
+            self._unassume(uid)
+            self.ledger.forget_pod(uid)
+        self.unborn.pop(key, None)
+        self.ledger.forget_gang(key)
+        self.gone.add(key)
 
     @precondition(lambda self: bool(self.pods))
     @rule(data=st.data(), coin=st.integers(0, 3))
@@ -413,10 +457,19 @@ class GangCoreMachine(RuleBasedStateMachine):
 
     @invariant()
     def gangs_are_bound_all_or_none_below_their_minimum(self) -> None:
+        """Stage by stage: a stage is bound whole (its minimum) or not at all, and a later
+        stage only after the earlier one (an unstaged gang is one stage: its minimum)."""
         for key, gang in self.gangs.items():
-            bound = self.ever_bound[key]
-            assert not bound or len(bound) >= gang.min_member, (
-                f"gang {key}: {len(bound)} bound, minimum {gang.min_member}")
+            by_stage: dict[int, int] = {}
+            for uid in self.ever_bound[key]:
+                stage = gang.stage_of(self.memberships[uid].role)
+                by_stage[stage] = by_stage.get(stage, 0) + 1
+            for stage, bound in by_stage.items():
+                assert bound >= gang.stage_minimum(stage), (
+                    f"gang {key}: stage {stage} has {bound} bound, minimum "
+                    f"{gang.stage_minimum(stage)}")
+                assert stage == 0 or by_stage.get(stage - 1, 0) >= gang.stage_minimum(
+                    stage - 1), f"gang {key}: stage {stage} bound before stage {stage - 1}"
 
     def _racks_of(self, key: str) -> set[str]:
         """Racks the gang's pods are bound or held in."""
@@ -447,7 +500,10 @@ class GangCoreMachine(RuleBasedStateMachine):
     def no_plan_outlives_its_deadline(self) -> None:
         for gang, res in self.ledger.reservations():
             assert res.deadline > self.now, f"plan of {gang} is past its deadline"
-            assert res.deadline <= res.reserved_at + SETTINGS.plan_ttl
+            # A staged gang's plan is extended when a stage is released: never past then
+            # plus --stage-ttl.
+            assert res.deadline <= max(res.reserved_at + SETTINGS.plan_ttl,
+                                       self.now + SETTINGS.stage_ttl)
 
     @invariant()
     def no_member_waits_at_the_barrier_past_the_timeout(self) -> None:

@@ -71,10 +71,13 @@ def make_gang(
     name: str = "llama", *, roles: Iterable[tuple[str, int, PodShape]] = (),
     minimum: dict[str, int] | None = None, ns: str = "ml", priority: int = 0,
     created: float = 0.0, topology: TopologyConstraint | None = None,
+    stages: dict[str, int] | None = None,
 ) -> Gang:
     minimum = minimum or {}
+    stages = stages or {}
     members = tuple(
-        GangMember(role=r, count=c, min_count=minimum.get(r, c), shape=s) for r, c, s in roles
+        GangMember(role=r, count=c, min_count=minimum.get(r, c), shape=s,
+                   stage=stages.get(r, 0)) for r, c, s in roles
     )
     return Gang(key=GangKey(f"{ns}/{name}"),
                 workload=WorkloadRef("jobset.x-k8s.io/v1alpha2", "JobSet", ns, name),
