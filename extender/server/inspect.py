@@ -64,4 +64,17 @@ def describe_gangs(snapshot: ClusterSnapshot, ledger: Ledger, *,
             "reservedGpus": reserved,
             "lastReason": last_reason.get(key, ""),
         })
+        if gang.last_stage:
+            # Created in stages: which stage the barrier released last, and each stage's
+            # members (a later one is held in the plan until its pods appear and bind).
+            released = ledger.admitted_stage(key)
+            out[-1]["releasedStage"] = released
+            out[-1]["stages"] = [
+                {"stage": s, "roles": [m.role for m in gang.members if m.stage == s],
+                 "minimum": gang.stage_minimum(s),
+                 "bound": sum(1 for p in pods if p.holds_resources
+                              and gang.stage_of(snapshot.memberships[p.uid].role) == s),
+                 "state": "released" if s <= released else
+                          "held" if plan is not None else "waiting"}
+                for s in range(gang.last_stage + 1)]
     return out

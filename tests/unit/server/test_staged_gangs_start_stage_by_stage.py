@@ -113,6 +113,10 @@ def test_the_story_jobset_binds_its_leader_first_then_both_workers_onto_the_held
     [first] = rig.filter(leader)
     assert rig.bind(leader, first) == ""  # stage 0 is the leader alone: released at once
     assert rig.node_of(leader) == first
+    [shown] = [g for g in rig.svc.inspect_gangs() if g["gang"] == "ml/story"]
+    assert shown["releasedStage"] == 0
+    assert [(st["roles"], st["bound"], st["state"]) for st in shown["stages"]] == [
+        (["leader"], 1, "released"), (["workers"], 0, "held")]
     # A second JobSet submitted meanwhile cannot take the capacity held for the workers.
     rival = jobset_pod("rival", 0, gpus=4)
     rig.add(jobset("rival", workers=1, gpus=4), job_of("rival"), rival)
