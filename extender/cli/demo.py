@@ -1,9 +1,12 @@
 """``muster demo``: the story of Muster in one command, on a real control plane.
 
 A JobSet of 1 leader and 2 workers at 4 GPUs each is three unrelated pods to kubectl; to Muster
-it is one workload, one gang of 3, 12 GPUs, admitted and bound together. A second JobSet whose
-GPUs add up but fit no set of nodes waits whole, with the reason. Every claim is checked against
-the API server; the demo exits non-zero if the cluster does not behave as told.
+it is one workload, one gang of 3, 12 GPUs. Its workers ``dependsOn`` the leader being Ready,
+so the real JobSet controller creates them only once the leader runs: Muster plans the whole
+gang on the leader's filter, binds the leader, holds the workers' GPUs while they are created,
+and binds them together. A second JobSet whose GPUs add up but fit no set of nodes waits
+whole, with the reason. Both are applied with ``kubectl apply`` alone; every claim is checked
+against the API server, and the demo exits non-zero if the cluster does not behave as told.
 """
 
 from __future__ import annotations
@@ -21,14 +24,15 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import yaml
 
 from extender.cli.errors import EXIT_NO, EXIT_OK, CliError
+from extender.core.workloads.workload import resolve_workload
 from extender.files.catalog import packaged_catalog
 from extender.kube.client import Connection, KubeError
 from extender.sandbox.binaries import BinariesMissing
 from extender.sandbox.config import Ports
 from extender.sandbox.sandbox import Sandbox, SandboxError, SandboxSpec, default_dir
-from extender.sandbox.submit import submit
 
 NAMESPACE = "demo"
 DEMO_PORTS = Ports()  # every port picked free: a demo runs beside any sandbox
@@ -40,18 +44,27 @@ def _container(gpus: int) -> dict[str, Any]:
                           "limits": {"nvidia.com/gpu": str(gpus)}}}
 
 
-def _replicated_job(name: str, pods: int, gpus: int) -> dict[str, Any]:
+def _replicated_job(name: str, pods: int, gpus: int, *,
+                    annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    template: dict[str, Any] = {"spec": {"restartPolicy": "Never",
+                                         "containers": [_container(gpus)]}}
+    if annotations:
+        template["metadata"] = {"annotations": annotations}
     return {"name": name, "replicas": 1, "template": {"spec": {
-        "parallelism": pods, "completions": pods,
-        "template": {"spec": {"restartPolicy": "Never", "containers": [_container(gpus)]}}}}}
+        "parallelism": pods, "completions": pods, "template": template}}}
 
 
 def story_jobset() -> dict[str, Any]:
-    """1 leader + 2 workers at 4 GPUs each."""
+    """1 leader + 2 workers at 4 GPUs each; the workers dependsOn the leader being Ready (the
+    leader takes a few seconds to start in the sandbox, as an image pull would)."""
+    workers = _replicated_job("workers", 2, 4)
+    workers["dependsOn"] = [{"name": "leader", "status": "Ready"}]
     return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
             "metadata": {"name": "demo", "namespace": NAMESPACE},
-            "spec": {"replicatedJobs": [_replicated_job("leader", 1, 4),
-                                        _replicated_job("workers", 2, 4)]}}
+            "spec": {"replicatedJobs": [
+                _replicated_job("leader", 1, 4,
+                                annotations={"muster.dev/sandbox-startup": "3s"}),
+                workers]}}
 
 
 def fragmented_jobset() -> dict[str, Any]:
@@ -120,29 +133,39 @@ class Demo:
             data: dict[str, Any] = orjson.loads(response.read())
         return {g["gang"]: g for g in data.get("gangs", [])}
 
+    def apply(self, obj: dict[str, Any]) -> None:
+        """``kubectl apply -f FILE`` of ``obj``, as a user would."""
+        path = self.sandbox.dir / f"{obj['metadata']['name']}.yaml"
+        path.write_text(yaml.safe_dump(obj, sort_keys=False))
+        self.kubectl("apply", "-f", str(path))
+
     def run(self) -> None:
         catalog = packaged_catalog()
         self.conn.request("POST", "/api/v1/namespaces", body={"metadata": {"name": NAMESPACE}})
 
-        self.step("Submit a JobSet: 1 leader + 2 workers, 4 GPUs each. A stand-in for the "
-                  "JobSet controller makes its two Jobs; kube-controller-manager's Job "
-                  "controller makes the three pods.")
-        made = submit(self.conn, story_jobset(), catalog, namespace=NAMESPACE)
-        self.out(f"created jobset/{made.workload['metadata']['name']}, "
-                 + ", ".join(f"job/{j['metadata']['name']}" for j in made.intermediates))
-        self.wait_created("demo", 3)
+        self.step("Apply a JobSet with kubectl: 1 leader + 2 workers, 4 GPUs each. The workers "
+                  "dependsOn the leader being Ready: the real JobSet controller creates them "
+                  "only once the leader runs.")
+        story = story_jobset()
+        self.apply(story)
+        tree = resolve_workload(story, catalog.require(story))
+        gang = tree.gangs[0]
+        self.out(f"Muster reads one workload (roles {', '.join(r.name for r in tree.roles)}): "
+                 f"{tree.pods} pods, {tree.gpus} GPUs, one gang {gang.key} of "
+                 f"{gang.min_member}, created in {gang.last_stage + 1} stages")
 
-        self.step("kubectl sees three unrelated pods:")
+        self.step("The leader comes first. Muster plans the whole gang on its filter, binds it, "
+                  "and holds the workers' 8 GPUs for them:")
+        self.wait_bound("demo", 1)
+        state = self.gangs().get(gang.key, {})
+        stages = ", ".join(f"{'+'.join(st['roles'])} {st['state']}"
+                           for st in state.get("stages", []))
+        self.out(f"gang {gang.key}: {stages}")
         self.kubectl("get", "pods", "-n", NAMESPACE, "-o", "wide")
 
-        self.step("Muster sees one workload (roles leader and workers), 3 pods, 12 GPUs, one "
-                  "gang of 3; waiting for the gang to be admitted and bound together...")
+        self.step("Once the leader is Ready the JobSet controller creates the workers; they "
+                  "bind together onto the held GPUs...")
         pods = self.wait_bound("demo", 3)
-        tree = made.tree
-        gang = tree.gangs[0]
-        self.out(f"workload jobset/demo: roles {', '.join(r.name for r in tree.roles)}; "
-                 f"{tree.pods} pods, "
-                 f"{tree.gpus} GPUs; gang {gang.key} minMember {gang.min_member}")
         state = self.gangs().get(gang.key, {})
         self.out(f"gang {gang.key}: state={state.get('state')} bound={state.get('bound')}/"
                  f"{state.get('minMember')} reason: {state.get('lastReason')}")
@@ -153,9 +176,9 @@ class Demo:
         if len([p for p in pods if p["spec"].get("nodeName")]) != 3:
             raise CliError("the gang was not bound whole", exit_code=EXIT_NO)
 
-        self.step("Submit a gang that cannot fit: 3 workers x 6 GPUs = 18 GPUs. 20 GPUs are "
+        self.step("Apply a gang that cannot fit: 3 workers x 6 GPUs = 18 GPUs. 20 GPUs are "
                   "free in sum, but only two nodes have 6 free. Summing capacity would say yes.")
-        submit(self.conn, fragmented_jobset(), catalog, namespace=NAMESPACE)
+        self.apply(fragmented_jobset())
         self.wait_created("too-big", 3)
         time.sleep(6)
         waiting = self.pods("too-big")
@@ -169,7 +192,8 @@ class Demo:
                     "--field-selector", f"involvedObject.name={waiting[0]['metadata']['name']}",
                     "-o", "custom-columns=REASON:.reason,FROM:.source.component,"
                     "MESSAGE:.message"])
-        self.out("\nDemo complete: one gang admitted and bound whole, one gang waiting whole.")
+        self.out("\nDemo complete: one gang admitted and bound whole, stage by stage; one gang "
+                 "waiting whole.")
 
 
 def register(subparsers: Any) -> None:
@@ -195,9 +219,10 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace, directory: Path) -> int:
     spec = SandboxSpec(directory=directory, nodes=4, gpus_per_node=8, ports=DEMO_PORTS,
-                       bind_timeout=20.0)
+                       bind_timeout=20.0, jobset=True)
     sandbox = Sandbox(spec, say=lambda m: print(f"[sandbox] {m}", flush=True))
-    print("Muster demo: starting a local control plane with 4 nodes x 8 GPUs", flush=True)
+    print("Muster demo: starting a local control plane with 4 nodes x 8 GPUs and the real "
+          "JobSet controller", flush=True)
     try:
         sandbox.up()
         Demo(sandbox, out=lambda m: print(m, flush=True)).run()
