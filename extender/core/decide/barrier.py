@@ -75,6 +75,8 @@ def decide_bind(
         return BindDecision(BindOutcome.REJECT,
                             f"pod {pod.key}: {snapshot.unresolved[pod_uid]}; it may be a gang "
                             "member", key)
+    if gang is not None:
+        ledger.recheck_admitted(gang.key, snapshot, gpu=settings.gpu_resource)
     stage = 0 if gang is None else gang.stage_of(snapshot.memberships[pod_uid].role)
     admitted = gang is not None and ledger.admitted_stage(gang.key) >= stage
     if gang is not None and not admitted and barrier_expired(gang.key, ledger=ledger, now=now,

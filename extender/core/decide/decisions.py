@@ -205,6 +205,7 @@ def decide_filter(
     if gang is None:
         return _free_fit(pod, candidates, snapshot=snapshot, ledger=ledger, settings=settings,
                          outcome=FilterOutcome.NON_GANG, gang=None)
+    ledger.recheck_admitted(gang.key, snapshot, gpu=settings.gpu_resource)
     role = snapshot.memberships[pod.uid].role
     if gang.member(role) is None:
         why = f"pod {pod.key} claims role {role!r}, which gang {gang.key} does not have"

@@ -174,6 +174,8 @@ def exclusive_fences(
             value = info.label(mine.key)
             if value is not None and value not in taken:
                 taken[value] = f"gang {others[0].key} is there"
+    if not fences:  # the usual case: no exclusive gang is anywhere; no pass over every node
+        return frozenset(), taken
     fenced = frozenset(n.name for n in snapshot.nodes.values() for key, values in fences.items()
                        if n.label(key) in values)
     return fenced, taken

@@ -50,6 +50,9 @@ from extender.core.model.snapshot import ClusterSnapshot
 from extender.core.model.values import Gang, GangKey, NodeName
 
 INFLIGHT_TTL = 120.0
+_STALE_ADMITTED = 256
+"""Admitted gangs whose workload is gone that :meth:`Ledger.settle` lets pile up before it
+forgets them in one pass."""
 """Seconds a pod stays in flight without being observed bound before it is forgotten."""
 
 
@@ -279,9 +282,8 @@ class Ledger:
         A plan whose every slot is filled by the gang's bound (or in-flight) pods has done its
         job: the snapshot charges those pods now, so keeping it would reserve their capacity
         a second time once they finish or are deleted. A plan whose gang has no pod left ends
-        too: nothing can use it. A gang admitted earlier with no pod left
-        holding anything starts over at the barrier, so a recreated gang (a JobSet restart) is
-        again bound all or nothing.
+        too: nothing can use it. (A gang admitted earlier with no pod left holding anything
+        starts over at the barrier: :meth:`recheck_admitted`.)
         """
         done: list[GangKey] = []
         members = index_of(snapshot, gpu=gpu).gang_pods
@@ -294,14 +296,26 @@ class Ledger:
                 self.plans_ended += 1
                 self._barrier.pop(gang, None)
                 done.append(gang)
-        for gang in sorted(self._admitted):
-            if gang in self._plans or self._waiting.get(gang):
-                continue
-            if not placed_counts(gang, snapshot, self, gpu=gpu):
+        if len(self._admitted) > len(snapshot.gangs) + _STALE_ADMITTED:
+            # Gangs whose workload is gone, forgotten now and then rather than on every call
+            # (this runs after every bind); a recreated gang is caught by recheck_admitted.
+            for gang in [g for g in self._admitted if g not in snapshot.gangs]:
                 del self._admitted[gang]
                 self._stage.pop(gang, None)
         self.version += 1
         return done
+
+    def recheck_admitted(self, gang: GangKey, snapshot: ClusterSnapshot, *,
+                         gpu: str = GPU) -> None:
+        """A gang admitted earlier with no pod left holding anything starts over at the
+        barrier, so a recreated gang (a JobSet restart) is again bound all or nothing. Asked
+        for the gang a decision is about, before it reads :meth:`admitted_stage`."""
+        if gang not in self._admitted or gang in self._plans or self._waiting.get(gang):
+            return
+        if not placed_counts(gang, snapshot, self, gpu=gpu):
+            del self._admitted[gang]
+            self._stage.pop(gang, None)
+            self.version += 1
 
     def forget_gang(self, gang: GangKey) -> None:
         """The gang's workload is gone."""

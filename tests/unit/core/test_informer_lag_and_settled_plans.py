@@ -123,6 +123,10 @@ def test_a_gang_whose_pods_are_all_gone_is_barred_again() -> None:
     ledger.admit(gang.key, now=0.0)
     emptied = make_snapshot(NODES, gangs=[gang])  # recreated pods, none bound
     ledger.settle(emptied)
+    # The recreated gang's first member is held at the barrier again, not bound at once.
+    first = decide_bind(uid(gang, "workers", 0), NodeName("n0"), snapshot=emptied,
+                        ledger=ledger, now=1.0, settings=SETTINGS)
+    assert first.outcome is BindOutcome.WAIT, first.reason
     assert not ledger.is_admitted(gang.key)
 
 
