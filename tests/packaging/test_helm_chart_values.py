@@ -1,12 +1,16 @@
 """Each value of charts/muster changes exactly the fields it names, and nothing else; bad values
-fail the render with the value's path, before anything reaches a cluster."""
+fail the render with the value's path, before anything reaches a cluster: types, names and
+choices by values.schema.json, durations and their relation by the templates."""
 
 from __future__ import annotations
+
+import re
 
 import pytest
 import yaml
 
 from tests.packaging.helmchart import (
+    CHART,
     CONFIG_CHECKSUM,
     NAMESPACE,
     SCHEDULER_CONFIG,
@@ -166,12 +170,15 @@ def test_monitoring_objects_are_off_unless_asked_one_by_one(
 @pytest.mark.parametrize(("flags", "named"), [
     (("extender.planTTL=soon",), "extender.planTTL is \"soon\", not a duration"),
     (("extender.bindTimeout=5 s",), "extender.bindTimeout is \"5 s\", not a duration"),
-    (("scheduler.httpTimeout=10",), "scheduler.httpTimeout is \"10\", not a duration"),
+    (("scheduler.httpTimeout=10",), "at '/scheduler/httpTimeout': got number, want string"),
     (("extender.bindTimeout=10s",), "scheduler.httpTimeout (10s) must exceed "
                                     "extender.bindTimeout (10s)"),
     (("extender.bindTimeout=1m", "scheduler.httpTimeout=59s500ms"),
      "scheduler.httpTimeout (59s500ms) must exceed extender.bindTimeout (1m)"),
-    (("tls.mode=auto",), "tls.mode is \"auto\"; it must be existing"),
+    (("tls.mode=auto",), "at '/tls/mode': value must be one of 'existing', 'generate'"),
+    (("extender.bindtimeout=3s",), "at '/extender': additional properties 'bindtimeout'"),
+    (("scheduler.replicas=two",), "at '/scheduler/replicas': got string, want integer"),
+    (("extender.logLevel=verbose",), "at '/extender/logLevel': value must be one of"),
 ])
 def test_bad_values_fail_the_render_naming_the_value(
         tools: Tools, flags: tuple[str, ...], named: str) -> None:
@@ -185,3 +192,15 @@ def test_a_bare_number_of_seconds_is_a_bind_timeout_as_muster_takes_it(tools: To
     after = tools.template("--set-string", "extender.bindTimeout=3")
     assert {"name": "MUSTER_BIND_TIMEOUT", "value": "3"} in \
         deployment(after, "muster")["spec"]["template"]["spec"]["containers"][0]["env"]
+
+
+def test_install_warns_when_kube_schedulers_minor_is_not_the_clusters(tools: Tools) -> None:
+    def notes(*flags: str) -> str:
+        out = tools.run(str(tools.helm), "install", "muster", str(CHART), "-n", NAMESPACE,
+                        "--dry-run=client", *flags)
+        return out.split("NOTES:", 1)[1]
+
+    warned = re.search(r"scheduler.image.tag is v1\.33\.4 but the cluster is (v1\.\d+)\.\d+",
+                       notes())
+    assert warned, "the default tag is older than the Kubernetes helm assumes without a cluster"
+    assert "WARNING" not in notes("--set", f"scheduler.image.tag={warned[1]}.9")
