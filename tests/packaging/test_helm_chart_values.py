@@ -78,6 +78,16 @@ def test_each_extender_setting_is_exactly_its_muster_variable(
         deployment(after, "muster")["spec"]["template"]["spec"]["containers"][0]["env"]
 
 
+@pytest.mark.parametrize(("flag", "key", "container"), [
+    ("image.pullPolicy=Always", EXTENDER, MUSTER),
+    ("scheduler.image.pullPolicy=Always", SCHEDULER, KUBE_SCHEDULER),
+])
+def test_a_pull_policy_is_set_only_on_its_own_container(
+        tools: Tools, defaults: Objects, flag: str, key: Key, container: str) -> None:
+    assert changed(defaults, tools.template("--set", flag)) == {
+        (key, f"{container}.imagePullPolicy")}
+
+
 def test_the_kube_scheduler_tag_changes_its_image_and_nothing_of_muster(
         tools: Tools, defaults: Objects) -> None:
     after = tools.template("--set", "scheduler.image.tag=v1.37.2")
@@ -179,6 +189,7 @@ def test_monitoring_objects_are_off_unless_asked_one_by_one(
     (("extender.bindtimeout=3s",), "at '/extender': additional properties 'bindtimeout'"),
     (("scheduler.replicas=two",), "at '/scheduler/replicas': got string, want integer"),
     (("extender.logLevel=verbose",), "at '/extender/logLevel': value must be one of"),
+    (("extender.replicas=2",), "at '/extender/replicas': maximum: got 2, want 1"),
 ])
 def test_bad_values_fail_the_render_naming_the_value(
         tools: Tools, flags: tuple[str, ...], named: str) -> None:
