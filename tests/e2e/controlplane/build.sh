@@ -8,7 +8,7 @@
 #   BIN=$(bash tests/e2e/controlplane/build.sh)  # last stdout line = bin dir
 #
 # Output:  $MUSTER_CACHE_DIR/controlplane/<k8s version>/bin/{etcd,kube-apiserver,kube-scheduler,
-#          kube-controller-manager,kubectl,kwok,jobset,lws,kuberay} and the operators' release files
+#          kube-controller-manager,kubectl,kwok,jobset,lws,kuberay,helm} and the operators' release files
 # Caches:  $MUSTER_CACHE_DIR/go/{mod,build}  (GOMODCACHE, GOCACHE)
 # MUSTER_CACHE_DIR defaults to ${XDG_CACHE_HOME:-$HOME/.cache}/muster.
 #
@@ -20,7 +20,7 @@ set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cache="${MUSTER_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/muster}"
-binaries=(etcd kube-apiserver kube-scheduler kube-controller-manager kubectl kwok jobset lws kuberay)
+binaries=(etcd kube-apiserver kube-scheduler kube-controller-manager kubectl kwok jobset lws kuberay helm)
 
 log() { printf '[controlplane] %s\n' "$*" >&2; }
 die() { printf '[controlplane] ERROR: %s\n' "$*" >&2; exit 1; }
@@ -41,13 +41,15 @@ stamps="$out/stamps"
 
 # How each binary is built: "<module dir> <package> <ldflags kind>". The operators and KWOK
 # have their own modules (each pins its own k8s.io/*; see README.md), built with only -s -w
-# (they stamp their own versions); the rest are Kubernetes' and get its version stamps.
+# (they stamp their own versions); Helm gets the version stamp its Makefile sets for a release
+# tag; the rest are Kubernetes' and get its version stamps.
 recipe() {
   case "$1" in
     kwok) echo "kwok sigs.k8s.io/kwok/cmd/kwok own" ;;
     jobset) echo "jobset sigs.k8s.io/jobset own" ;;
     lws) echo "lws sigs.k8s.io/lws/cmd own" ;;
     kuberay) echo "kuberay github.com/ray-project/kuberay/ray-operator own" ;;
+    helm) echo "helm helm.sh/helm/v4/cmd/helm helm" ;;
     *) echo ". ./cmd/$1 kubernetes" ;;
   esac
 }
@@ -82,6 +84,12 @@ for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
   k8s_ldflags+=" -X $pkg.gitVersion=$version -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
   k8s_ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.gitCommit="
 done
+# Helm's Makefile, building a release tag, sets the version and an empty "unreleased" metadata;
+# without them `helm version` says only v4.3. The version is what helm/go.mod pins.
+helm_version="$(awk '$1 == "helm.sh/helm/v4" && $2 ~ /^v/ { print $2; exit }' "$here/helm/go.mod")"
+[[ -n "$helm_version" ]] || die "could not read the helm.sh/helm/v4 version from $here/helm/go.mod"
+helm_ldflags="-s -w -X helm.sh/helm/v4/internal/version.version=$helm_version"
+helm_ldflags+=" -X helm.sh/helm/v4/internal/version.metadata= -X helm.sh/helm/v4/internal/version.gitTreeState=clean"
 # Hashed into every stamp: keep it in step with the exports and the go build line below.
 build_env="CGO_ENABLED=0 GOTOOLCHAIN=local GOFLAGS=-mod=readonly -buildvcs=false -trimpath"
 
@@ -97,6 +105,7 @@ binary_hash() {
     echo "$go_version"
     echo "$build_env $dir $pkg $kind"
     [[ "$kind" != kubernetes ]] || echo "$k8s_ldflags"
+    [[ "$kind" != helm ]] || echo "$helm_ldflags"
     sha256sum "$dir/go.mod" "$dir/go.sum"
     [[ "$dir" != . ]] || find "cmd/$1" -name '*.go' -type f | LC_ALL=C sort | xargs sha256sum
     echo "$(release_files "$1")"
@@ -170,6 +179,7 @@ for b in "${binaries[@]}"; do
     downloaded+="$dir "
   fi
   ldflags="-s -w"
+  [[ "$kind" != helm ]] || ldflags="$helm_ldflags"
   if [[ "$kind" == kubernetes ]]; then
     build_date="$(go list -m -f '{{with .Time}}{{.UTC.Format "2006-01-02T15:04:05Z"}}{{end}}' k8s.io/kubernetes 2>/dev/null || true)"
     ldflags="$k8s_ldflags"

@@ -1,0 +1,217 @@
+"""Each value of charts/muster changes exactly the fields it names, and nothing else; bad values
+fail the render with the value's path, before anything reaches a cluster: types, names and
+choices by values.schema.json, durations and their relation by the templates."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import yaml
+
+from tests.packaging.helmchart import (
+    CHART,
+    CONFIG_CHECKSUM,
+    NAMESPACE,
+    SCHEDULER_CONFIG,
+    Key,
+    Objects,
+    RenderFailed,
+    Tools,
+    changed,
+    deployment,
+)
+
+EXTENDER: Key = ("Deployment", NAMESPACE, "muster")
+SCHEDULER: Key = ("Deployment", NAMESPACE, "muster-scheduler")
+CONFIG: Key = ("ConfigMap", NAMESPACE, "muster-scheduler-config")
+POD = "spec.template.spec"
+MUSTER = f"{POD}.containers[muster]"
+KUBE_SCHEDULER = f"{POD}.containers[kube-scheduler]"
+CHECKSUM = (SCHEDULER, f"spec.template.metadata.annotations.{CONFIG_CHECKSUM}")
+
+
+@pytest.fixture(scope="module")
+def defaults(tools: Tools) -> Objects:
+    return tools.template()
+
+
+def test_the_image_tag_changes_only_the_muster_containers_image(
+        tools: Tools, defaults: Objects) -> None:
+    after = tools.template("--set", "image.tag=0.2.0")
+    assert changed(defaults, after) == {(EXTENDER, f"{MUSTER}.image")}
+    assert deployment(after, "muster")["spec"]["template"]["spec"]["containers"][0]["image"] \
+        == "ghcr.io/muster-dev/muster:0.2.0"
+
+
+def test_without_a_tag_the_image_is_the_charts_app_version(defaults: Objects) -> None:
+    image = deployment(defaults, "muster")["spec"]["template"]["spec"]["containers"][0]["image"]
+    assert image == "ghcr.io/muster-dev/muster:0.1.0"
+
+
+def test_the_bind_timeout_changes_only_muster_bind_timeout_and_leaves_kube_scheduler_alone(
+        tools: Tools, defaults: Objects) -> None:
+    after = tools.template("--set", "extender.bindTimeout=7s")
+    assert changed(defaults, after) == {(EXTENDER, f"{MUSTER}.env[MUSTER_BIND_TIMEOUT].value")}
+    env = deployment(after, "muster")["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert {"name": "MUSTER_BIND_TIMEOUT", "value": "7s"} in env
+
+
+def test_scheduler_replicas_change_only_the_scheduler_deployments_replicas(
+        tools: Tools, defaults: Objects) -> None:
+    after = tools.template("--set", "scheduler.replicas=3")
+    assert changed(defaults, after) == {(SCHEDULER, "spec.replicas")}
+    assert deployment(after, "muster-scheduler")["spec"]["replicas"] == 3
+
+
+@pytest.mark.parametrize(("flag", "env", "value"), [
+    ("extender.planTTL=90s", "MUSTER_PLAN_TTL", "90s"),
+    ("extender.scoring=spread", "MUSTER_SCORING", "spread"),
+    ("extender.logLevel=debug", "MUSTER_LOG_LEVEL", "debug"),
+    ("extender.threads=256", "MUSTER_THREADS", "256"),
+])
+def test_each_extender_setting_is_exactly_its_muster_variable(
+        tools: Tools, defaults: Objects, flag: str, env: str, value: str) -> None:
+    after = tools.template("--set", flag)
+    assert changed(defaults, after) == {(EXTENDER, f"{MUSTER}.env[{env}].value")}
+    assert {"name": env, "value": value} in \
+        deployment(after, "muster")["spec"]["template"]["spec"]["containers"][0]["env"]
+
+
+@pytest.mark.parametrize(("flag", "key", "container"), [
+    ("image.pullPolicy=Always", EXTENDER, MUSTER),
+    ("scheduler.image.pullPolicy=Always", SCHEDULER, KUBE_SCHEDULER),
+])
+def test_a_pull_policy_is_set_only_on_its_own_container(
+        tools: Tools, defaults: Objects, flag: str, key: Key, container: str) -> None:
+    assert changed(defaults, tools.template("--set", flag)) == {
+        (key, f"{container}.imagePullPolicy")}
+
+
+def test_the_kube_scheduler_tag_changes_its_image_and_nothing_of_muster(
+        tools: Tools, defaults: Objects) -> None:
+    after = tools.template("--set", "scheduler.image.tag=v1.37.2")
+    assert changed(defaults, after) == {(SCHEDULER, f"{KUBE_SCHEDULER}.image")}
+
+
+def test_the_extender_port_moves_the_url_the_service_the_policy_and_the_container_together(
+        tools: Tools, defaults: Objects) -> None:
+    after = tools.template("--set", "extender.port=9443")
+    config = yaml.safe_load(after[CONFIG]["data"][SCHEDULER_CONFIG])
+    assert config["extenders"][0]["urlPrefix"] == "https://muster.muster-system.svc:9443"
+    assert {key[0] for key, _ in changed(defaults, after)} == {
+        "ConfigMap", "Deployment", "Service", "NetworkPolicy"}
+    assert (SCHEDULER, f"spec.template.metadata.annotations.{CONFIG_CHECKSUM}") in \
+        changed(defaults, after)  # kube-scheduler rolls to read the new URL
+
+
+def test_a_scheduler_configuration_change_rolls_kube_scheduler_through_its_checksum(
+        tools: Tools, defaults: Objects) -> None:
+    after = tools.template("--set", "scheduler.httpTimeout=20s")
+    assert changed(defaults, after) == {(CONFIG, f"data.{SCHEDULER_CONFIG}"), CHECKSUM}
+    assert yaml.safe_load(after[CONFIG]["data"][SCHEDULER_CONFIG])["extenders"][0][
+        "httpTimeout"] == "20s"
+
+
+def test_without_bind_verb_kube_scheduler_binds_and_the_timeout_check_is_moot(
+        tools: Tools) -> None:
+    after = tools.template("--set", "scheduler.bindVerb=false",
+                           "--set", "extender.bindTimeout=30s")
+    assert "bindVerb" not in yaml.safe_load(after[CONFIG]["data"][SCHEDULER_CONFIG])["extenders"][0]
+
+
+def test_placement_values_land_in_their_own_pod_spec_only(
+        tools: Tools, defaults: Objects) -> None:
+    after = tools.template(
+        "--set", "extender.nodeSelector.pool=system",
+        "--set", "extender.tolerations[0].key=dedicated",
+        "--set", "extender.tolerations[0].operator=Exists",
+        "--set", "scheduler.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution"
+                 "[0].weight=1",
+        "--set", "scheduler.resources.limits.memory=1Gi")
+    paths = changed(defaults, after)
+    assert {key for key, _ in paths} == {EXTENDER, SCHEDULER}
+    assert (EXTENDER, f"{POD}.nodeSelector.pool") in paths
+    assert (EXTENDER, f"{POD}.tolerations[0].key") in paths
+    assert (SCHEDULER, f"{KUBE_SCHEDULER}.resources.limits.memory") in paths
+    assert all(p.startswith(f"{POD}.") for key, p in paths if key == EXTENDER)
+    assert all(p.startswith(f"{POD}.") for key, p in paths if key == SCHEDULER)
+
+
+def test_common_labels_reach_every_templated_object_but_never_a_selector(
+        tools: Tools, defaults: Objects) -> None:
+    after = tools.template("--set", "commonLabels.team=ml-platform")
+    paths = changed(defaults, after)
+    # The CRD is in crds/, which Helm applies as it is, never as a template.
+    crd = ("CustomResourceDefinition", None, "workloaddescriptors.muster.dev")
+    assert {key for key, _ in paths} == set(defaults) - {crd}
+    assert {p for _, p in paths} == {"metadata.labels.team"}
+
+
+def test_the_disruption_budgets_select_exactly_each_deployments_pods(
+        tools: Tools, defaults: Objects) -> None:
+    after = tools.template("--set", "podDisruptionBudget.enabled=true")
+    added = {key: after[key] for key, _ in changed(defaults, after)}
+    assert set(added) == {("PodDisruptionBudget", NAMESPACE, "muster"),
+                          ("PodDisruptionBudget", NAMESPACE, "muster-scheduler")}
+    for (_, _, name), pdb in added.items():
+        assert pdb["spec"]["selector"] == deployment(after, name)["spec"]["selector"]
+        assert pdb["spec"]["minAvailable"] == 1
+
+
+def test_without_rbac_the_chart_makes_no_identity_and_no_grant(
+        tools: Tools, defaults: Objects) -> None:
+    after = tools.template("--set", "rbac.create=false")
+    removed = set(defaults) - set(after)
+    assert {kind for kind, _, _ in removed} == {
+        "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
+    assert changed(defaults, after) == {(key, "") for key in removed}
+
+
+def test_monitoring_objects_are_off_unless_asked_one_by_one(
+        tools: Tools, defaults: Objects) -> None:
+    after = tools.template("--set", "monitoring.serviceMonitor.enabled=true",
+                           "--set", "monitoring.serviceMonitor.labels.release=prometheus")
+    assert {key for key, _ in changed(defaults, after)} == {("ServiceMonitor", NAMESPACE, "muster")}
+    assert after[("ServiceMonitor", NAMESPACE, "muster")]["metadata"]["labels"] == {
+        "app.kubernetes.io/name": "muster", "release": "prometheus"}
+
+
+@pytest.mark.parametrize(("flags", "named"), [
+    (("extender.planTTL=soon",), "extender.planTTL is \"soon\", not a duration"),
+    (("extender.bindTimeout=5 s",), "extender.bindTimeout is \"5 s\", not a duration"),
+    (("scheduler.httpTimeout=10",), "at '/scheduler/httpTimeout': got number, want string"),
+    (("extender.bindTimeout=10s",), "scheduler.httpTimeout (10s) must exceed "
+                                    "extender.bindTimeout (10s)"),
+    (("extender.bindTimeout=1m", "scheduler.httpTimeout=59s500ms"),
+     "scheduler.httpTimeout (59s500ms) must exceed extender.bindTimeout (1m)"),
+    (("tls.mode=auto",), "at '/tls/mode': value must be one of 'existing', 'generate'"),
+    (("extender.bindtimeout=3s",), "at '/extender': additional properties 'bindtimeout'"),
+    (("scheduler.replicas=two",), "at '/scheduler/replicas': got string, want integer"),
+    (("extender.logLevel=verbose",), "at '/extender/logLevel': value must be one of"),
+    (("extender.replicas=2",), "at '/extender/replicas': maximum: got 2, want 1"),
+])
+def test_bad_values_fail_the_render_naming_the_value(
+        tools: Tools, flags: tuple[str, ...], named: str) -> None:
+    with pytest.raises(RenderFailed) as failed:
+        tools.template(*[arg for flag in flags for arg in ("--set", flag)])
+    assert named in failed.value.stderr
+    assert "panic" not in failed.value.stderr
+
+
+def test_a_bare_number_of_seconds_is_a_bind_timeout_as_muster_takes_it(tools: Tools) -> None:
+    after = tools.template("--set-string", "extender.bindTimeout=3")
+    assert {"name": "MUSTER_BIND_TIMEOUT", "value": "3"} in \
+        deployment(after, "muster")["spec"]["template"]["spec"]["containers"][0]["env"]
+
+
+def test_install_warns_when_kube_schedulers_minor_is_not_the_clusters(tools: Tools) -> None:
+    def notes(*flags: str) -> str:
+        out = tools.run(str(tools.helm), "install", "muster", str(CHART), "-n", NAMESPACE,
+                        "--dry-run=client", *flags)
+        return out.split("NOTES:", 1)[1]
+
+    warned = re.search(r"scheduler.image.tag is v1\.33\.4 but the cluster is (v1\.\d+)\.\d+",
+                       notes())
+    assert warned, "the default tag is older than the Kubernetes helm assumes without a cluster"
+    assert "WARNING" not in notes("--set", f"scheduler.image.tag={warned[1]}.9")
