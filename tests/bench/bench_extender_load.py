@@ -20,6 +20,11 @@ It then measures, client-side over keep-alive connections with concurrent client
 
 and, in the same run, JSON decode+encode of the 5,000-node body with orjson and the stdlib;
 then, in process, what one pod event costs the next filter (the snapshot Muster keeps current).
+
+``--events 1000,5000,10000`` runs only the background-event mode: clusters of 10 bound pods
+per node, the cost of one pod event (applied to the store and the next snapshot made) beside
+the full rebuild it replaced, and a planned member's filter quiet and with 200 pod events per
+second arriving from another thread; ratios in the same run.
 """
 
 from __future__ import annotations
@@ -409,6 +414,144 @@ def bench_churn(nodes: int, *, gangs: int, members: int, requests: int) -> None:
           f"{(pct(churned, 0.5) - pct(quiet, 0.5)) * 1e3:8.2f} ms")
 
 
+def small_pod(i: int, nodes: int, version: int = 1) -> dict[str, Any]:
+    """A bound CPU-only pod, ``pods_per_node`` of them per node (GPUs stay free for gangs)."""
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"svc-{i}", "namespace": "default", "uid": f"svc-{i}-{version}",
+                         "resourceVersion": str(version)},
+            "spec": {"nodeName": f"gpu-{i % nodes:05d}",
+                     "containers": [{"name": "m", "image": "x", "resources": {
+                         "requests": {"cpu": "1", "memory": "1Gi"}}}]},
+            "status": {"phase": "Running"}}
+
+
+class Events:
+    """Pod events as an informer delivers them: one pod updated, one replaced by a new pod
+    (deleted, then its successor added and bound), in turn; capacities change every time."""
+
+    def __init__(self, store: Any, nodes: int, pods: int) -> None:
+        self.store, self.nodes, self.pods = store, nodes, pods
+        self.version = [1] * pods
+        self.k = 0
+
+    def one(self) -> None:
+        from extender.state.store import PODS  # noqa: PLC0415
+
+        i = (self.k * 7919) % self.pods
+        self.k += 1
+        old = small_pod(i, self.nodes, self.version[i])
+        if self.k % 2:
+            old["status"]["conditions"] = [{"type": "Ready", "status": str(self.k % 3 == 0)}]
+            self.store.apply(PODS, "MODIFIED", old)
+            return
+        self.store.apply(PODS, "DELETED", old)
+        self.version[i] += 1
+        new = small_pod(i, self.nodes, self.version[i])
+        new["spec"]["nodeName"] = f"gpu-{(i + self.k) % self.nodes:05d}"
+        self.store.apply(PODS, "ADDED", new)
+
+
+def bench_events(nodes: int, *, pods_per_node: int, rate: float, gangs: int, members: int,
+                 filters: int, rounds: int) -> dict[str, float]:
+    """What one pod event costs the state (its change applied and the next snapshot made), and
+    a planned member's filter quiet and with ``rate`` pod events per second arriving from
+    another thread, as informer threads deliver them (in process, no HTTP: the stack is the
+    same for both and measured above). Quiet and busy phases alternate, so that machine noise
+    hits both alike.
+    """
+    from extender.core.gang.reindex import IndexKeeper  # noqa: PLC0415
+    from extender.core.workloads.cluster import BuildMemo, build_snapshot  # noqa: PLC0415
+    from extender.files.catalog import packaged_catalog  # noqa: PLC0415
+    from extender.server.app import create_app  # noqa: PLC0415
+    from extender.server.settings import Settings  # noqa: PLC0415
+    from extender.state.build import CatalogSnapshots  # noqa: PLC0415
+    from extender.state.store import DESCRIPTORS, NODES, PODS, StateStore  # noqa: PLC0415
+
+    pods = nodes * pods_per_node
+    items = [node(i) for i in range(nodes)] + [small_pod(i, nodes) for i in range(pods)]
+    for g in range(gangs):
+        items += gang_objects(g, members)
+    store = StateStore(CatalogSnapshots(packaged_catalog()), expected=[NODES, PODS, DESCRIPTORS])
+    started = time.perf_counter()
+    store.load(items)
+    store.snapshot()
+    loaded = time.perf_counter() - started
+    del items
+    client = create_app(Settings(plan_ttl=3600, bind_timeout=60), store,
+                        time.time).test_client()
+    names = [f"gpu-{i:05d}" for i in range(nodes)]
+    bodies = {(g, i): orjson.dumps({"Pod": member_pod(g, i), "Nodes": None, "NodeNames": names})
+              for g in range(gangs) for i in range(members)}
+
+    def filter_once(key: tuple[int, int]) -> float:
+        t0 = time.perf_counter()
+        data = client.post("/filter", data=bodies[key],
+                           headers={"Content-Type": "application/json"})
+        elapsed = time.perf_counter() - t0
+        if orjson.loads(data.data)["Error"]:
+            raise RuntimeError(orjson.loads(data.data)["Error"])
+        return elapsed
+
+    for g in range(gangs):
+        filter_once((g, 0))  # plan every gang
+    events = Events(store, nodes, pods)
+    costs = []
+    for _ in range(600):  # one event, then the snapshot a filter would ask for
+        t0 = time.perf_counter()
+        events.one()
+        store.snapshot()
+        costs.append(time.perf_counter() - t0)
+    raw = store.raw()  # the previous path: every object again through the memo, every node
+    memo, keeper, full = BuildMemo(), IndexKeeper(), []
+    catalog = packaged_catalog()
+    for _ in range(4):  # the first fills the memo, as the previous path's start did
+        t0 = time.perf_counter()
+        keeper.keep(build_snapshot(nodes=raw.nodes, pods=raw.pods, objects=raw.objects,
+                                   catalog=catalog, memo=memo))
+        full.append(time.perf_counter() - t0)
+    full = full[1:]
+    del raw, memo, keeper
+    planned = [k for k in sorted(bodies) if k[1] > 0]
+    quiet: list[float] = []
+    busy: list[float] = []
+    applied = [0]
+
+    def background(stop: threading.Event) -> None:
+        period, due = 1.0 / rate, time.perf_counter()
+        while not stop.is_set():
+            events.one()
+            applied[0] += 1
+            due += period
+            pause = due - time.perf_counter()
+            if pause > 0:
+                stop.wait(pause)
+
+    busy_seconds = 0.0
+    for r in range(rounds):
+        keys = [planned[(r * filters + j) % len(planned)] for j in range(filters)]
+        quiet += [filter_once(k) for k in keys]
+        stop = threading.Event()
+        thread = threading.Thread(target=background, args=(stop,), daemon=True)
+        t0 = time.perf_counter()
+        thread.start()
+        busy += [filter_once(k) for k in keys]
+        stop.set()
+        thread.join(30)
+        busy_seconds += time.perf_counter() - t0
+    achieved = applied[0] / busy_seconds if busy_seconds else 0.0
+    mean = sum(costs) / len(costs)
+    print(f"\n{nodes} nodes, {pods} bound pods ({pods_per_node} per node), {gangs} planned "
+          f"gangs, in process (no HTTP); state loaded in {loaded:.1f} s")
+    print(row("one pod event (applied + snapshot)", costs) + f"  mean={mean * 1e3:6.3f} ms")
+    print(row("rebuild from all, the previous path", full))
+    print(row("filter, planned member, quiet", quiet))
+    print(row(f"filter, {achieved:.0f} pod events/s behind", busy))
+    p99 = pct(busy, 0.99) / pct(quiet, 0.99)
+    print(f"  {'under events / quiet':<34} p50 x{pct(busy, 0.5) / pct(quiet, 0.5):.2f}   "
+          f"p99 x{p99:.2f} (target <= 2.0)")
+    return {"event_p50": pct(costs, 0.5), "event_mean": mean, "p99_ratio": p99}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--nodes", default="1000,5000")
@@ -417,6 +560,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--threads", type=int, default=320)
+    parser.add_argument("--events", default="", metavar="NODES",
+                        help="only the background-event mode, at these sizes (e.g. "
+                        "1000,5000,10000): one event's cost and filter p99 quiet vs under events")
+    parser.add_argument("--pods-per-node", type=int, default=10)
+    parser.add_argument("--rate", type=float, default=200.0, help="pod events per second")
     parser.add_argument("--baseline-server", type=int, metavar="PORT", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.baseline_server:
@@ -424,12 +572,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     print(f"bench_extender_load: loopback, gunicorn gthread x{args.threads}, "
           f"{os.cpu_count()} CPUs shared with whatever else runs")
+    if args.events:
+        return events_mode([int(x) for x in args.events.split(",")], args)
     with tempfile.TemporaryDirectory() as tmp:
         for n in (int(x) for x in args.nodes.split(",")):
             bench(n, gangs=args.gangs, members=args.members, clients=args.clients,
                   rounds=args.rounds, threads=args.threads, workdir=Path(tmp))
         for n in (int(x) for x in args.nodes.split(",")):
             bench_churn(n, gangs=args.gangs, members=args.members, requests=60)
+    return 0
+
+
+def events_mode(sizes: Sequence[int], args: argparse.Namespace) -> int:
+    figures = {n: bench_events(n, pods_per_node=args.pods_per_node, rate=args.rate,
+                               gangs=args.gangs, members=args.members, filters=150, rounds=3)
+               for n in sizes}
+    small, large = figures[min(sizes)], figures[max(sizes)]
+    print(f"\none event at {max(sizes)} nodes / at {min(sizes)} nodes: p50 "
+          f"x{large['event_p50'] / small['event_p50']:.2f}, mean "
+          f"x{large['event_mean'] / small['event_mean']:.2f} (target <= 1.5)")
     return 0
 
 
