@@ -2,10 +2,11 @@
 
 A live snapshot changes one pod at a time, but copying a 100,000-pod dict per event costs a
 pass over every pod. :class:`Layered` keeps a *base* dict that no one mutates, shared by every
-version, plus a small dict of the keys changed since (a value, or :data:`GONE`). Each
-:meth:`Layered.evolve` copies only that small dict; once it outgrows the square root of the
-base, the two are folded into a new base, so lookups stay two dict probes and the fold's cost,
-spread over the events since the last one, stays a few entries per event.
+version, a middle dict of the keys changed since, and a small top dict of the keys changed
+since that (a value, or :data:`GONE`). Each :meth:`Layered.evolve` copies only the top dict;
+once it outgrows the cube root of the base it is folded into a new middle, and the middle,
+once it outgrows the square of that, into a new base. Lookups stay three dict probes, and each
+fold's cost, spread over the events since the last one, stays a few dozen entries per event.
 
 Iteration follows the base's order, then keys added since. With ``ordered=True`` it follows
 sorted key order instead (a snapshot's nodes: placement reads them in name order); the sorted
@@ -16,7 +17,6 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterator, Mapping
-from math import isqrt
 from typing import Any, Generic, TypeVar, cast
 
 K = TypeVar("K")
@@ -34,15 +34,16 @@ GONE: Any = _Gone()
 """In a change set given to :meth:`Layered.evolve`: the key is removed."""
 
 _MISSING: Any = object()
-_MIN_FOLD = 64
+_MIN_FOLD = 16
 
 
 class Layered(Mapping[K, V], Generic[K, V]):
-    __slots__ = ("_base", "_delta", "_len", "_order")
+    __slots__ = ("_base", "_delta", "_len", "_mid", "_order")
 
     def __init__(self, base: Mapping[K, V] | None = None, *, ordered: bool = False) -> None:
         items: Any = base.items() if base else ()
         self._base: dict[K, V] = dict(sorted(items) if ordered else items)
+        self._mid: dict[K, V] = {}
         self._delta: dict[K, V] = {}
         self._len = len(self._base)
         self._order: tuple[K, ...] | None = tuple(self._base) if ordered else None
@@ -51,22 +52,23 @@ class Layered(Mapping[K, V], Generic[K, V]):
         """The next version: ``changes`` maps keys to new values, or to :data:`GONE`."""
         if not changes:
             return self
-        base, delta = self._base, {**self._delta}
+        base, mid, delta = self._base, self._mid, {**self._delta}
         size, order = self._len, self._order
         added: list[K] = []
         removed: list[K] = []
         for key, value in changes.items():
-            was = delta.get(key, _MISSING)
-            present = (key in base) if was is _MISSING else was is not GONE
+            below = _lookup(mid, base, key)
+            was = delta.get(key, below)
+            present = was is not _MISSING and was is not GONE
             if value is GONE:
                 if not present:
                     continue
                 size -= 1
                 removed.append(key)
-                if key in base:
-                    delta[key] = GONE
+                if below is _MISSING or below is GONE:
+                    delta.pop(key, None)  # only ever added above: nothing to hide
                 else:
-                    delta.pop(key, None)
+                    delta[key] = GONE
             else:
                 if not present:
                     size += 1
@@ -74,22 +76,25 @@ class Layered(Mapping[K, V], Generic[K, V]):
                 delta[key] = value
         if order is not None and (added or removed):
             order = _reordered(order, added, removed)
+        # Three layers: each version copies the top one (about the cube root of the size);
+        # folds into the middle (its square) and into the base are rarer by as much, so
+        # every event pays a few dozen entries, never the whole map.
+        step = max(_MIN_FOLD, round(len(base) ** (1 / 3)))
+        if len(delta) > step:
+            mid = _folded(mid, delta, keep_gone=base)
+            delta = {}
+            if len(mid) > step * step:
+                base, mid = _folded(base, mid, keep_gone=None), {}
         out = Layered.__new__(Layered)
-        if len(delta) > max(_MIN_FOLD, isqrt(len(base))):
-            folded = base.copy()  # a C copy, then the changes: 10x a comprehension
-            for key, value in delta.items():
-                if value is GONE:
-                    del folded[key]
-                else:
-                    folded[key] = value
-            base, delta = folded, {}
-        out._base, out._delta, out._len, out._order = base, delta, size, order
+        out._base, out._mid, out._delta, out._len, out._order = base, mid, delta, size, order
         return cast("Layered[K, V]", out)
 
     def __getitem__(self, key: K) -> V:
         value = self._delta.get(key, _MISSING)
         if value is _MISSING:
-            return self._base[key]
+            value = self._mid.get(key, _MISSING)
+            if value is _MISSING:
+                return self._base[key]
         if value is GONE:
             raise KeyError(key)
         return cast("V", value)
@@ -97,12 +102,18 @@ class Layered(Mapping[K, V], Generic[K, V]):
     def get(self, key: K, default: Any = None) -> Any:
         value = self._delta.get(key, _MISSING)
         if value is _MISSING:
-            return self._base.get(key, default)
+            value = self._mid.get(key, _MISSING)
+            if value is _MISSING:
+                return self._base.get(key, default)
         return default if value is GONE else value
 
     def __contains__(self, key: object) -> bool:
         value = self._delta.get(cast("K", key), _MISSING)
-        return key in self._base if value is _MISSING else value is not GONE
+        if value is _MISSING:
+            value = self._mid.get(cast("K", key), _MISSING)
+            if value is _MISSING:
+                return key in self._base
+        return value is not GONE
 
     def __len__(self) -> int:
         return self._len
@@ -110,21 +121,45 @@ class Layered(Mapping[K, V], Generic[K, V]):
     def __iter__(self) -> Iterator[K]:
         if self._order is not None:
             return iter(self._order)
-        if not self._delta:
+        if not self._delta and not self._mid:
             return iter(self._base)
         return self._iter_layers()
 
     def _iter_layers(self) -> Iterator[K]:
-        delta = self._delta
-        for key in self._base:
-            if delta.get(key, _MISSING) is not GONE:
+        base, mid, delta = self._base, self._mid, self._delta
+        for key in base:
+            value = delta.get(key, _MISSING)
+            if value is _MISSING:
+                value = mid.get(key, _MISSING)
+            if value is not GONE:
+                yield key
+        for key, value in mid.items():
+            if value is not GONE and key not in base and delta.get(key, _MISSING) is not GONE:
                 yield key
         for key, value in delta.items():
-            if value is not GONE and key not in self._base:
+            if value is not GONE and key not in base and key not in mid:
                 yield key
 
     def __repr__(self) -> str:
         return f"Layered({dict(self.items())!r})"
+
+
+def _lookup(mid: dict[Any, Any], base: dict[Any, Any], key: Any) -> Any:
+    value = mid.get(key, _MISSING)
+    return base.get(key, _MISSING) if value is _MISSING else value
+
+
+def _folded(lower: dict[K, V], upper: dict[K, V], *, keep_gone: dict[K, V] | None,
+            ) -> dict[K, V]:
+    """``upper`` written over a copy of ``lower`` (a C copy, then the changes). A removal is
+    kept as :data:`GONE` only where ``keep_gone`` (the layer below both) still has the key."""
+    out = lower.copy()
+    for key, value in upper.items():
+        if value is GONE and (keep_gone is None or key not in keep_gone):
+            out.pop(key, None)
+        else:
+            out[key] = value
+    return out
 
 
 def _reordered(order: tuple[K, ...], added: list[K], removed: list[K]) -> tuple[K, ...]:
