@@ -2,7 +2,8 @@
 
 :class:`~extender.core.gang.reindex.IndexKeeper` compares every node and pod with the last
 build to find what moved: a pass over 100,000 pods per event. Here the snapshot source says
-which pods, memberships and nodes changed, and only their nodes are charged again; the
+which pods, memberships and nodes changed, and only their nodes are charged again (by the
+changed pods alone when those take no GPU, from all the node's pods otherwise); the
 capacity classes move the few nodes whose free capacity changed (a bisect in a sorted tuple,
 not a regroup of every node). What it attaches equals what
 :func:`~extender.core.gang.capacity.index_of` derives from the snapshot alone (the property
@@ -12,7 +13,7 @@ test ``tests/property/test_event_snapshots_equal_full_builds.py`` checks this).
 from __future__ import annotations
 
 import bisect
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +24,7 @@ from extender.core.gang.capacity import (
     SnapshotIndex,
     attach_empty,
     attach_index,
+    demand_of,
     node_capacity,
 )
 from extender.core.model.layered import GONE, Layered
@@ -57,34 +59,42 @@ class DeltaIndex:
         self._eligible: dict[Any, tuple[NodeName, ...]] = {}
         self._last: ClusterSnapshot | None = None
         self.recomputed = 0
-        """Nodes charged again by the last :meth:`advance` (for tests and curiosity)."""
+        """Nodes charged again from all their pods by the last :meth:`advance` (for tests)."""
 
     def advance(self, snapshot: ClusterSnapshot, changes: IndexChanges) -> SnapshotIndex:
         touched = set(changes.nodes)
+        charged: dict[NodeName, list[tuple[int, PodInfo]]] = {}
         for uid, (old, new) in changes.pods.items():
             if old is not None and old.holds_resources and old.node_name is not None:
                 here = self._on.get(old.node_name)
                 if here is not None and here.pop(uid, None) is not None:
                     touched.add(old.node_name)
+                    charged.setdefault(old.node_name, []).append((-1, old))
                     if not here:
                         del self._on[old.node_name]
             if new is not None and new.holds_resources and new.node_name is not None:
                 self._on.setdefault(new.node_name, {})[uid] = new
                 touched.add(new.node_name)
+                charged.setdefault(new.node_name, []).append((1, new))
         base: dict[NodeName, Any] = {}
         pods_on: dict[NodeName, Any] = {}
         moved: dict[NodeName, NodeCapacity | None] = {}
+        recharged = 0
         for name in touched:
             node = snapshot.nodes.get(name)
             here = self._on.get(name)
             pods_on[name] = tuple(sorted(here)) if here else GONE
             before = self._base.get(name)
-            after = None if node is None else node_capacity(node, (here or {}).values(),
-                                                             gpu=self.gpu)
+            after = None
+            if node is not None and before is not None and name not in changes.nodes:
+                after = _recharged(before, charged.get(name, ()), self.gpu)
+            if after is None and node is not None:
+                after = node_capacity(node, (here or {}).values(), gpu=self.gpu)
+                recharged += 1
             if after != before:
                 base[name] = GONE if after is None else after
                 moved[name] = after
-        self.recomputed = len(touched)
+        self.recomputed = recharged
         self._classes = _moved(self._classes, self._base, moved)
         self._base = self._base.evolve(base)
         self._pods_on = self._pods_on.evolve(pods_on)
@@ -121,6 +131,22 @@ class DeltaIndex:
                 self._members.pop(gang, None)
                 out[gang] = GONE
         return out
+
+
+def _recharged(cap: NodeCapacity, pods: Iterable[tuple[int, PodInfo]],
+               gpu: str) -> NodeCapacity | None:
+    """``cap`` with pods that take no GPU charged (+1) or released (-1), or ``None`` when one
+    takes a GPU. Such a pod takes scalars and a pod slot alone, in any order (exact milli
+    arithmetic), so this is what charging the node's pods from nothing gives; GPU pods pack
+    devices in a fixed order (:func:`node_capacity`), and are charged from nothing."""
+    free, slots = cap.free, cap.pods
+    for sign, pod in pods:
+        demand = demand_of(pod.shape, gpu=gpu)
+        if demand.whole or demand.share:
+            return None
+        free = free - demand.scalar if sign > 0 else free + demand.scalar
+        slots = None if slots is None else slots - sign
+    return NodeCapacity(free=free, devices=cap.devices, pods=slots, unpacked=cap.unpacked)
 
 
 def _moved(classes: Classes, before: Mapping[NodeName, NodeCapacity],
