@@ -24,7 +24,7 @@ import copy
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
 from extender.core.model.snapshot import ClusterSnapshot
 
@@ -111,6 +111,7 @@ class _Source:
 class StateStore:
     def __init__(self, builder: SnapshotBuilder, *, expected: Iterable[str] = ()) -> None:
         self._builder = builder
+        self._incremental = isinstance(builder, IncrementalBuilder)  # once: the check is slow
         self._lock = threading.RLock()
         self._sources: dict[str, _Source] = {}
         self._expected: set[str] = set(expected)
@@ -289,9 +290,8 @@ class StateStore:
         with self._lock:
             if self._cached is None or self._cached_revision != self._revision:
                 builder = self._builder
-                if (not self._full and self._cached is not None
-                        and isinstance(builder, IncrementalBuilder)):
-                    self._cached = builder.update(self._changes())
+                if not self._full and self._cached is not None and self._incremental:
+                    self._cached = cast("IncrementalBuilder", builder).update(self._changes())
                 else:
                     self._cached = builder(self._raw())
                 self._log, self._full = {}, False

@@ -451,105 +451,137 @@ class Events:
         self.store.apply(PODS, "ADDED", new)
 
 
-def bench_events(nodes: int, *, pods_per_node: int, rate: float, gangs: int, members: int,
-                 filters: int, rounds: int) -> dict[str, float]:
-    """What one pod event costs the state (its change applied and the next snapshot made), and
-    a planned member's filter quiet and with ``rate`` pod events per second arriving from
-    another thread, as informer threads deliver them (in process, no HTTP: the stack is the
-    same for both and measured above). Quiet and busy phases alternate, so that machine noise
-    hits both alike.
-    """
-    from extender.core.gang.reindex import IndexKeeper  # noqa: PLC0415
-    from extender.core.workloads.cluster import BuildMemo, build_snapshot  # noqa: PLC0415
-    from extender.files.catalog import packaged_catalog  # noqa: PLC0415
-    from extender.server.app import create_app  # noqa: PLC0415
-    from extender.server.settings import Settings  # noqa: PLC0415
-    from extender.state.build import CatalogSnapshots  # noqa: PLC0415
-    from extender.state.store import DESCRIPTORS, NODES, PODS, StateStore  # noqa: PLC0415
+class EventWorld:
+    """One cluster size for the background-event mode: a store fed as informers feed it, the
+    Flask app over it, every gang planned, and the pod events to apply."""
 
-    pods = nodes * pods_per_node
-    items = [node(i) for i in range(nodes)] + [small_pod(i, nodes) for i in range(pods)]
-    for g in range(gangs):
-        items += gang_objects(g, members)
-    store = StateStore(CatalogSnapshots(packaged_catalog()), expected=[NODES, PODS, DESCRIPTORS])
-    started = time.perf_counter()
-    store.load(items)
-    store.snapshot()
-    loaded = time.perf_counter() - started
-    del items
-    client = create_app(Settings(plan_ttl=3600, bind_timeout=60), store,
-                        time.time).test_client()
-    names = [f"gpu-{i:05d}" for i in range(nodes)]
-    bodies = {(g, i): orjson.dumps({"Pod": member_pod(g, i), "Nodes": None, "NodeNames": names})
-              for g in range(gangs) for i in range(members)}
+    def __init__(self, nodes: int, *, pods_per_node: int, gangs: int, members: int) -> None:
+        from extender.files.catalog import packaged_catalog  # noqa: PLC0415
+        from extender.server.app import create_app  # noqa: PLC0415
+        from extender.server.settings import Settings  # noqa: PLC0415
+        from extender.state.build import CatalogSnapshots  # noqa: PLC0415
+        from extender.state.store import DESCRIPTORS, NODES, PODS, StateStore  # noqa: PLC0415
 
-    def filter_once(key: tuple[int, int]) -> float:
+        self.nodes, self.pods = nodes, nodes * pods_per_node
+        items = [node(i) for i in range(nodes)] + [small_pod(i, nodes) for i in range(self.pods)]
+        for g in range(gangs):
+            items += gang_objects(g, members)
+        self.store = StateStore(CatalogSnapshots(packaged_catalog()),
+                                expected=[NODES, PODS, DESCRIPTORS])
+        started = time.perf_counter()
+        self.store.load(items)
+        self.store.snapshot()
+        self.loaded = time.perf_counter() - started
+        self.client = create_app(Settings(plan_ttl=3600, bind_timeout=60), self.store,
+                                 time.time).test_client()
+        names = [f"gpu-{i:05d}" for i in range(nodes)]
+        self.bodies = {(g, i): orjson.dumps({"Pod": member_pod(g, i), "Nodes": None,
+                                             "NodeNames": names})
+                       for g in range(gangs) for i in range(members)}
+        for g in range(gangs):
+            self.filter_once((g, 0))  # plan every gang
+        self.planned = [k for k in sorted(self.bodies) if k[1] > 0]
+        self.events = Events(self.store, nodes, self.pods)
+        self.costs: list[float] = []
+
+    def filter_once(self, key: tuple[int, int]) -> float:
         t0 = time.perf_counter()
-        data = client.post("/filter", data=bodies[key],
-                           headers={"Content-Type": "application/json"})
+        data = self.client.post("/filter", data=self.bodies[key],
+                                headers={"Content-Type": "application/json"})
         elapsed = time.perf_counter() - t0
         if orjson.loads(data.data)["Error"]:
             raise RuntimeError(orjson.loads(data.data)["Error"])
         return elapsed
 
-    for g in range(gangs):
-        filter_once((g, 0))  # plan every gang
-    events = Events(store, nodes, pods)
-    costs = []
-    for _ in range(600):  # one event, then the snapshot a filter would ask for
-        t0 = time.perf_counter()
-        events.one()
-        store.snapshot()
-        costs.append(time.perf_counter() - t0)
-    raw = store.raw()  # the previous path: every object again through the memo, every node
-    memo, keeper, full = BuildMemo(), IndexKeeper(), []
-    catalog = packaged_catalog()
-    for _ in range(4):  # the first fills the memo, as the previous path's start did
-        t0 = time.perf_counter()
-        keeper.keep(build_snapshot(nodes=raw.nodes, pods=raw.pods, objects=raw.objects,
-                                   catalog=catalog, memo=memo))
-        full.append(time.perf_counter() - t0)
-    full = full[1:]
-    del raw, memo, keeper
-    planned = [k for k in sorted(bodies) if k[1] > 0]
-    quiet: list[float] = []
-    busy: list[float] = []
-    applied = [0]
+    def event_costs(self, count: int) -> None:
+        """``count`` events, each applied and followed by the snapshot a filter would ask for."""
+        for _ in range(count):
+            t0 = time.perf_counter()
+            self.events.one()
+            self.store.snapshot()
+            self.costs.append(time.perf_counter() - t0)
 
-    def background(stop: threading.Event) -> None:
-        period, due = 1.0 / rate, time.perf_counter()
-        while not stop.is_set():
-            events.one()
-            applied[0] += 1
-            due += period
-            pause = due - time.perf_counter()
-            if pause > 0:
-                stop.wait(pause)
+    def rebuild_costs(self) -> list[float]:
+        """The previous path: every object again through the memo, every node re-indexed."""
+        from extender.core.gang.reindex import IndexKeeper  # noqa: PLC0415
+        from extender.core.workloads.cluster import BuildMemo, build_snapshot  # noqa: PLC0415
+        from extender.files.catalog import packaged_catalog  # noqa: PLC0415
 
-    busy_seconds = 0.0
-    for r in range(rounds):
-        keys = [planned[(r * filters + j) % len(planned)] for j in range(filters)]
-        quiet += [filter_once(k) for k in keys]
-        stop = threading.Event()
-        thread = threading.Thread(target=background, args=(stop,), daemon=True)
-        t0 = time.perf_counter()
-        thread.start()
-        busy += [filter_once(k) for k in keys]
-        stop.set()
-        thread.join(30)
-        busy_seconds += time.perf_counter() - t0
-    achieved = applied[0] / busy_seconds if busy_seconds else 0.0
-    mean = sum(costs) / len(costs)
-    print(f"\n{nodes} nodes, {pods} bound pods ({pods_per_node} per node), {gangs} planned "
-          f"gangs, in process (no HTTP); state loaded in {loaded:.1f} s")
-    print(row("one pod event (applied + snapshot)", costs) + f"  mean={mean * 1e3:6.3f} ms")
-    print(row("rebuild from all, the previous path", full))
-    print(row("filter, planned member, quiet", quiet))
-    print(row(f"filter, {achieved:.0f} pod events/s behind", busy))
-    p99 = pct(busy, 0.99) / pct(quiet, 0.99)
-    print(f"  {'under events / quiet':<34} p50 x{pct(busy, 0.5) / pct(quiet, 0.5):.2f}   "
-          f"p99 x{p99:.2f} (target <= 2.0)")
-    return {"event_p50": pct(costs, 0.5), "event_mean": mean, "p99_ratio": p99}
+        raw, memo, keeper = self.store.raw(), BuildMemo(), IndexKeeper()
+        catalog = packaged_catalog()
+        out = []
+        for _ in range(4):  # the first fills the memo, as the previous path's start did
+            t0 = time.perf_counter()
+            keeper.keep(build_snapshot(nodes=raw.nodes, pods=raw.pods, objects=raw.objects,
+                                       catalog=catalog, memo=memo))
+            out.append(time.perf_counter() - t0)
+        return out[1:]
+
+    def filters(self, *, rate: float, filters: int, rounds: int,
+                ) -> tuple[list[float], list[float], float]:
+        """A planned member's filter quiet, then with ``rate`` pod events per second arriving
+        from another thread (as informer threads deliver them), in alternating phases so
+        machine noise hits both alike. Returns quiet and busy samples, events/s achieved."""
+        quiet: list[float] = []
+        busy: list[float] = []
+        applied = [0]
+
+        def background(stop: threading.Event) -> None:
+            period, due = 1.0 / rate, time.perf_counter()
+            while not stop.is_set():
+                self.events.one()
+                applied[0] += 1
+                due += period
+                pause = due - time.perf_counter()
+                if pause > 0:
+                    stop.wait(pause)
+
+        busy_seconds = 0.0
+        for r in range(rounds):
+            keys = [self.planned[(r * filters + j) % len(self.planned)] for j in range(filters)]
+            quiet += [self.filter_once(k) for k in keys]
+            stop = threading.Event()
+            thread = threading.Thread(target=background, args=(stop,), daemon=True)
+            t0 = time.perf_counter()
+            thread.start()
+            busy += [self.filter_once(k) for k in keys]
+            stop.set()
+            thread.join(30)
+            busy_seconds += time.perf_counter() - t0
+        return quiet, busy, applied[0] / busy_seconds if busy_seconds else 0.0
+
+
+def events_mode(sizes: Sequence[int], args: argparse.Namespace) -> int:
+    """One event's cost at every size, measured round-robin (100 events per size in turn) so
+    that the machine's load at the moment hits every size alike; then each size's rebuild cost
+    by the previous path and its filter latency quiet and under events."""
+    worlds = {n: EventWorld(n, pods_per_node=args.pods_per_node, gangs=args.gangs,
+                            members=args.members) for n in sizes}
+    for world in worlds.values():
+        world.event_costs(100)  # warm
+        world.costs.clear()
+    for _ in range(6):
+        for world in worlds.values():
+            world.event_costs(100)
+    for n, world in worlds.items():
+        full = world.rebuild_costs()
+        quiet, busy, achieved = world.filters(rate=args.rate, filters=150, rounds=3)
+        mean = sum(world.costs) / len(world.costs)
+        print(f"\n{n} nodes, {world.pods} bound pods ({args.pods_per_node} per node), "
+              f"{args.gangs} planned gangs, in process (no HTTP); state loaded in "
+              f"{world.loaded:.1f} s")
+        print(row("one pod event (applied + snapshot)", world.costs)
+              + f"  mean={mean * 1e3:6.3f} ms")
+        print(row("rebuild from all, the previous path", full))
+        print(row("filter, planned member, quiet", quiet))
+        print(row(f"filter, {achieved:.0f} pod events/s behind", busy))
+        print(f"  {'under events / quiet':<34} p50 x{pct(busy, 0.5) / pct(quiet, 0.5):.2f}   "
+              f"p99 x{pct(busy, 0.99) / pct(quiet, 0.99):.2f} (target <= 2.0)")
+    small, large = worlds[min(sizes)].costs, worlds[max(sizes)].costs
+    print(f"\none event at {max(sizes)} nodes / at {min(sizes)} nodes: p50 "
+          f"x{pct(large, 0.5) / pct(small, 0.5):.2f}, mean "
+          f"x{sum(large) / len(large) / (sum(small) / len(small)):.2f} (target <= 1.5)")
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -582,16 +614,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             bench_churn(n, gangs=args.gangs, members=args.members, requests=60)
     return 0
 
-
-def events_mode(sizes: Sequence[int], args: argparse.Namespace) -> int:
-    figures = {n: bench_events(n, pods_per_node=args.pods_per_node, rate=args.rate,
-                               gangs=args.gangs, members=args.members, filters=150, rounds=3)
-               for n in sizes}
-    small, large = figures[min(sizes)], figures[max(sizes)]
-    print(f"\none event at {max(sizes)} nodes / at {min(sizes)} nodes: p50 "
-          f"x{large['event_p50'] / small['event_p50']:.2f}, mean "
-          f"x{large['event_mean'] / small['event_mean']:.2f} (target <= 1.5)")
-    return 0
 
 
 if __name__ == "__main__":
