@@ -22,6 +22,8 @@ def assert_is(version: Layered[int, int], expected: dict[int, int], *, ordered: 
     assert dict(version.items()) == expected
     assert len(version) == len(expected)
     assert sorted(version) == sorted(expected)
+    assert sorted(version.values()) == sorted(expected.values())
+    assert list(version) == [k for k, _ in version.items()]  # keys and items agree
     if ordered:
         assert list(version) == sorted(expected)  # nodes are read in name order
     for key in range(0, 601, 7):
