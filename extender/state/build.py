@@ -13,15 +13,14 @@ from __future__ import annotations
 import logging
 import threading
 
-from extender.core.gang.reindex import IndexKeeper
 from extender.core.karta.compile import compile_any
 from extender.core.karta.model import is_karta_document
 from extender.core.model.snapshot import ClusterSnapshot
 from extender.core.workloads.catalog import Catalog
-from extender.core.workloads.cluster import BuildMemo, build_snapshot
 from extender.core.workloads.descriptor import Descriptor, DescriptorError
 from extender.core.workloads.workload import DEFAULT_LIMITS, WorkloadLimits
-from extender.state.store import RawState, object_key
+from extender.state.delta import DeltaSnapshots
+from extender.state.store import Changes, RawState, object_key
 
 log = logging.getLogger("muster.state")
 
@@ -38,11 +37,10 @@ class CatalogSnapshots:
         self.problems: dict[str, str] = {}
         """Cluster descriptor -> why it was left out; keyed by name for a WorkloadDescriptor,
         ``Karta/<name>`` for a Karta (the two kinds may share names)."""
-        # Nodes, pods and workloads parsed and resolved once per raw object: the store
-        # replaces an object when it changes, and a rebuild follows every pod event or bind
-        # (re-deriving 5,000 nodes and their pods each time would take over a second).
-        self._memo = BuildMemo()
-        self._index = IndexKeeper()
+        # Carried forward by the store's change log (an event costs what it changed); a
+        # full list or a new catalog starts it again from every object.
+        self._delta: DeltaSnapshots | None = None
+        self._told: set[str] = set()
 
     def catalog(self, raw: RawState) -> Catalog:
         with self._lock:
@@ -62,15 +60,46 @@ class CatalogSnapshots:
             return self._catalog
 
     def __call__(self, raw: RawState) -> ClusterSnapshot:
+        """From scratch: every object of ``raw`` is a change to an empty cluster."""
         catalog = self.catalog(raw)
         with self._lock:
-            snapshot = build_snapshot(nodes=raw.nodes, pods=raw.pods, objects=raw.objects,
-                                      catalog=catalog, revision=raw.revision, memo=self._memo,
-                                      limits=self._limits)
-            # Objects left out (unreadable, beyond the limits): once each, so that a hostile
-            # object is visible in the log, not only absent from decisions.
-            for problem in self._memo.take_fresh():
-                log.warning("event=object-skipped problem=%r", problem[:500])
-            # The capacity index too, node by node from the last one (see IndexKeeper).
-            self._index.keep(snapshot)
+            self._delta = DeltaSnapshots(catalog, self._limits)
+            told, self._told = self._told, set()
+            snapshot = self._delta.advance(Changes(
+                nodes={object_key(n): n for n in raw.nodes},
+                pods={object_key(p): p for p in raw.pods},
+                objects=dict(zip(_object_keys(raw), raw.objects, strict=True)),
+                revision=raw.revision))
+            self._report(told)
             return snapshot
+
+    def update(self, changes: Changes) -> ClusterSnapshot:
+        """The last snapshot carried forward by ``changes`` (the store's change log)."""
+        with self._lock:
+            if self._delta is None:
+                raise RuntimeError("update before the first full build")
+            snapshot = self._delta.advance(changes)
+            self._report(self._told)
+            return snapshot
+
+    def _report(self, told: set[str]) -> None:
+        # Objects left out (unreadable, beyond the limits): once each, so that a hostile
+        # object is visible in the log, not only absent from decisions.
+        assert self._delta is not None
+        for problem in self._delta.problems:
+            if problem not in told:
+                log.warning("event=object-skipped problem=%r", problem[:500])
+            self._told.add(problem)
+        if len(self._told) > _TOLD:
+            self._told = set(self._delta.problems)
+
+
+_TOLD = 10_000
+"""Problems remembered as logged at most; beyond, some may be logged again (bounded memory)."""
+
+
+def _object_keys(raw: RawState) -> tuple[str, ...]:
+    if len(raw.object_keys) == len(raw.objects):
+        return raw.object_keys
+    # Built by hand, not by the store: any distinct keys in the same order will do.
+    return tuple(f"{i:09d}" for i in range(len(raw.objects)))

@@ -2,7 +2,11 @@
 
 Informers (or a snapshot file) put raw objects in by *source* (one per listed kind, named
 ``<apiVersion>/<kind>``, e.g. ``v1/Pod``); routes ask for :meth:`StateStore.snapshot`, which is
-rebuilt only when something changed since the last one (a revision counter). Two overlays fill
+made again only when something changed since the last one (a revision counter). The store
+keeps a change log of the objects touched since: a builder that can carry a snapshot forward
+(:class:`IncrementalBuilder`) gets only those, so one event costs what it changed, not a pass
+over every pod. A full list, a dropped source or a descriptor change starts from scratch.
+Two overlays fill
 gaps kube-scheduler leaves, since it never tells an extender what it assumed:
 
 * a pod that arrives in a filter request before its informer has seen it is *upserted*, so the
@@ -20,7 +24,7 @@ import copy
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, cast, runtime_checkable
 
 from extender.core.model.snapshot import ClusterSnapshot
 
@@ -60,9 +64,32 @@ class RawState:
     revision: int
     descriptors_revision: int
     """Changes only when a descriptor changes, so compiled catalogs can be cached."""
+    object_keys: tuple[str, ...] = ()
+    """``<source>/<key>`` of each of :attr:`objects`, as :attr:`Changes.objects` names them."""
 
 
 SnapshotBuilder = Callable[[RawState], ClusterSnapshot]
+
+
+@dataclass(frozen=True)
+class Changes:
+    """Objects changed since the last snapshot, each as it is now (``None``: gone)."""
+
+    nodes: Mapping[str, RawObject | None]
+    pods: Mapping[str, RawObject | None]
+    """By store key (``namespace/name``), with the overlays applied."""
+    objects: Mapping[str, RawObject | None]
+    """Workload objects and owners by ``<source>/<key>``, the keys :class:`RawState` sorts by."""
+    revision: int
+
+
+@runtime_checkable
+class IncrementalBuilder(Protocol):
+    """A builder that can also carry its last snapshot forward by the changes since."""
+
+    def __call__(self, raw: RawState) -> ClusterSnapshot: ...
+
+    def update(self, changes: Changes) -> ClusterSnapshot: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +111,7 @@ class _Source:
 class StateStore:
     def __init__(self, builder: SnapshotBuilder, *, expected: Iterable[str] = ()) -> None:
         self._builder = builder
+        self._incremental = isinstance(builder, IncrementalBuilder)  # once: the check is slow
         self._lock = threading.RLock()
         self._sources: dict[str, _Source] = {}
         self._expected: set[str] = set(expected)
@@ -97,6 +125,10 @@ class StateStore:
         self._descriptors_revision = 0
         self._cached: ClusterSnapshot | None = None
         self._cached_revision = -1
+        self._log: dict[tuple[str, str], None] = {}
+        """(source, key) of every object touched since the last snapshot, for the builder."""
+        self._full = True
+        """Something changed that the log cannot say (a full list): build from scratch."""
         self._listeners: list[Callable[[], None]] = []
 
     # --- writers (informers, snapshot files) --------------------------------------------------
@@ -194,11 +226,13 @@ class StateStore:
                 return
             self._upserted[key] = pod
             self._revision += 1
+            self._log[(PODS, key)] = None
 
     def assume_bound(self, namespace: str, name: str, node: str) -> None:
         with self._lock:
             self._assumed[f"{namespace}/{name}"] = node
             self._revision += 1
+            self._log[(PODS, f"{namespace}/{name}")] = None
 
     def pod(self, namespace: str, name: str) -> RawObject | None:
         key = f"{namespace}/{name}"
@@ -255,7 +289,12 @@ class StateStore:
         """The current snapshot; rebuilt only when the revision moved."""
         with self._lock:
             if self._cached is None or self._cached_revision != self._revision:
-                self._cached = self._builder(self._raw())
+                builder = self._builder
+                if not self._full and self._cached is not None and self._incremental:
+                    self._cached = cast("IncrementalBuilder", builder).update(self._changes())
+                else:
+                    self._cached = builder(self._raw())
+                self._log, self._full = {}, False
                 self._cached_revision = self._revision
             return self._cached
 
@@ -263,6 +302,10 @@ class StateStore:
 
     def _changed(self, source: str, key: str | None = None) -> None:
         self._revision += 1
+        if key is None or source in DESCRIPTOR_SOURCES:
+            self._full = True
+        else:
+            self._log[(source, key)] = None
         if source == PODS:
             self._settle_overlays(key)
         if source in DESCRIPTOR_SOURCES:
@@ -307,6 +350,22 @@ class StateStore:
         patched["spec"] = {**(pod.get("spec") or {}), "nodeName": node}
         return patched
 
+    def _changes(self) -> Changes:
+        nodes: dict[str, RawObject | None] = {}
+        pods: dict[str, RawObject | None] = {}
+        objects: dict[str, RawObject | None] = {}
+        for source, key in self._log:
+            entry = self._sources.get(source)
+            found = entry.objects.get(key) if entry is not None else None
+            if source == NODES:
+                nodes[key] = found
+            elif source == PODS:
+                found = found if found is not None else self._upserted.get(key)
+                pods[key] = None if found is None else self._with_assumption(key, found)
+            else:
+                objects[f"{source}/{key}"] = found
+        return Changes(nodes=nodes, pods=pods, objects=objects, revision=self._revision)
+
     def _raw(self) -> RawState:
         def items(source: str) -> dict[str, RawObject]:
             entry = self._sources.get(source)
@@ -321,6 +380,7 @@ class StateStore:
             nodes=tuple(v for _, v in sorted(items(NODES).items())),
             pods=tuple(self._with_assumption(k, v) for k, v in sorted(pods.items())),
             objects=tuple(v for _, v in sorted(objects.items())),
+            object_keys=tuple(sorted(objects)),
             descriptors=tuple(v for source in DESCRIPTOR_SOURCES
                               for _, v in sorted(items(source).items())),
             revision=self._revision,

@@ -20,6 +20,11 @@ It then measures, client-side over keep-alive connections with concurrent client
 
 and, in the same run, JSON decode+encode of the 5,000-node body with orjson and the stdlib;
 then, in process, what one pod event costs the next filter (the snapshot Muster keeps current).
+
+``--events 1000,5000,10000`` runs only the background-event mode: clusters of 10 bound pods
+per node, the cost of one pod event (applied to the store and the next snapshot made) beside
+the full rebuild it replaced, and a planned member's filter quiet and with 200 pod events per
+second arriving from another thread; ratios in the same run.
 """
 
 from __future__ import annotations
@@ -409,6 +414,176 @@ def bench_churn(nodes: int, *, gangs: int, members: int, requests: int) -> None:
           f"{(pct(churned, 0.5) - pct(quiet, 0.5)) * 1e3:8.2f} ms")
 
 
+def small_pod(i: int, nodes: int, version: int = 1) -> dict[str, Any]:
+    """A bound CPU-only pod, ``pods_per_node`` of them per node (GPUs stay free for gangs)."""
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"svc-{i}", "namespace": "default", "uid": f"svc-{i}-{version}",
+                         "resourceVersion": str(version)},
+            "spec": {"nodeName": f"gpu-{i % nodes:05d}",
+                     "containers": [{"name": "m", "image": "x", "resources": {
+                         "requests": {"cpu": "1", "memory": "1Gi"}}}]},
+            "status": {"phase": "Running"}}
+
+
+class Events:
+    """Pod events as an informer delivers them: one pod updated, one replaced by a new pod
+    (deleted, then its successor added and bound), in turn; capacities change every time."""
+
+    def __init__(self, store: Any, nodes: int, pods: int) -> None:
+        self.store, self.nodes, self.pods = store, nodes, pods
+        self.version = [1] * pods
+        self.k = 0
+
+    def one(self) -> None:
+        from extender.state.store import PODS  # noqa: PLC0415
+
+        i = (self.k * 7919) % self.pods
+        self.k += 1
+        old = small_pod(i, self.nodes, self.version[i])
+        if self.k % 2:
+            old["status"]["conditions"] = [{"type": "Ready", "status": str(self.k % 3 == 0)}]
+            self.store.apply(PODS, "MODIFIED", old)
+            return
+        self.store.apply(PODS, "DELETED", old)
+        self.version[i] += 1
+        new = small_pod(i, self.nodes, self.version[i])
+        new["spec"]["nodeName"] = f"gpu-{(i + self.k) % self.nodes:05d}"
+        self.store.apply(PODS, "ADDED", new)
+
+
+class EventWorld:
+    """One cluster size for the background-event mode: a store fed as informers feed it, the
+    Flask app over it, every gang planned, and the pod events to apply."""
+
+    def __init__(self, nodes: int, *, pods_per_node: int, gangs: int, members: int) -> None:
+        from extender.files.catalog import packaged_catalog  # noqa: PLC0415
+        from extender.server.app import create_app  # noqa: PLC0415
+        from extender.server.settings import Settings  # noqa: PLC0415
+        from extender.state.build import CatalogSnapshots  # noqa: PLC0415
+        from extender.state.store import DESCRIPTORS, NODES, PODS, StateStore  # noqa: PLC0415
+
+        self.nodes, self.pods = nodes, nodes * pods_per_node
+        items = [node(i) for i in range(nodes)] + [small_pod(i, nodes) for i in range(self.pods)]
+        for g in range(gangs):
+            items += gang_objects(g, members)
+        self.store = StateStore(CatalogSnapshots(packaged_catalog()),
+                                expected=[NODES, PODS, DESCRIPTORS])
+        started = time.perf_counter()
+        self.store.load(items)
+        self.store.snapshot()
+        self.loaded = time.perf_counter() - started
+        self.client = create_app(Settings(plan_ttl=3600, bind_timeout=60), self.store,
+                                 time.time).test_client()
+        names = [f"gpu-{i:05d}" for i in range(nodes)]
+        self.bodies = {(g, i): orjson.dumps({"Pod": member_pod(g, i), "Nodes": None,
+                                             "NodeNames": names})
+                       for g in range(gangs) for i in range(members)}
+        for g in range(gangs):
+            self.filter_once((g, 0))  # plan every gang
+        self.planned = [k for k in sorted(self.bodies) if k[1] > 0]
+        self.events = Events(self.store, nodes, self.pods)
+        self.costs: list[float] = []
+
+    def filter_once(self, key: tuple[int, int]) -> float:
+        t0 = time.perf_counter()
+        data = self.client.post("/filter", data=self.bodies[key],
+                                headers={"Content-Type": "application/json"})
+        elapsed = time.perf_counter() - t0
+        if orjson.loads(data.data)["Error"]:
+            raise RuntimeError(orjson.loads(data.data)["Error"])
+        return elapsed
+
+    def event_costs(self, count: int) -> None:
+        """``count`` events, each applied and followed by the snapshot a filter would ask for."""
+        for _ in range(count):
+            t0 = time.perf_counter()
+            self.events.one()
+            self.store.snapshot()
+            self.costs.append(time.perf_counter() - t0)
+
+    def rebuild_costs(self) -> list[float]:
+        """The previous path: every object again through the memo, every node re-indexed."""
+        from extender.core.gang.reindex import IndexKeeper  # noqa: PLC0415
+        from extender.core.workloads.cluster import BuildMemo, build_snapshot  # noqa: PLC0415
+        from extender.files.catalog import packaged_catalog  # noqa: PLC0415
+
+        raw, memo, keeper = self.store.raw(), BuildMemo(), IndexKeeper()
+        catalog = packaged_catalog()
+        out = []
+        for _ in range(4):  # the first fills the memo, as the previous path's start did
+            t0 = time.perf_counter()
+            keeper.keep(build_snapshot(nodes=raw.nodes, pods=raw.pods, objects=raw.objects,
+                                       catalog=catalog, memo=memo))
+            out.append(time.perf_counter() - t0)
+        return out[1:]
+
+    def filters(self, *, rate: float, filters: int, rounds: int,
+                ) -> tuple[list[float], list[float], float]:
+        """A planned member's filter quiet, then with ``rate`` pod events per second arriving
+        from another thread (as informer threads deliver them), in alternating phases so
+        machine noise hits both alike. Returns quiet and busy samples, events/s achieved."""
+        quiet: list[float] = []
+        busy: list[float] = []
+        applied = [0]
+
+        def background(stop: threading.Event) -> None:
+            period, due = 1.0 / rate, time.perf_counter()
+            while not stop.is_set():
+                self.events.one()
+                applied[0] += 1
+                due += period
+                pause = due - time.perf_counter()
+                if pause > 0:
+                    stop.wait(pause)
+
+        busy_seconds = 0.0
+        for r in range(rounds):
+            keys = [self.planned[(r * filters + j) % len(self.planned)] for j in range(filters)]
+            quiet += [self.filter_once(k) for k in keys]
+            stop = threading.Event()
+            thread = threading.Thread(target=background, args=(stop,), daemon=True)
+            t0 = time.perf_counter()
+            thread.start()
+            busy += [self.filter_once(k) for k in keys]
+            stop.set()
+            thread.join(30)
+            busy_seconds += time.perf_counter() - t0
+        return quiet, busy, applied[0] / busy_seconds if busy_seconds else 0.0
+
+
+def events_mode(sizes: Sequence[int], args: argparse.Namespace) -> int:
+    """One event's cost at every size, measured round-robin (100 events per size in turn) so
+    that the machine's load at the moment hits every size alike; then each size's rebuild cost
+    by the previous path and its filter latency quiet and under events."""
+    worlds = {n: EventWorld(n, pods_per_node=args.pods_per_node, gangs=args.gangs,
+                            members=args.members) for n in sizes}
+    for world in worlds.values():
+        world.event_costs(100)  # warm
+        world.costs.clear()
+    for _ in range(6):
+        for world in worlds.values():
+            world.event_costs(100)
+    for n, world in worlds.items():
+        full = world.rebuild_costs()
+        quiet, busy, achieved = world.filters(rate=args.rate, filters=150, rounds=3)
+        mean = sum(world.costs) / len(world.costs)
+        print(f"\n{n} nodes, {world.pods} bound pods ({args.pods_per_node} per node), "
+              f"{args.gangs} planned gangs, in process (no HTTP); state loaded in "
+              f"{world.loaded:.1f} s")
+        print(row("one pod event (applied + snapshot)", world.costs)
+              + f"  mean={mean * 1e3:6.3f} ms")
+        print(row("rebuild from all, the previous path", full))
+        print(row("filter, planned member, quiet", quiet))
+        print(row(f"filter, {achieved:.0f} pod events/s behind", busy))
+        print(f"  {'under events / quiet':<34} p50 x{pct(busy, 0.5) / pct(quiet, 0.5):.2f}   "
+              f"p99 x{pct(busy, 0.99) / pct(quiet, 0.99):.2f} (target <= 2.0)")
+    small, large = worlds[min(sizes)].costs, worlds[max(sizes)].costs
+    print(f"\none event at {max(sizes)} nodes / at {min(sizes)} nodes: p50 "
+          f"x{pct(large, 0.5) / pct(small, 0.5):.2f}, mean "
+          f"x{sum(large) / len(large) / (sum(small) / len(small)):.2f} (target <= 1.5)")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--nodes", default="1000,5000")
@@ -417,6 +592,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--threads", type=int, default=320)
+    parser.add_argument("--events", default="", metavar="NODES",
+                        help="only the background-event mode, at these sizes (e.g. "
+                        "1000,5000,10000): one event's cost and filter p99 quiet vs under events")
+    parser.add_argument("--pods-per-node", type=int, default=10)
+    parser.add_argument("--rate", type=float, default=200.0, help="pod events per second")
     parser.add_argument("--baseline-server", type=int, metavar="PORT", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.baseline_server:
@@ -424,6 +604,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     print(f"bench_extender_load: loopback, gunicorn gthread x{args.threads}, "
           f"{os.cpu_count()} CPUs shared with whatever else runs")
+    if args.events:
+        return events_mode([int(x) for x in args.events.split(",")], args)
     with tempfile.TemporaryDirectory() as tmp:
         for n in (int(x) for x in args.nodes.split(",")):
             bench(n, gangs=args.gangs, members=args.members, clients=args.clients,
@@ -431,6 +613,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for n in (int(x) for x in args.nodes.split(",")):
             bench_churn(n, gangs=args.gangs, members=args.members, requests=60)
     return 0
+
 
 
 if __name__ == "__main__":

@@ -156,7 +156,7 @@ class BuildMemo:
             memo.roll()
 
 
-def _node(raw: NodeInfo | Mapping[str, Any]) -> NodeInfo | str:
+def read_node(raw: NodeInfo | Mapping[str, Any]) -> NodeInfo | str:
     """The node, or why it cannot be read."""
     if isinstance(raw, NodeInfo):
         return raw
@@ -166,7 +166,7 @@ def _node(raw: NodeInfo | Mapping[str, Any]) -> NodeInfo | str:
         return str(err)
 
 
-def _pod(raw: Mapping[str, Any], catalog: Catalog, limits: WorkloadLimits,
+def read_pod(raw: Mapping[str, Any], catalog: Catalog, limits: WorkloadLimits,
          ) -> tuple[PodInfo | None, WorkloadTree | str | None]:
     """The pod, and the workload it is when it has no owner (a bare pod); or ``None`` and why
     the pod cannot be read."""
@@ -175,11 +175,11 @@ def _pod(raw: Mapping[str, Any], catalog: Catalog, limits: WorkloadLimits,
     except ObjectError as err:
         return None, str(err)
     if _is_bare(raw) and raw.get("kind", "Pod") == "Pod":
-        return info, _tree({"apiVersion": "v1", "kind": "Pod", **raw}, catalog, limits)
+        return info, read_tree({"apiVersion": "v1", "kind": "Pod", **raw}, catalog, limits)
     return info, None
 
 
-def _tree(obj: Mapping[str, Any], catalog: Catalog,
+def read_tree(obj: Mapping[str, Any], catalog: Catalog,
           limits: WorkloadLimits) -> WorkloadTree | str | None:
     descriptor = catalog.for_object(obj) if isinstance(obj, Mapping) else None
     if descriptor is None or _owned_by_described(obj, catalog):
@@ -211,13 +211,13 @@ def build_snapshot(
     fresh = memo.fresh
 
     def node(n: NodeInfo | Mapping[str, Any]) -> NodeInfo | str:
-        found = _node(n)
+        found = read_node(n)
         if isinstance(found, str):
             fresh.append(found)
         return found
 
     def tree(o: Mapping[str, Any]) -> WorkloadTree | str | None:
-        found = _tree(o, catalog, limits)
+        found = read_tree(o, catalog, limits)
         if isinstance(found, str):
             fresh.append(found)
         return found
@@ -229,7 +229,7 @@ def build_snapshot(
         if isinstance(found, WorkloadTree):
             trees[found.ref.key] = found
         elif isinstance(found, str):
-            ref = _ref_or_none(obj)
+            ref = ref_or_none(obj)
             if ref is not None:
                 refused[ref.key] = (ref, found)
     pod_infos: list[PodInfo] = []
@@ -238,7 +238,7 @@ def build_snapshot(
                ) -> tuple[PodInfo | None, WorkloadTree | str | None]:
         if isinstance(p, PodInfo):
             return p, None
-        found = _pod(p, catalog, limits)
+        found = read_pod(p, catalog, limits)
         if isinstance(found[1], str):
             fresh.append(found[1])
         return found
@@ -273,7 +273,7 @@ def build_snapshot(
                               revision=revision, unresolved=unresolved, refused=refused)
 
 
-def _ref_or_none(obj: Mapping[str, Any]) -> WorkloadRef | None:
+def ref_or_none(obj: Mapping[str, Any]) -> WorkloadRef | None:
     try:
         return workload_ref(obj)
     except WorkloadError:
