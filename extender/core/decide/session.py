@@ -53,6 +53,7 @@ from extender.core.decide.effects import (
     WorkloadRefused,
 )
 from extender.core.decide.held import HeldBinds, Hold
+from extender.core.decide.holders import Holder
 from extender.core.decide.settings import CoreSettings
 from extender.core.decide.yields import decide_yields
 from extender.core.gang.ledger import Ledger
@@ -120,6 +121,8 @@ class GangSession:
         compares the server's and the simulator's)."""
         self.turned_away: dict[str, TurnedAway] = {}
         self.last_reason: dict[GangKey, str] = {}
+        self.holders: dict[GangKey, tuple[Holder, ...]] = {}
+        """Gang -> who held what it needed at its last filter (empty once it fits)."""
         self.expired_total = 0
         self._last_event: dict[str, tuple[str, str]] = {}
         self._refusals_told: dict[str, str] = {}
@@ -193,6 +196,8 @@ class GangSession:
             del self._last_event[uid]
         for key in [k for k in self._workload_told if k not in snapshot.gangs]:
             del self._workload_told[key]
+        for key in [k for k in self.holders if k not in snapshot.gangs]:
+            del self.holders[key]
         self._tell_refusals(snapshot, out)
 
     def _tell_refusals(self, snapshot: ClusterSnapshot, out: list[Effect]) -> None:
@@ -244,6 +249,7 @@ class GangSession:
         gang = decision.gang
         if gang is not None:
             self.last_reason[gang] = decision.reason
+            self.holders[gang] = decision.holders
             # Most core reasons already name the gang; say it once.
             message = (decision.reason if decision.reason.startswith(f"gang {gang}")
                        else f"gang {gang}: {decision.reason}")
