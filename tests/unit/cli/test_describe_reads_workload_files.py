@@ -24,7 +24,10 @@ def test_story_jobset_is_one_workload_of_two_roles_three_pods_12_gpus_one_gang_o
     assert [(r["name"], r["replicas"], r["pods"], r["gpusPerPod"], r["gpus"])
             for r in data["roles"]] == [("leader", 1, 1, 4, 4), ("workers", 1, 2, 4, 8)]
     assert data["gangs"] == [{"name": "ml/story", "minMember": 3, "pods": 3, "gpus": 12,
-                              "roles": {"leader": 1, "workers": 2}}]
+                              "roles": {"leader": 1, "workers": 2},
+                              # From a file without pods, all that is known of its state:
+                              "state": "pending", "bound": 0, "reason": "", "heldBy": [],
+                              "source": "pods"}]
     assert data["totals"]["pods"] == 3 and data["totals"]["gpus"] == 12
     assert (data["totals"]["cpu"], data["totals"]["memory"]) == ("24", "96Gi")
 
