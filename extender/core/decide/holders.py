@@ -108,11 +108,12 @@ def holders_in_the_way(
     found: dict[tuple[str, GangKey | None], dict[NodeName, list[int]]] = {}
     for key, res in plans:
         counted = ledger.placed(key, snapshot, gpu=gpu)
+        gpus = {role: demand_of(shape, gpu=gpu).gpu_milli for role, shape in res.plan.shapes}
         for node, role, count in res.plan.slots:
-            left, shape = count - counted.get((node, role), 0), res.plan.shape(role)
-            if left > 0 and shape is not None:
+            left = count - counted.get((node, role), 0)
+            if left > 0 and role in gpus:
                 held = found.setdefault((PLAN, key), {}).setdefault(node, [0, 0])
-                held[0] += left * demand_of(shape, gpu=gpu).gpu_milli
+                held[0] += left * gpus[role]
                 held[1] += left
     for uid, (node, owner) in flights.items():
         held = found.setdefault((IN_FLIGHT, owner), {}).setdefault(node, [0, 0])
