@@ -31,6 +31,7 @@ from extender.cli.gangstate import (
     holder_text,
     read_events,
     read_inspect,
+    sandbox_muster,
 )
 from extender.cli.listing import age_of
 from extender.cli.livefind import find_all, find_one
@@ -70,7 +71,8 @@ def register(subparsers: Any) -> None:
     add_descriptor_flags(p)
     p.add_argument("--muster-url", metavar="URL", default=os.environ.get("MUSTER_URL"),
                    help="Muster's address, to add its view of each gang from /inspect/gangs "
-                        "(default $MUSTER_URL; e.g. after kubectl port-forward)")
+                        "(default $MUSTER_URL, or the sandbox's Muster when the cluster is "
+                        "`muster sandbox`'s; e.g. after kubectl port-forward)")
     p.set_defaults(handler=run)
 
 
@@ -98,8 +100,9 @@ def run(args: argparse.Namespace) -> int:
     else:
         found, conn = _live(args, base)
         inspected = None
-        if args.muster_url:
-            inspected, problem = read_inspect(args.muster_url)
+        url = args.muster_url or sandbox_muster(conn.server)
+        if url:
+            inspected, problem = read_inspect(url)
             if problem:
                 print(f"warning: {problem}; gang state from events only", file=sys.stderr)
         extras = [_extras(f, conn, inspected) for f in found]

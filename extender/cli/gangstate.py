@@ -4,8 +4,9 @@ Per gang: its state (``waiting``, ``planned``, ``admitted``, ``bound``), the las
 holds what it needs, how many members are bound; and the recent events on the workload and
 its pods. Three sources, best first:
 
-- Muster's ``/inspect/gangs`` (``--muster-url``, ``$MUSTER_URL``), when reachable: the state
-  and holders as Muster's session has them now;
+- Muster's ``/inspect/gangs`` (``--muster-url``, ``$MUSTER_URL``, or the running sandbox's
+  Muster when the cluster is the sandbox), when reachable: the state and holders as Muster's
+  session has them now;
 - the events Muster writes on the workload (``GangWaiting`` with the reason, ``GangPlanned``,
   ``GangAdmitted``, ``GangBindTimeout``...; each message starts ``gang NAMESPACE/NAME``);
 - in file mode, only the file's pods: bound or not.
@@ -29,6 +30,7 @@ from extender.cli.workloads import Found
 from extender.core.model.objects import timestamp
 from extender.core.model.values import Gang
 from extender.kube.client import KubeError
+from extender.sandbox.sandbox import Sandbox, SandboxSpec
 
 PODS_READ = 8
 """Pods whose events are read (one request each)."""
@@ -84,6 +86,18 @@ def read_events(conn: Requester, found: Found) -> tuple[list[dict[str, Any]], li
         items = listed.get("items", []) if isinstance(listed, Mapping) else []
         events += [e for e in items if isinstance(e, dict)]
     return sorted(events, key=_when), []
+
+
+def sandbox_muster(server: str) -> str | None:
+    """The Muster of the running ``muster sandbox`` whose API server is ``server``, if that is
+    the cluster: there its ``/inspect/gangs`` is on loopback, with no certificate to give."""
+    try:
+        info = Sandbox(SandboxSpec(), say=lambda _m: None).info()
+    except (OSError, ValueError, TypeError):  # a damaged sandbox.json: not this cluster's
+        return None
+    if info is None or info.server != server.rstrip("/") or "muster" not in info.processes:
+        return None
+    return info.muster_url
 
 
 def read_inspect(url: str) -> tuple[list[dict[str, Any]] | None, str]:

@@ -4,6 +4,7 @@ who holds what it needs, and the recent events on the workload and its pods; fro
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterator
 from dataclasses import replace
@@ -22,6 +23,7 @@ from extender.cli.gangstate import (
     gang_answers,
     read_events,
     read_inspect,
+    sandbox_muster,
 )
 from extender.cli.workloads import Found, base_descriptors, workloads_in_file
 from extender.kube.client import Forbidden
@@ -201,3 +203,20 @@ def test_inspect_is_read_from_musters_url_and_bad_answers_are_named(muster_inspe
     assert read_inspect(url)[1] == f"Muster at {url}: /inspect/gangs has no gangs list"
     gangs, why = read_inspect("http://127.0.0.1:9")
     assert gangs is None and why.startswith("Muster at http://127.0.0.1:9 did not answer")
+
+
+def test_the_sandboxs_muster_is_asked_when_the_cluster_is_the_sandbox(tmp_path, monkeypatch):
+    monkeypatch.setenv("MUSTER_SANDBOX_DIR", str(tmp_path))
+    server = "https://127.0.0.1:16443"
+    assert sandbox_muster(server) is None  # no sandbox
+    (tmp_path / "sandbox.json").write_text(orjson.dumps({
+        "directory": str(tmp_path), "kubeconfig": str(tmp_path / "kubeconfig"),
+        "kubectl": "kubectl", "server": server, "mode": "muster",
+        "muster_url": "http://127.0.0.1:18888", "ports": {}}).decode())
+    assert sandbox_muster(server) is None  # its Muster is not running
+    (tmp_path / "processes.json").write_text(orjson.dumps([
+        {"name": "muster", "pid": os.getpid(), "log": "muster.log", "argv": []}]).decode())
+    assert sandbox_muster(server) == "http://127.0.0.1:18888"
+    assert sandbox_muster("https://10.0.0.1:6443") is None  # another cluster
+    (tmp_path / "sandbox.json").write_text("{not json")
+    assert sandbox_muster(server) is None
