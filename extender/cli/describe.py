@@ -4,6 +4,11 @@
     muster describe jobset llama -n ml -o json
     muster describe jobsets -A                    # every JobSet
     muster describe -f workload.yaml              # file mode, no cluster (- reads stdin)
+    muster describe jobset/llama --muster-url http://127.0.0.1:8888   # and Muster's own view
+
+Each gang's state (waiting, planned, admitted, bound), the last reason, who holds what it
+needs, and the recent events on the workload and its pods: from the events Muster writes on
+the workload and, with --muster-url (or $MUSTER_URL), from Muster's /inspect/gangs.
 
 Types match leniently: kind, plural, short name or kind.group, any case.
 """
@@ -11,13 +16,24 @@ Types match leniently: kind, plural, short name or kind.group, any case.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from datetime import UTC, datetime
 from typing import Any
 
 from rich.text import Text
 from rich.tree import Tree
 
 from extender.cli.errors import EXIT_ERROR, EXIT_OK, CliError
+from extender.cli.gangstate import (
+    event_rows,
+    gang_answers,
+    holder_text,
+    read_events,
+    read_inspect,
+    sandbox_muster,
+)
+from extender.cli.listing import age_of
 from extender.cli.livefind import find_all, find_one
 from extender.cli.options import (
     add_cluster_flags,
@@ -37,7 +53,7 @@ from extender.cli.workloads import (
     workloads_in_file,
 )
 from extender.core.workloads.catalog import UnknownKind
-from extender.kube.client import KubeError
+from extender.kube.client import Connection, KubeError
 from extender.kube.reader import context_namespace
 
 
@@ -53,6 +69,10 @@ def register(subparsers: Any) -> None:
     add_cluster_flags(p)
     add_output_flag(p)
     add_descriptor_flags(p)
+    p.add_argument("--muster-url", metavar="URL", default=os.environ.get("MUSTER_URL"),
+                   help="Muster's address, to add its view of each gang from /inspect/gangs "
+                        "(default $MUSTER_URL, or the sandbox's Muster when the cluster is "
+                        "`muster sandbox`'s; e.g. after kubectl port-forward)")
     p.set_defaults(handler=run)
 
 
@@ -76,13 +96,38 @@ def run(args: argparse.Namespace) -> int:
         if args.target:
             raise CliError("give either -f FILE or TYPE/NAME, not both")
         _, found = workloads_in_file(args.filename, base)
+        extras = [_extras(f, None, None) for f in found]
     else:
-        found = _live(args, base)
-    show(found, args.output)
+        found, conn = _live(args, base)
+        inspected = None
+        url = args.muster_url or sandbox_muster(conn.server)
+        if url:
+            inspected, problem = read_inspect(url)
+            if problem:
+                print(f"warning: {problem}; gang state from events only", file=sys.stderr)
+        extras = [_extras(f, conn, inspected) for f in found]
+    show(found, args.output, extras)
     return EXIT_OK
 
 
-def _live(args: argparse.Namespace, base: Descriptors) -> list[Found]:
+def _extras(found: Found, conn: Connection | None,
+            inspected: list[dict[str, Any]] | None) -> dict[str, Any]:
+    """Gang state, recent events and age: what ``describe`` adds to the workload's data."""
+    now = datetime.now(UTC)
+    events = None
+    if conn is not None:
+        events, problems = read_events(conn, found)
+        for problem in problems:
+            print(f"warning: {problem}", file=sys.stderr)
+    extra: dict[str, Any] = {
+        "age": age_of(found.raw, now),
+        "gangStates": gang_answers(found, events=events, inspected=inspected)}
+    if events is not None:  # from a file no event is known, not "none"
+        extra["events"] = event_rows(events, now)
+    return extra
+
+
+def _live(args: argparse.Namespace, base: Descriptors) -> tuple[list[Found], Connection]:
     kind, name = parse_target(args.target)
     if name and args.all_namespaces:
         raise CliError("-A describes every workload of a type; leave the name out")
@@ -97,7 +142,7 @@ def _live(args: argparse.Namespace, base: Descriptors) -> list[Found]:
             raise CliError(str(err), exit_code=EXIT_ERROR) from None
         namespace = args.namespace or context_namespace(args.kubeconfig, args.context)
         if name:
-            return [find_one(conn, descriptors, kinds, name, namespace)]
+            return [find_one(conn, descriptors, kinds, name, namespace)], conn
         found, trouble = find_all(conn, descriptors, kinds,
                                   None if args.all_namespaces else namespace)
     except KubeError as err:
@@ -108,11 +153,18 @@ def _live(args: argparse.Namespace, base: Descriptors) -> list[Found]:
         where = "any namespace" if args.all_namespaces else f"namespace {namespace}"
         raise CliError(f"no {kinds[0].target.kind} in {where} on {conn.server}",
                        exit_code=EXIT_ERROR)
-    return found
+    return found, conn
 
 
-def show(found: list[Found], fmt: str) -> None:
+def show(found: list[Found], fmt: str, extras: list[dict[str, Any]] | None = None) -> None:
     data = [workload_data(f) for f in found]
+    for item, extra in zip(data, extras or [], strict=False):
+        states = {s["gang"]: s for s in extra["gangStates"]}
+        for gang in item["gangs"]:
+            state = states.get(gang["name"])
+            if state is not None:
+                gang.update({k: v for k, v in state.items() if k != "gang"})
+        item.update({k: extra[k] for k in ("age", "events") if k in extra})
     if fmt != "table":
         # One workload prints as an object; several as a List, as kubectl does.
         emit_data(data[0] if len(data) == 1 else
@@ -130,7 +182,8 @@ def render_workload(w: dict[str, Any]) -> None:
     out.print(f"{w['kind']} {w['namespace']}/{w['name']}", style="bold", markup=False)
     out.print(f"descriptor: {w['descriptor']} ({w['descriptorFormat']}, "
               f"{w['descriptorSource']})", markup=False)
-    out.print(f"phase: {w['phase']}", markup=False)
+    out.print(f"phase: {w['phase']}" + (f"   age: {w['age']}" if "age" in w else ""),
+              markup=False)
     totals = w["totals"]
     out.print(f"pods: {totals['readyPods']}/{totals['pods']} ready, "
               f"{totals['observedPods']} observed", markup=False)
@@ -147,6 +200,7 @@ def render_workload(w: dict[str, Any]) -> None:
             out.print("  stages (created in turn, all held): " + " -> ".join(
                 f"{'+'.join(st['roles'])} ({st['minimum']})" for st in gang["stages"]),
                 markup=False)
+        _gang_state(gang)
     if not w["gangs"]:
         out.print("gang: none (pods schedule one by one)", markup=False)
     if w["order"]:
@@ -171,6 +225,35 @@ def render_workload(w: dict[str, Any]) -> None:
     out.print(table(("COMPONENT", "REPLICAS", "GPU", "CPU", "MEMORY"), rows,
                     total=("TOTAL", totals["pods"], totals["gpus"], totals["cpu"],
                            totals["memory"])))
+    _events(w)
+
+
+def _gang_state(gang: dict[str, Any]) -> None:
+    if "state" not in gang:
+        return
+    out = console()
+    source = {"muster": "from Muster", "events": "from its events",
+              "pods": "from its pods"}[gang["source"]]
+    out.print(f"  state: {gang['state']} ({gang['bound']} of minimum {gang['minMember']} "
+              f"bound; {source})", markup=False)
+    if gang["reason"]:
+        out.print(f"  reason: {gang['reason']}", markup=False)
+    for holder in gang["heldBy"]:
+        out.print(f"  held by: {holder_text(holder)}", markup=False)
+
+
+def _events(w: dict[str, Any]) -> None:
+    if "events" not in w:
+        return
+    out = console()
+    out.print()
+    if not w["events"]:
+        out.print("Events: <none>", markup=False)
+        return
+    out.print("Events:", markup=False)
+    out.print(table(("AGE", "TYPE", "REASON", "OBJECT", "MESSAGE"),
+                    [(e["age"], e["type"], e["reason"], e["object"], e["message"])
+                     for e in w["events"]]))
 
 
 def _pod_line(pod: dict[str, Any]) -> str:

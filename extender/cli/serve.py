@@ -62,6 +62,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--descriptors", action="append", metavar="DIR",
                    help="extra descriptor file or directory (Muster or Karta format); "
                         "repeatable")
+    p.add_argument("--scheduler-names", type=_names, metavar="NAME[,NAME]",
+                   help="the schedulerName of each kube-scheduler profile that calls this "
+                        "extender; gangs of other pods are not counted (default muster)")
     p.add_argument("--no-builtin", action="store_true", default=None,
                    help="leave the packaged descriptor catalog out (MUSTER_NO_BUILTIN)")
     p.add_argument("--bind-timeout", type=duration, metavar="DURATION",
@@ -86,12 +89,16 @@ def register(subparsers: Any) -> None:
     p.set_defaults(handler=run)
 
 
+def _names(raw: str) -> tuple[str, ...]:
+    return tuple(n.strip() for n in raw.split(",") if n.strip())
+
+
 def settings_from(args: argparse.Namespace, env: dict[str, str]) -> Settings:
     given = {k: getattr(args, k, None) for k in (
         "host", "port", "probe_host", "probe_port", "tls_cert", "tls_key", "tls_client_ca",
         "kubeconfig", "context", "snapshot", "bind_timeout", "plan_ttl", "stage_ttl",
         "scoring", "log_level", "max_request_bytes", "threads", "max_workload_pods",
-        "max_workload_gangs")}
+        "max_workload_gangs", "scheduler_names")}
     given["descriptors"] = tuple(args.descriptors or ())
     given["no_builtin"] = getattr(args, "no_builtin", None) or None  # unset: the environment
     try:

@@ -82,6 +82,10 @@ def write_kubeconfig(directory: Path, *, port: int) -> Path:
     return path
 
 
+SCHEDULER_NAMES = ("default-scheduler", "muster")
+"""The sandbox scheduler's profiles; Muster is told it serves both."""
+
+
 def scheduler_config(*, kubeconfig: Path, mode: SchedulerMode, muster_port: int,
                      bind_timeout: float) -> dict[str, object]:
     """A KubeSchedulerConfiguration; with Muster, the extender block the docs recommend."""
@@ -95,7 +99,7 @@ def scheduler_config(*, kubeconfig: Path, mode: SchedulerMode, muster_port: int,
         "podMaxBackoffSeconds": 2,
         # Both names: pods written as docs/install.md says (schedulerName: muster) and pods
         # that name none. Extenders apply to every profile.
-        "profiles": [{"schedulerName": "default-scheduler"}, {"schedulerName": "muster"}],
+        "profiles": [{"schedulerName": name} for name in SCHEDULER_NAMES],
     }
     if mode is SchedulerMode.MUSTER:
         config["extenders"] = [{

@@ -20,6 +20,7 @@ from extender.sandbox import image, operators
 from extender.sandbox.binaries import control_plane_bin
 from extender.sandbox.components import controller_manager_argv, kwok_argv
 from extender.sandbox.config import (
+    SCHEDULER_NAMES,
     TOKEN,
     Ports,
     SchedulerMode,
@@ -297,7 +298,9 @@ class Sandbox:
         spec, port = self.spec, self.ports.muster
         self.say(f"muster: starting the extender on http://127.0.0.1:{port}"
                  + (f" from image {spec.image}" if spec.image else ""))
-        serve = ["--bind-timeout", str(spec.bind_timeout), "--plan-ttl", str(spec.plan_ttl)]
+        serve = ["--bind-timeout", str(spec.bind_timeout), "--plan-ttl", str(spec.plan_ttl),
+                 # The sandbox's kube-scheduler calls Muster from both of its profiles.
+                 "--scheduler-names", ",".join(SCHEDULER_NAMES)]
         if spec.image:
             argv = image.muster_argv(spec.image, directory=self.dir, port=port,
                                      serve_args=serve, descriptor_dirs=spec.extra_descriptor_dirs)

@@ -1,32 +1,61 @@
-"""``GET /inspect/gangs``: every gang Muster knows, as JSON a person (or jq) can read.
+"""``GET /inspect/gangs``: every gang Muster serves, as JSON a person (or jq) can read.
 
-Pure: built from a snapshot, the ledger and the service's last reasons; the caller holds the
-lock that guards the ledger.
+Pure: built from a snapshot, the ledger and the session's last reasons and holders; the
+caller holds the lock that guards the ledger. A gang counts only when one of its pods (or,
+before any exists, its pod templates) names a scheduler this Muster serves: a JobSet left to
+a scheduler without the extender would otherwise show as "waiting" forever.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
+from extender.core.decide.holders import Holder
 from extender.core.gang.ledger import Ledger
 from extender.core.model.snapshot import ClusterSnapshot
-from extender.core.model.values import GangKey, PodShape
+from extender.core.model.values import Gang, GangKey, PodInfo, PodShape
+
+DEFAULT_SCHEDULER = "default-scheduler"
+"""What a pod without ``schedulerName`` gets (the API server's default)."""
 
 
 def _gpus(shape: PodShape) -> float:
     return float(shape.gpus)  # whole devices
 
 
+def served(gang: Gang, pods: Sequence[PodInfo], snapshot: ClusterSnapshot,
+           names: Collection[str] | None) -> bool:
+    """Whether ``gang`` is scheduled by one of the profiles ``names`` (``None``: any)."""
+    if names is None:
+        return True
+    if pods:
+        return any(p.scheduler_name in names for p in pods)
+    tree = snapshot.workloads.get(gang.workload.key)
+    roles = {m.role for m in gang.members}
+    for role in tree.roles if tree is not None else ():
+        if role.name not in roles:
+            continue
+        spec = role.template.get("spec")
+        name = spec.get("schedulerName") if isinstance(spec, Mapping) else None
+        if (name or DEFAULT_SCHEDULER) in names:
+            return True
+    return False
+
+
 def describe_gangs(snapshot: ClusterSnapshot, ledger: Ledger, *,
                    last_reason: Mapping[GangKey, str],
-                   waiting: Mapping[str, GangKey | None]) -> list[dict[str, Any]]:
+                   waiting: Mapping[str, GangKey | None],
+                   holders: Mapping[GangKey, Sequence[Holder]] | None = None,
+                   scheduler_names: Collection[str] | None = None) -> list[dict[str, Any]]:
     out = []
     held: dict[GangKey | None, int] = {}
     for gang_key in waiting.values():
         held[gang_key] = held.get(gang_key, 0) + 1
     for key, gang in sorted(snapshot.gangs.items()):
         pods = snapshot.pods_of_gang(key)
+        if not served(gang, pods, snapshot, scheduler_names):
+            continue
         bound = sum(1 for p in pods if p.holds_resources)
         reservation = ledger.reservation(key)
         plan = reservation.plan if reservation is not None else None
@@ -63,6 +92,8 @@ def describe_gangs(snapshot: ClusterSnapshot, ledger: Ledger, *,
             "reservationDeadline": reservation.deadline if reservation is not None else None,
             "reservedGpus": reserved,
             "lastReason": last_reason.get(key, ""),
+            "heldBy": [h.as_dict() for h in (holders or {}).get(key, ())],
+            "created": gang.created,
         })
         if gang.last_stage:
             # Created in stages: which stage the barrier released last, and each stage's

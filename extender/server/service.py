@@ -362,16 +362,19 @@ class GangService:
     def inspect_gangs(self) -> list[dict[str, Any]]:
         snapshot = self._state.snapshot()
         with self._lock_or_busy(_INSPECT_WAIT):
-            return describe_gangs(snapshot, self.session.ledger,
-                                  last_reason=dict(self.session.last_reason),
-                                  waiting=self.session.open_requests())
+            return self._gangs(snapshot)
+
+    def _gangs(self, snapshot: ClusterSnapshot) -> list[dict[str, Any]]:
+        """Under the lock: the gangs this Muster serves, as ``/inspect/gangs`` shows them."""
+        session = self.session
+        return describe_gangs(snapshot, session.ledger, last_reason=dict(session.last_reason),
+                              waiting=session.open_requests(), holders=dict(session.holders),
+                              scheduler_names=self._settings.scheduler_names)
 
     def gang_counts(self) -> Mapping[str, int]:
         snapshot = self._state.snapshot()
         with self._lock_or_busy():
-            gangs = describe_gangs(snapshot, self.session.ledger,
-                                   last_reason=dict(self.session.last_reason),
-                                   waiting=self.session.open_requests())
+            gangs = self._gangs(snapshot)
             counts = {"waiting": 0, "planned": 0, "bound": 0,
                       "expired": self.session.expired_total}
             for g in gangs:
@@ -381,7 +384,8 @@ class GangService:
     def reserved_gpus(self) -> float:
         snapshot = self._state.snapshot()
         with self._lock_or_busy():
-            gangs = describe_gangs(snapshot, self.session.ledger, last_reason={}, waiting={})
+            gangs = describe_gangs(snapshot, self.session.ledger, last_reason={}, waiting={},
+                                   scheduler_names=self._settings.scheduler_names)
         return float(sum(g["reservedGpus"] for g in gangs))
 
     def binds_waiting(self) -> int:

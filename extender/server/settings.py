@@ -83,8 +83,11 @@ class Settings:
     """Bodies larger than this get an Error result (a full NodeList of 5,000 nodes is ~25 MB)."""
     threads: int = 32
     """gunicorn worker threads; each held bind occupies one, so keep above the largest gang."""
-    scheduler_name: str = "muster"
-    """The scheduler profile whose pods Muster answers for (events and inspect use it)."""
+    scheduler_names: tuple[str, ...] = ("muster",)
+    """The kube-scheduler profiles whose pods Muster serves (the ``schedulerName`` of the
+    profiles configured with this extender): ``/inspect/gangs`` and the gang gauges count only
+    gangs with a pod naming one of them, not gangs no Muster scheduler will ever see. The
+    variable takes a comma-separated list."""
     max_workload_pods: int = DEFAULT_LIMITS.pods
     """A workload resolving to more pods is refused whole (its pods wait, and a
     ``WorkloadRefused`` event on it says why)."""
@@ -145,8 +148,8 @@ def build_settings(overrides: Mapping[str, Any], env: Mapping[str, str]) -> Sett
 
 def _convert(name: str, raw: str) -> Any:
     default = getattr(Settings(), name)
-    if name == "descriptors":
-        return tuple(p for p in raw.split(",") if p)
+    if name in ("descriptors", "scheduler_names"):
+        return tuple(p.strip() for p in raw.split(",") if p.strip())
     if isinstance(default, bool):
         if raw.strip().lower() in ("1", "true", "yes", "on"):
             return True
@@ -220,6 +223,9 @@ def _check(s: Settings) -> Sequence[str]:
     for name in ("max_workload_pods", "max_workload_gangs"):
         if getattr(s, name) < 1:
             bad(name, f"must be at least 1, got {getattr(s, name)}")
+    if not s.scheduler_names or not all(n.strip() for n in s.scheduler_names):
+        bad("scheduler_names", f"needs at least one scheduler name, none empty, got "
+                               f"{list(s.scheduler_names)}")
     if not 1 <= s.threads <= 1024:
         bad("threads", f"must be between 1 and 1024, got {s.threads}")
     if s.snapshot is not None and (s.kubeconfig or s.context):

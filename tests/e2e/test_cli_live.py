@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import os
 import socket
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -57,8 +59,12 @@ def test_describe_shows_the_live_tree_with_pods_nodes_and_gpus(
     assert data["descriptorSource"] == "cluster"
     assert [(r["name"], r["pods"], r["gpusPerPod"], r["gpus"]) for r in data["roles"]] == [
         ("leader", 1, 4, 4), ("workers", 2, 4, 8)]
-    assert data["gangs"] == [{"name": f"{namespace}/story", "minMember": 3, "pods": 3,
-                              "gpus": 12, "roles": {"leader": 1, "workers": 2}}]
+    [gang] = data["gangs"]
+    assert {k: gang[k] for k in ("name", "minMember", "pods", "gpus", "roles")} == {
+        "name": f"{namespace}/story", "minMember": 3, "pods": 3, "gpus": 12,
+        "roles": {"leader": 1, "workers": 2}}
+    assert (gang["state"], gang["bound"]) == ("bound", 3)
+    assert "GangAdmitted" in [e["reason"] for e in data["events"]]
     assert data["totals"]["observedPods"] == 3 and data["totals"]["gpus"] == 12
     observed = [p for r in data["roles"] for p in r["observed"]]
     live = {p["metadata"]["name"]: p["spec"]["nodeName"] for p in pods_in(conn, namespace)}
@@ -89,6 +95,33 @@ def test_a_gang_that_cannot_fit_shows_pending_unschedulable_pods(
     assert code == 0, err
     assert out.count("Pending (Unschedulable)") == 3
     assert not bound(pods_in(conn, namespace))
+
+
+def test_a_waiting_jobset_says_why_on_itself_in_kubectl_and_muster_describe(
+        sandbox: Sandbox, namespace: str, catalog: Catalog,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    conn = sandbox.connection()
+    submit(conn, _story(namespace, name="waits", worker_gpus=16), catalog, namespace=namespace)
+    info = sandbox.info()
+    assert info is not None
+
+    def told() -> str:
+        done = subprocess.run([info.kubectl, "describe", "jobset", "waits", "-n", namespace],
+                              capture_output=True, text=True, timeout=60, check=False,
+                              env={**os.environ, "KUBECONFIG": info.kubeconfig})
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+    assert wait_until(lambda: "GangWaiting" in told(), timeout=60), told()
+    described = told()
+    assert "Events:  <none>" not in described
+    assert f"gang {namespace}/waits: " in described and "muster" in described
+    code, out, err = _muster(capsys, "describe", "jobset/waits", "-n", namespace,
+                             "--kubeconfig", _kubeconfig(sandbox),
+                             "--muster-url", str(info.muster_url))
+    assert code == 0, err
+    assert "  state: waiting (0 of minimum 3 bound; from Muster)" in out
+    assert f"  reason: gang {namespace}/waits: " in out
+    assert "GangWaiting" in out and "jobset/waits" in out
 
 
 def test_get_lists_workloads_across_namespaces_with_ready_and_gpus(

@@ -31,6 +31,7 @@ from extender.core.decide.barrier import (
     gang_reached,
     withdraw,
 )
+from extender.core.decide.holders import Holder, describe_holders, holders_in_the_way
 from extender.core.decide.settings import CoreSettings
 from extender.core.gang.capacity import (
     demand_of,
@@ -105,6 +106,8 @@ class FilterDecision:
     reason: str
     gang: GangKey | None = None
     plan: Plan | None = field(default=None, compare=False)
+    holders: tuple[Holder, ...] = ()
+    """WAITING: the other gangs' plans and pods in flight holding what the gang needs."""
 
 
 def _pinned(
@@ -232,8 +235,8 @@ def decide_filter(
                        policy=settings.policy, gpu=gpu, budget=settings.search_budget,
                        within=domain, occupied=occupants(snapshot, ledger, gpu=gpu))
     if isinstance(result, Infeasible):
-        return _infeasible(result, gang, candidates, snapshot=snapshot, settings=settings,
-                           placed=by_role)
+        return _infeasible(result, gang, candidates, snapshot=snapshot, ledger=ledger,
+                           settings=settings, placed=by_role, within=domain)
     ledger.reserve(result, now=now, ttl=settings.plan_ttl)
     decided = _pinned(pod, gang, role, result, candidates, snapshot=snapshot, ledger=ledger,
                       settings=settings, outcome=FilterOutcome.PLANNED)
@@ -247,18 +250,23 @@ def decide_filter(
 
 def _infeasible(
     result: Infeasible, gang: Gang, candidates: Sequence[NodeName], *,
-    snapshot: ClusterSnapshot, settings: CoreSettings, placed: Mapping[str, int],
+    snapshot: ClusterSnapshot, ledger: Ledger, settings: CoreSettings,
+    placed: Mapping[str, int], within: str | None,
 ) -> FilterDecision:
-    """Fail every node; unresolvable if even an empty cluster could not hold the gang."""
+    """Fail every node; unresolvable if even an empty cluster could not hold the gang.
+    Otherwise the reason names who holds what the gang needs, if anyone in Muster does."""
     gpu = settings.gpu_resource
     never = plan_gang(gang, snapshot=snapshot, capacity=empty_of(snapshot, gpu=gpu), placed=placed,
                       policy=settings.policy, gpu=gpu, budget=settings.search_budget)
-    reasons = MappingProxyType(dict.fromkeys(candidates, result.reason))
     if isinstance(never, Infeasible):
         why = f"{result.reason} (it would not fit an empty cluster either)"
         return FilterDecision((), _NONE, MappingProxyType(dict.fromkeys(candidates, why)),
                               FilterOutcome.REJECTED, why, gang.key)
-    return FilterDecision((), reasons, _NONE, FilterOutcome.WAITING, result.reason, gang.key)
+    holders = holders_in_the_way(gang, snapshot=snapshot, ledger=ledger, settings=settings,
+                                 placed=placed, within=within)
+    why = f"{result.reason}; {describe_holders(holders)}" if holders else result.reason
+    return FilterDecision((), MappingProxyType(dict.fromkeys(candidates, why)), _NONE,
+                          FilterOutcome.WAITING, why, gang.key, holders=holders)
 
 
 def decide_prioritize(

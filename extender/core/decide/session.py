@@ -53,6 +53,7 @@ from extender.core.decide.effects import (
     WorkloadRefused,
 )
 from extender.core.decide.held import HeldBinds, Hold
+from extender.core.decide.holders import Holder
 from extender.core.decide.settings import CoreSettings
 from extender.core.decide.yields import decide_yields
 from extender.core.gang.ledger import Ledger
@@ -120,9 +121,13 @@ class GangSession:
         compares the server's and the simulator's)."""
         self.turned_away: dict[str, TurnedAway] = {}
         self.last_reason: dict[GangKey, str] = {}
+        self.holders: dict[GangKey, tuple[Holder, ...]] = {}
+        """Gang -> who held what it needed at its last filter (empty once it fits)."""
         self.expired_total = 0
         self._last_event: dict[str, tuple[str, str]] = {}
         self._refusals_told: dict[str, str] = {}
+        self._workload_told: dict[GangKey, tuple[str, str]] = {}
+        """Gang -> the last state event on its workload (reason, message)."""
         self._rebuilt = False
         self._swept_revision = -1
         self._next_yield_check = 0.0
@@ -159,6 +164,9 @@ class GangSession:
                     self._event(pod, EventType.WARNING, "GangPlanExpired",
                                 f"gang {gang}: plan expired before all members arrived; "
                                 "the gang backs off and is planned again", out)
+            self._tell_workload(gang, EventType.WARNING, "GangPlanExpired",
+                                f"gang {gang}: plan expired before all members arrived; "
+                                "it is planned again", snapshot=snapshot, out=out)
 
     def _stage_expired(self, gang_key: GangKey, snapshot: ClusterSnapshot,
                        out: list[Effect]) -> bool:
@@ -207,6 +215,10 @@ class GangSession:
         self.ledger.settle(snapshot, gpu=self.settings.gpu_resource)
         for uid in [u for u in self._last_event if u not in snapshot.pods]:
             del self._last_event[uid]
+        for key in [k for k in self._workload_told if k not in snapshot.gangs]:
+            del self._workload_told[key]
+        for key in [k for k in self.holders if k not in snapshot.gangs]:
+            del self.holders[key]
         self._tell_refusals(snapshot, out)
 
     def _tell_refusals(self, snapshot: ClusterSnapshot, out: list[Effect]) -> None:
@@ -258,6 +270,7 @@ class GangSession:
         gang = decision.gang
         if gang is not None:
             self.last_reason[gang] = decision.reason
+            self.holders[gang] = decision.holders
             # Most core reasons already name the gang; say it once.
             message = (decision.reason if decision.reason.startswith(f"gang {gang}")
                        else f"gang {gang}: {decision.reason}")
@@ -265,6 +278,15 @@ class GangSession:
                 self._event(pod, EventType.NORMAL, "GangPlanned", message, out)
             else:
                 self._event(pod, EventType.WARNING, "GangWaiting", message, out)
+                self._tell_workload(gang, EventType.WARNING, "GangWaiting", message,
+                                    snapshot=snapshot, out=out)
+            if decision.outcome is FilterOutcome.PLANNED and decision.plan is not None:
+                nodes = sorted({n for n, _, _ in decision.plan.slots})
+                where = ", ".join(nodes[:8]) + (f" and {len(nodes) - 8} more"
+                                                if len(nodes) > 8 else "")
+                self._tell_workload(gang, EventType.NORMAL, "GangPlanned",
+                                    f"gang {gang}: planned on {where}; waiting for its "
+                                    "members to reach bind", snapshot=snapshot, out=out)
         if decision.passed:
             self.turned_away.pop(pod.uid, None)
         elif decision.outcome is not FilterOutcome.REJECTED:
@@ -371,6 +393,9 @@ class GangSession:
                     if pod.node_name is None:
                         self._event(pod, EventType.NORMAL, "GangAdmitted",
                                     f"gang {gang}: minimum reached; binding all members", out)
+                self._tell_workload(gang, EventType.NORMAL, "GangAdmitted",
+                                    f"gang {gang}: minimum reached; binding all members",
+                                    snapshot=snapshot, out=out)
             return BindStep(Step.BIND, "bound", decision.reason, gang)
         # WAIT. Each held request takes one of the adapter's threads (and kube-scheduler's
         # HTTP request); with as many held as it allows, the member is *parked* instead: its
@@ -490,6 +515,8 @@ class GangSession:
             for pod in snapshot.pods_of_gang(gang):
                 if pod.node_name is None:
                     self._event(pod, EventType.WARNING, event, reason, out)
+            self._tell_workload(gang, EventType.WARNING, event, reason, snapshot=snapshot,
+                                out=out)
 
     def _fail_ticket(self, hold: Hold, outcome: str, reason: str, out: list[Effect]) -> None:
         self.held.failed[hold.ticket] = (outcome, reason)
@@ -556,6 +583,18 @@ class GangSession:
         self._last_event[pod.uid] = (reason, message)
         out.append(Emit(PodEvent(PodRef(pod.namespace, pod.name, pod.uid), type_, reason,
                                  message)))
+
+    def _tell_workload(self, gang: GangKey, type_: EventType, reason: str, message: str, *,
+                       snapshot: ClusterSnapshot, out: list[Effect]) -> None:
+        """The gang's state on its workload object, so ``kubectl describe jobset`` says why
+        it waits (or that it was admitted, timed out...): once per change, as for pods."""
+        found = snapshot.gangs.get(gang)
+        if found is None or self._workload_told.get(gang) == (reason, message):
+            return
+        self._workload_told[gang] = (reason, message)
+        ref = found.workload
+        out.append(Emit(WorkloadEvent(ref.api_version, ref.kind, ref.namespace, ref.name,
+                                      ref.uid, type_, reason, message)))
 
     def _done(self, verb: str, now: float, ref: PodRef, step: BindStep,
               out: list[Effect]) -> BindStep:

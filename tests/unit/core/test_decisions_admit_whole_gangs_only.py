@@ -65,8 +65,10 @@ def test_interleaved_gangs_end_with_one_placed_and_the_other_waiting() -> None:
     per_node = {n: sum(1 for _, m in binds if m == n) for n in ALL}
     assert per_node == {"n1": 2, "n2": 2}
     b_reason = _filter(snap, ledger, uid(b, "worker", 0), now=4.0).reason
+    # The GPUs are not used by anything running: a's pods hold them between bind and Binding.
     assert b_reason == ("gang ml/b: 0 of 4 pods fit; a worker needs 4 nvidia.com/gpu on one "
-                        "node, the largest free is 0")
+                        "node, the largest free is 0; 16 GPUs on n1, n2 are held by 4 pods of "
+                        "gang ml/a in flight at bind")
 
 
 def test_planned_members_are_pinned_to_their_nodes_only() -> None:

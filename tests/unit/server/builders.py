@@ -61,7 +61,7 @@ def job_of(js: str, *, ns: str = "ml") -> dict[str, Any]:
 
 def jobset_pod(js: str, index: int, *, gpus: int, ns: str = "ml",
                node: str | None = None) -> dict[str, Any]:
-    spec: dict[str, Any] = {"schedulerName": "default-scheduler",
+    spec: dict[str, Any] = {"schedulerName": "muster",  # as docs/install.md has users write
                             "containers": [container(gpus)]}
     if node:
         spec["nodeName"] = node

@@ -47,4 +47,5 @@ def test_the_same_workload_under_the_limit_is_gang_scheduled_and_no_refusal_is_t
     answer = svc.filter(parse_extender_args(filter_body(jobset_pod("train", 0, gpus=1),
                                                         ["n0", "n1"])))
     assert answer["NodeNames"]
-    assert events.workload_events() == []
+    # The workload hears its gang was planned, and nothing about a refusal.
+    assert [e.reason for e in events.workload_events()] == ["GangPlanned"]

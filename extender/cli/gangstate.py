@@ -1,0 +1,197 @@
+"""What ``describe`` says about a workload's gangs: "why is my job pending?".
+
+Per gang: its state (``waiting``, ``planned``, ``admitted``, ``bound``), the last reason, who
+holds what it needs, how many members are bound; and the recent events on the workload and
+its pods. Three sources, best first:
+
+- Muster's ``/inspect/gangs`` (``--muster-url``, ``$MUSTER_URL``, or the running sandbox's
+  Muster when the cluster is the sandbox), when reachable: the state and holders as Muster's
+  session has them now;
+- the events Muster writes on the workload (``GangWaiting`` with the reason, ``GangPlanned``,
+  ``GangAdmitted``, ``GangBindTimeout``...; each message starts ``gang NAMESPACE/NAME``);
+- in file mode, only the file's pods: bound or not.
+
+Reading is bounded: events of the workload and of at most :data:`PODS_READ` pods (the
+unbound first), and the last :data:`EVENTS_SHOWN` of them shown.
+"""
+
+from __future__ import annotations
+
+import urllib.error
+import urllib.request
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any, Protocol
+
+import orjson
+
+from extender.cli.listing import human_age
+from extender.cli.workloads import Found
+from extender.core.model.objects import timestamp
+from extender.core.model.values import Gang
+from extender.kube.client import KubeError
+from extender.sandbox.sandbox import Sandbox, SandboxSpec
+
+PODS_READ = 8
+"""Pods whose events are read (one request each)."""
+EVENTS_SHOWN = 12
+INSPECT_TIMEOUT = 2.0
+INSPECT_LIMIT = 16 * 1024 * 1024
+"""Bytes of ``/inspect/gangs`` read at most (a few thousand gangs)."""
+
+STATE_OF_EVENT = {
+    "GangWaiting": "waiting", "GangPlanned": "planned", "GangAdmitted": "admitted",
+    "GangBindTimeout": "waiting", "GangYielded": "waiting", "GangNodeLost": "waiting",
+    "GangPlanExpired": "waiting",
+}
+"""The state a gang is in after Muster wrote this event on its workload (after a timeout,
+yield, lost node or expired plan it waits to be planned again)."""
+
+
+class Requester(Protocol):
+    server: str
+
+    def request(self, method: str, path: str, *, query: dict[str, str] | None = None,
+                ) -> Any: ...
+
+
+def _when(event: Mapping[str, Any]) -> float:
+    meta = event.get("metadata")
+    created = meta.get("creationTimestamp") if isinstance(meta, Mapping) else None
+    for stamp in (event.get("lastTimestamp"), event.get("eventTime"),
+                  event.get("firstTimestamp"), created):
+        seconds = timestamp(stamp)
+        if seconds:
+            return seconds
+    return 0.0
+
+
+def read_events(conn: Requester, found: Found) -> tuple[list[dict[str, Any]], list[str]]:
+    """The events on the workload and on up to :data:`PODS_READ` of its pods, oldest first,
+    and the problems met (events not readable: RBAC, an old server)."""
+    meta = found.raw.get("metadata") or {}
+    namespace = str(meta.get("namespace") or found.tree.ref.namespace)
+    targets = [(found.tree.ref.kind, str(meta.get("name")), str(meta.get("uid") or ""))]
+    pods = sorted(found.pods, key=lambda v: (v.info.node_name is not None, v.info.name))
+    targets += [("Pod", v.info.name, v.info.uid) for v in pods[:PODS_READ]]
+    events: list[dict[str, Any]] = []
+    for kind, name, uid in targets:
+        selector = (f"involvedObject.uid={uid}" if uid else
+                    f"involvedObject.kind={kind},involvedObject.name={name}")
+        try:
+            listed = conn.request("GET", f"/api/v1/namespaces/{namespace}/events",
+                                  query={"fieldSelector": selector})
+        except KubeError as err:  # RBAC, an old server: describe without events
+            return sorted(events, key=_when), [f"cannot read events on {conn.server}: {err}"]
+        items = listed.get("items", []) if isinstance(listed, Mapping) else []
+        events += [e for e in items if isinstance(e, dict)]
+    return sorted(events, key=_when), []
+
+
+def sandbox_muster(server: str) -> str | None:
+    """The Muster of the running ``muster sandbox`` whose API server is ``server``, if that is
+    the cluster: there its ``/inspect/gangs`` is on loopback, with no certificate to give."""
+    try:
+        info = Sandbox(SandboxSpec(), say=lambda _m: None).info()
+    except (OSError, ValueError, TypeError):  # a damaged sandbox.json: not this cluster's
+        return None
+    if info is None or info.server != server.rstrip("/") or "muster" not in info.processes:
+        return None
+    return info.muster_url
+
+
+def read_inspect(url: str) -> tuple[list[dict[str, Any]] | None, str]:
+    """Muster's ``/inspect/gangs``, or ``None`` and why not."""
+    target = url.rstrip("/") + "/inspect/gangs"
+    try:
+        with urllib.request.urlopen(target, timeout=INSPECT_TIMEOUT) as answer:
+            body = answer.read(INSPECT_LIMIT + 1)
+    except (urllib.error.URLError, OSError, ValueError) as err:
+        return None, f"Muster at {url} did not answer /inspect/gangs: {err}"
+    if len(body) > INSPECT_LIMIT:
+        return None, f"Muster at {url}: /inspect/gangs is larger than {INSPECT_LIMIT} bytes"
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError as err:
+        return None, f"Muster at {url}: /inspect/gangs is not JSON: {err}"
+    gangs = data.get("gangs") if isinstance(data, Mapping) else None
+    if not isinstance(gangs, list):
+        return None, f"Muster at {url}: /inspect/gangs has no gangs list"
+    return [g for g in gangs if isinstance(g, dict)], ""
+
+
+def _bound(found: Found, gang: Gang) -> int:
+    return sum(1 for v in found.pods if v.membership.gang == gang.key
+               and v.info.holds_resources)
+
+
+def _told(gang: Gang, events: Sequence[Mapping[str, Any]], *, alone: bool,
+          ) -> Mapping[str, Any] | None:
+    """The last event Muster wrote on the workload about ``gang``."""
+    last = None
+    for e in events:
+        involved = e.get("involvedObject") or {}
+        if involved.get("kind") == "Pod" or e.get("reason") not in STATE_OF_EVENT:
+            continue
+        message = str(e.get("message") or "")
+        if alone or message.startswith((f"gang {gang.key}:", f"gang {gang.key} ")):
+            last = e
+    return last
+
+
+def gang_answers(found: Found, *, events: Sequence[Mapping[str, Any]] | None,
+                 inspected: Sequence[Mapping[str, Any]] | None) -> list[dict[str, Any]]:
+    """Per gang of ``found``: ``state``, ``reason``, ``heldBy``, ``bound``, ``source``
+    (``muster``, ``events``, ``pods``). ``events`` ``None``: file mode, no cluster."""
+    by_key = {str(g.get("gang")): g for g in inspected or ()}
+    gangs = found.tree.gangs
+    out = []
+    for gang in gangs:
+        bound = _bound(found, gang)
+        answer: dict[str, Any] = {"gang": gang.key, "bound": bound, "minMember": gang.min_member,
+                                  "state": "", "reason": "", "heldBy": [], "source": "pods"}
+        live = by_key.get(gang.key)
+        told = None if events is None else _told(gang, events, alone=len(gangs) == 1)
+        if live is not None:
+            answer.update(state=str(live.get("state") or ""),
+                          reason=str(live.get("lastReason") or ""),
+                          heldBy=list(live.get("heldBy") or []), source="muster")
+        elif told is not None:
+            answer.update(state=STATE_OF_EVENT[str(told["reason"])],
+                          reason=str(told.get("message") or ""), source="events")
+        if bound >= gang.min_member:
+            answer["state"] = "bound"
+        elif not answer["state"]:
+            # No word from Muster: from a file nothing more is known; live, Muster has not
+            # seen a member of this gang yet (or serves another scheduler name).
+            answer["state"] = "pending" if events is None else "unknown"
+        out.append(answer)
+    return out
+
+
+def event_rows(events: Sequence[Mapping[str, Any]], now: datetime) -> list[dict[str, Any]]:
+    """The last :data:`EVENTS_SHOWN` events as ``describe -o json`` shows them."""
+    rows = []
+    for e in list(events)[-EVENTS_SHOWN:]:
+        involved = e.get("involvedObject") or {}
+        when = _when(e)
+        rows.append({
+            "age": human_age(now.timestamp() - when) if when else "<unknown>",
+            "type": str(e.get("type") or ""), "reason": str(e.get("reason") or ""),
+            "object": f"{str(involved.get('kind') or '').lower()}/{involved.get('name')}",
+            "count": int(e.get("count") or 1), "message": str(e.get("message") or ""),
+        })
+    return rows
+
+
+def holder_text(holder: Mapping[str, Any]) -> str:
+    """One ``heldBy`` entry of ``/inspect/gangs`` for a person."""
+    nodes = [str(n) for n in holder.get("nodes") or []]
+    where = ", ".join(nodes[:4]) + (f" and {len(nodes) - 4} more" if len(nodes) > 4 else "")
+    gpus = holder.get("gpus") or 0
+    amount = f"{gpus:g} GPUs" if gpus else "capacity"
+    gang = holder.get("gang")
+    if holder.get("kind") == "plan":
+        return f"gang {gang}'s plan: {amount} on {where}"
+    who = f"pods of gang {gang}" if gang else "pods outside any gang"
+    return f"{holder.get('pods')} {who} in flight at bind: {amount} on {where}"
