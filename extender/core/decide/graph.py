@@ -1,11 +1,12 @@
-"""The gang graph (workload -> gangs -> roles, plus ordering) and the wait-for graph.
+"""The wait-for graph between gangs held at the bind barrier.
 
-Ordering edges come from the descriptor (JobSet dependsOn, LWS leader-first): ``(a, b)`` means
-role ``b`` starts once ``a`` has. A cycle there means the workload can never start, so it is
-an error naming the cycle. The wait-for graph links gangs held at the bind barrier that cannot
-complete (:func:`blocked_gangs`) to the blocked gangs whose reservations or held members occupy
-the nodes they need; a cycle there is a deadlock, broken by choosing one gang to yield: the
-lower priority, then the younger (:mod:`extender.core.decide.yields` decides it each cycle).
+It links gangs held at the barrier that cannot complete (:func:`blocked_gangs`) to the blocked
+gangs whose reservations or held members occupy the nodes they need; a cycle there is a
+deadlock, broken by choosing one gang to yield: the lower priority, then the younger
+(:mod:`extender.core.decide.yields` decides it each cycle). The other graph, a gang's
+dependency graph (which roles its operator creates only once others are Ready), is cut into
+the gang's stages where the workload is resolved (``extender.core.workloads.gangs``), and the
+barrier releases it stage by stage.
 
 Where such a cycle comes from: plans are made whole, so two gangs never plan over each other.
 But a plan can stop holding while its members wait at the barrier (the node it named is lost,
@@ -19,7 +20,6 @@ from collections.abc import Iterable, Mapping
 
 import networkx as nx
 
-from extender.core.decide.errors import DecisionError
 from extender.core.gang.capacity import demand_of, fits
 from extender.core.gang.ledger import Ledger, free_capacity, per_role
 from extender.core.gang.placement import (
@@ -32,62 +32,7 @@ from extender.core.gang.placement import (
 from extender.core.gang.scoring import Policy
 from extender.core.model.resources import GPU
 from extender.core.model.snapshot import ClusterSnapshot
-from extender.core.model.values import Gang, GangKey, NodeName, WorkloadTree
-
-
-class GangGraphError(DecisionError):
-    """A workload whose ordering cannot be satisfied."""
-
-
-def gang_graph(tree: WorkloadTree) -> nx.DiGraph:
-    """Nodes ``workload:<key>``, ``gang:<key>``, ``role:<name>``; edges carry ``kind``:
-    ``contains`` (workload -> gang -> role) or ``order`` (role -> role)."""
-    g = nx.DiGraph()
-    root = f"workload:{tree.ref.key}"
-    g.add_node(root, kind="workload")
-    known = {r.name for r in tree.roles}
-    for role in tree.roles:
-        g.add_node(f"role:{role.name}", kind="role", pods=role.pods)
-    for gang in tree.gangs:
-        gnode = f"gang:{gang.key}"
-        g.add_node(gnode, kind="gang", min_member=gang.min_member)
-        g.add_edge(root, gnode, kind="contains")
-        for member in gang.members:
-            g.add_edge(gnode, f"role:{member.role}", kind="contains")
-    for before, after in tree.edges:
-        for name in (before, after):
-            if name not in known:
-                raise GangGraphError(
-                    f"workload {tree.ref.key}: ordering names role {name!r}, which it does not "
-                    f"have (roles: {', '.join(sorted(known)) or 'none'})")
-        g.add_edge(f"role:{before}", f"role:{after}", kind="order")
-    check_order(tree, g)
-    return g
-
-
-def _order_only(g: nx.DiGraph) -> nx.DiGraph:
-    return g.edge_subgraph((u, v) for u, v, k in g.edges(data="kind") if k == "order")
-
-
-def check_order(tree: WorkloadTree, g: nx.DiGraph) -> None:
-    try:
-        cycle = nx.find_cycle(_order_only(g))
-    except nx.NetworkXNoCycle:
-        return
-    path = " -> ".join([str(u).removeprefix("role:") for u, _ in cycle]
-                       + [str(cycle[0][0]).removeprefix("role:")])
-    raise GangGraphError(f"workload {tree.ref.key}: role ordering has a cycle: {path}; "
-                         "no role could ever start")
-
-
-def role_stages(tree: WorkloadTree) -> list[list[str]]:
-    """Roles in start order: each stage starts once every earlier stage has (sorted inside)."""
-    g = gang_graph(tree)
-    roles = nx.DiGraph()
-    roles.add_nodes_from(r.name for r in tree.roles)
-    roles.add_edges_from((str(u).removeprefix("role:"), str(v).removeprefix("role:"))
-                         for u, v in _order_only(g).edges)
-    return [sorted(stage) for stage in nx.topological_generations(roles)]
+from extender.core.model.values import Gang, GangKey, NodeName
 
 
 def blocked_gangs(

@@ -1,46 +1,17 @@
-"""The gang graph (ordering, cycles, deadlocks) and fit_workload (would it start, where?)."""
+"""The wait-for graph (deadlocks, who yields) and fit_workload (would it start, where?)."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-import pytest
-
 from extender.core.decide.decisions import CoreSettings, decide_bind, decide_filter
 from extender.core.decide.fit import fit_workload
-from extender.core.decide.graph import (
-    GangGraphError,
-    deadlocks,
-    gang_graph,
-    role_stages,
-    wait_for_graph,
-    yielder,
-)
+from extender.core.decide.graph import deadlocks, wait_for_graph, yielder
 from extender.core.gang.ledger import Ledger
 from extender.core.gang.placement import Plan
 from extender.core.model.values import GangKey, NodeName, Taint
 
 from .builders import make_gang, make_node, make_pod, make_shape, make_snapshot, tree_of, uid
-
-
-def test_the_graph_links_workload_gangs_and_roles_and_orders_roles() -> None:
-    gang = make_gang("g", roles=[("leader", 1, make_shape()), ("worker", 2, make_shape())])
-    tree = replace(tree_of(gang), edges=(("leader", "worker"),))
-    g = gang_graph(tree)
-    assert g.has_edge("workload:JobSet/ml/g", "gang:ml/g")
-    assert g.has_edge("gang:ml/g", "role:worker")
-    assert g.edges["role:leader", "role:worker"]["kind"] == "order"
-    assert role_stages(tree) == [["leader"], ["worker"]]
-
-
-def test_an_ordering_cycle_is_an_error_that_names_the_cycle() -> None:
-    gang = make_gang("g", roles=[("a", 1, make_shape()), ("b", 1, make_shape())])
-    tree = replace(tree_of(gang), edges=(("a", "b"), ("b", "a")))
-    with pytest.raises(GangGraphError, match=r"role ordering has a cycle: a -> b -> a"):
-        gang_graph(tree)
-    bad = replace(tree_of(gang), edges=(("a", "ghost"),))
-    with pytest.raises(GangGraphError, match="names role 'ghost'"):
-        gang_graph(bad)
 
 
 def test_two_gangs_holding_each_others_nodes_deadlock_and_the_younger_yields() -> None:
