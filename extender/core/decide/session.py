@@ -135,6 +135,8 @@ class GangSession:
         """The latest time any verb was asked at."""
         self._ended_seen = 0
         """``ledger.plans_ended`` at the last tick: a plan ending since may requeue pods."""
+        self._prepared: tuple[int, int, int, float] | None = None
+        """(revision, snapshot identity, ledger version, now) of the last complete look."""
 
     # --- looking at the cluster ---------------------------------------------------------------
 
@@ -142,6 +144,9 @@ class GangSession:
         """Rebuild the ledger once (after a restart), forget what the cluster no longer has,
         withdraw barriers nobody waits on any more, expire plans past their TTL."""
         self._now = max(self._now, now)
+        seen = (snapshot.revision, id(snapshot), self.ledger.version, now)
+        if seen == self._prepared:
+            return  # nothing changed since the last look at this very instant: all no-ops
         if not self._rebuilt:
             # After a restart the ledger is empty but pods Muster planned may be half bound.
             self.ledger.rebuild(snapshot, now=now, ttl=self.settings.plan_ttl,
@@ -167,6 +172,7 @@ class GangSession:
             self._tell_workload(gang, EventType.WARNING, "GangPlanExpired",
                                 f"gang {gang}: plan expired before all members arrived; "
                                 "it is planned again", snapshot=snapshot, out=out)
+        self._prepared = (snapshot.revision, id(snapshot), self.ledger.version, now)
 
     def _stage_expired(self, gang_key: GangKey, snapshot: ClusterSnapshot,
                        out: list[Effect]) -> bool:
