@@ -19,6 +19,7 @@ import yaml
 from extender.sandbox.sandbox import Sandbox
 from tests.e2e.conftest import (
     REPO,
+    SHARED,
     bound,
     describe,
     pods_in,
@@ -124,3 +125,34 @@ def test_a_leader_ready_leaderworkerset_of_two_groups_binds_both_groups_whole(
     assert sorted((k.rsplit("/", 1)[-1], g["minMember"], g["bound"])
                   for k, g in gangs.items() if k.startswith(f"{real_ns}/")) == [
         ("group-0", 2, 2), ("group-1", 2, 2)], gangs
+
+
+def test_upstream_in_order_jobset_with_gpus_binds_its_driver_then_its_workers_whole(
+        real_box: Sandbox, real_ns: str) -> None:
+    """JobSet's own startup-policy example (startupPolicyOrder InOrder: the workers' Job is
+    created once the driver is Ready), given GPUs so Muster schedules it: the driver binds
+    first, then the four workers together."""
+    [js] = [d for d in yaml.safe_load_all((SHARED / "examples" / "jobset" / (
+        "jobset__site__static__examples__startup-policy__startup-driver-ready.yaml"))
+        .read_text()) if d]
+    js["metadata"]["namespace"] = real_ns
+    for rjob in js["spec"]["replicatedJobs"]:
+        pod = rjob["template"]["spec"]["template"]
+        for c in pod["spec"]["containers"]:
+            c["resources"] = {"limits": {"nvidia.com/gpu": 4}}
+        if rjob["name"] == "driver":
+            pod.setdefault("metadata", {})["annotations"] = {STARTUP: "3s"}
+    apply(real_box, js)
+    conn = real_box.connection()
+    assert wait_until(lambda: len(bound(pods_in(conn, real_ns))) == 5, timeout=90), \
+        describe(conn, real_ns)
+    pods = pods_in(conn, real_ns)
+    [driver] = role_pods(pods, "driver")
+    driver_bound = min(c["lastTransitionTime"] for c in driver["status"]["conditions"]
+                       if c["type"] == "PodScheduled")
+    workers = role_pods(pods, "workers")
+    assert len(workers) == 4
+    assert all(w["metadata"]["creationTimestamp"] >= driver_bound for w in workers)
+    gang = muster_gangs(real_box)[f"{real_ns}/startup-driver-ready"]
+    assert gang["bound"] == 5 and [st["roles"] for st in gang["stages"]] == [
+        ["driver"], ["workers"]], gang
