@@ -31,7 +31,7 @@ from extender.sandbox.local import free_ports, http_ok, wait_for
 from extender.sandbox.sandbox import Sandbox
 from extender.sandbox.submit import submit
 from tests.e2e.conftest import bound, pods_in, wait_until
-from tests.e2e.test_gang_scheduling import jobset
+from tests.e2e.test_gang_scheduling_with_stand_in_operators import jobset
 
 pytestmark = pytest.mark.e2e
 

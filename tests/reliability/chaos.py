@@ -34,7 +34,7 @@ from extender.sandbox.nodes import fake_node
 from extender.sandbox.sandbox import Sandbox
 from extender.sandbox.submit import create
 from tests.e2e.conftest import bound, delete_pods, pods_in, start_sandbox, wait_until
-from tests.e2e.test_gang_scheduling import bare_pod, jobset, staged
+from tests.e2e.test_gang_scheduling_with_stand_in_operators import bare_pod, jobset, staged
 
 GPU = "nvidia.com/gpu"
 GANG_LABEL = "jobset.sigs.k8s.io/jobset-name"

@@ -2,9 +2,12 @@
 
 Each manifest is applied as its operator would make it run, and every pod must end up bound by
 the real kube-scheduler with Muster as its extender. A built-in kind (the Job) is only created:
-kube-controller-manager makes its pods. Every other kind has no real operator in the sandbox
-yet: a stand-in (``extender.sandbox.controllers``) makes its Jobs, whose pods the real Job
-controller makes, and its other pods itself, from what the descriptor resolves.
+kube-controller-manager makes its pods. Every other kind runs through a STAND-IN operator
+(``extender.sandbox.controllers``, hence the module's name): it makes its Jobs, whose pods the
+real Job controller makes, and its other pods itself, from what the descriptor resolves. Most
+of these kinds (Kubeflow, Dynamo, Grove, NIM, Milvus, KServe, Knative) have no operator in the
+sandbox; JobSet, LWS and KubeRay do, and are tested with their real operators in
+``test_real_*.py``.
 """
 
 from __future__ import annotations

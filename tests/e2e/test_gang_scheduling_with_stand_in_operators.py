@@ -1,10 +1,13 @@
 """Gangs under the real kube-scheduler with Muster as its extender: all or nothing, for real.
 
 Each test asserts on API state (which pods have ``spec.nodeName``), never on Muster's own word.
-The session sandbox has 4 nodes x 8 GPUs; each test's namespace is emptied afterwards. No JobSet
-or LWS operator runs here yet: their stand-ins (``extender.sandbox.controllers``) make the Jobs
-(whose pods the real Job controller makes) and the LWS pods; the tests that order the pods
-themselves make them from ``children()`` with Jobs the Job controller leaves alone.
+The session sandbox has 4 nodes x 8 GPUs; each test's namespace is emptied afterwards. These
+tests use STAND-INS for the JobSet and LWS operators (``extender.sandbox.controllers``, hence
+the module's name): they make the Jobs (whose pods the real Job controller makes) and the LWS
+pods, and the tests that order the pods themselves (races, restarts, chaos) make them from
+``children()`` with Jobs the Job controller leaves alone, which a real operator would not
+allow. What the real operators do is tested in ``test_real_*.py`` and
+``test_staged_gangs_with_real_operators.py``.
 """
 
 from __future__ import annotations
