@@ -56,6 +56,7 @@ from extender.core.gang.placement import (
     placed_domain,
     plan_gang,
 )
+from extender.core.gang.room import lack_of_room
 from extender.core.gang.scoring import node_score
 from extender.core.model.snapshot import ClusterSnapshot
 from extender.core.model.values import Gang, GangKey, NodeName, PodInfo
@@ -148,6 +149,19 @@ def open_slots(
     return open_nodes
 
 
+def plan_lost_room(
+    pod: PodInfo, gang: Gang, role: str, plan: Plan, *, snapshot: ClusterSnapshot,
+    ledger: Ledger, settings: CoreSettings,
+) -> bool:
+    """Whether ``plan`` has slots of ``role`` open for ``pod`` but none of their nodes has
+    room for it any more (capacity taken behind Muster's back since the plan was made)."""
+    slots = open_slots(pod, gang, role, plan, snapshot=snapshot, ledger=ledger,
+                       settings=settings)
+    return bool(slots) and all(
+        lack_of_room(pod, n, snapshot=snapshot, ledger=ledger, gpu=settings.gpu_resource,
+                     exclude=gang.key) is not None for n in sorted(slots))
+
+
 def _where(pod: PodInfo, ledger: Ledger) -> NodeName | None:
     """Where the pod itself is counted as placed (bound or in flight), if anywhere."""
     if pod.node_name is not None:
@@ -215,6 +229,14 @@ def decide_filter(
         return FilterDecision((), _NONE, MappingProxyType(dict.fromkeys(candidates, why)),
                               FilterOutcome.REJECTED, why, gang.key)
     plan = ledger.plan_for(gang.key)
+    if plan is not None and plan_lost_room(pod, gang, role, plan, snapshot=snapshot,
+                                           ledger=ledger, settings=settings):
+        # Something took the room of this member's every open slot behind Muster's back (a
+        # pod of another scheduler, one bound by hand): kube-scheduler would never offer those
+        # nodes again, and the gang would wait out its plan. Plan it again now, around the
+        # members already placed.
+        ledger.drop_plan(gang.key)
+        plan = None
     if plan is not None:
         pinned = _pinned(pod, gang, role, plan, candidates, snapshot=snapshot, ledger=ledger,
                          settings=settings, outcome=FilterOutcome.PINNED)

@@ -38,6 +38,7 @@ from extender.core.decide.decisions import (
     decide_preempt,
     decide_prioritize,
     open_slots,
+    plan_lost_room,
 )
 from extender.core.decide.effects import (
     BindParked,
@@ -316,6 +317,9 @@ class GangSession:
         if not open_slots(pod, gang, member.role, plan, snapshot=snapshot, ledger=self.ledger,
                           settings=self.settings):
             return offer.all()  # the plan is used up: the member is surplus
+        if plan_lost_room(pod, gang, member.role, plan, snapshot=snapshot, ledger=self.ledger,
+                          settings=self.settings):
+            return offer.all()  # the filter plans the gang again, anywhere
         return offer.among(plan.nodes_for(member.role))
 
     def prioritize(self, pod: PodInfo, candidates: Sequence[NodeName], *,
