@@ -62,6 +62,9 @@ from extender.core.model.notices import EventType, PodEvent, PodRef, WorkloadEve
 from extender.core.model.snapshot import ClusterSnapshot
 from extender.core.model.values import GangKey, NodeName, PodInfo
 
+_STALE_REASONS = 256
+"""Reasons kept for gangs that are gone before they are forgotten in one pass."""
+
 
 @dataclass(frozen=True, slots=True)
 class TurnedAway:
@@ -151,7 +154,8 @@ class GangSession:
         if not self._rebuilt:
             # After a restart the ledger is empty but pods Muster planned may be half bound.
             self.ledger.rebuild(snapshot, now=now, ttl=self.settings.plan_ttl,
-                                gpu=self.settings.gpu_resource)
+                                gpu=self.settings.gpu_resource,
+                                stage_ttl=self.settings.stage_ttl)
             self._rebuilt = True
         if snapshot.revision != self._swept_revision:
             self._sweep(snapshot, out)
@@ -222,6 +226,10 @@ class GangSession:
         self.ledger.settle(snapshot, gpu=self.settings.gpu_resource)
         for uid in [u for u in self._last_event if u not in snapshot.pods]:
             del self._last_event[uid]
+        if len(self.last_reason) > len(snapshot.gangs) + _STALE_REASONS:
+            # Reasons of gangs whose workload went without a plan to forget them by.
+            for gang in [g for g in self.last_reason if g not in snapshot.gangs]:
+                del self.last_reason[gang]
         for key in [k for k in self._workload_told if k not in snapshot.gangs]:
             del self._workload_told[key]
         for key in [k for k in self.holders if k not in snapshot.gangs]:

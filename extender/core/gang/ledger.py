@@ -325,7 +325,8 @@ class Ledger:
 
     # after a restart -----------------------------------------------------------------------
     def rebuild(
-        self, snapshot: ClusterSnapshot, *, now: float, ttl: float, gpu: str = GPU
+        self, snapshot: ClusterSnapshot, *, now: float, ttl: float, gpu: str = GPU,
+        stage_ttl: float | None = None,
     ) -> None:
         """Start over from what the cluster shows: gangs with bound members were admitted
         before the restart (the barrier released them), and a gang left below its minimum
@@ -353,7 +354,11 @@ class Ledger:
                              within=placed_domain(gang, snapshot, nodes),
                              occupied=occupants(snapshot, self, gpu=gpu))
             if isinstance(plan, Plan) and plan.slots:
-                self.reserve(plan, now=now, ttl=ttl)
+                # A staged gang released up to a stage waits for its next stage's pods to be
+                # created: its plan holds them as long as the barrier would have.
+                staged = stage_ttl is not None and self._stage[gang.key] < gang.last_stage
+                self.reserve(plan, now=now, ttl=max(ttl, stage_ttl) if staged and
+                             stage_ttl is not None else ttl)
         self.version += 1
 
 

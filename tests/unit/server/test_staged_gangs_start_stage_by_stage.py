@@ -179,3 +179,19 @@ def test_a_jobset_whose_workers_wait_for_the_leader_to_complete_is_two_gangs() -
     rival = jobset_pod("rival", 0, gpus=4)
     rig.add(jobset("rival", workers=1, gpus=4), job_of("rival"), rival)
     assert rig.filter(rival) != []
+
+
+def test_after_a_restart_between_stages_the_workers_capacity_is_still_held_for_them() -> None:
+    leader = pod("story", "leader", 0)
+    rig = Rig([story("story"), job("story", "leader"), leader])
+    [first] = rig.filter(leader)
+    assert rig.bind(leader, first) == ""
+    # Muster restarts while the leader starts: the new session rebuilds from the cluster.
+    rig.svc = GangService(rig.store, settings=Settings(bind_timeout=5.0, plan_ttl=30.0,
+                                                       stage_ttl=120.0),
+                          clock=rig.clock, binder=MemoryBinder(rig.store), events=rig.events)
+    rig.svc.housekeep()  # its first look at the cluster
+    rival = jobset_pod("rival", 0, gpus=4)
+    rig.add(jobset("rival", workers=1, gpus=4), job_of("rival"), rival)
+    rig.clock.now += 60  # past the plan TTL, within the stage TTL
+    assert rig.filter(rival) == []  # still held for the workers, not given away
