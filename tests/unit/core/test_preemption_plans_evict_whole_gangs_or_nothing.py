@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from extender.core.decide.effects import Emit
 from extender.core.decide.preemption import plan_preemption
+from extender.core.decide.session import GangSession
 from extender.core.decide.settings import CoreSettings
 from extender.core.gang.ledger import Ledger
-from extender.core.model.values import Gang
+from extender.core.model.values import Gang, NodeName
 
 from .builders import make_gang, make_node, make_pod, make_shape, make_snapshot
 
@@ -83,3 +85,33 @@ def test_a_preemptor_with_preemption_policy_never_gets_no_plan() -> None:
 def test_units_on_nodes_with_pdb_violations_are_chosen_last() -> None:
     plan = _plan_on_full_cluster(0, _high(1, 9), pdb_nodes={"n0", "n1", "n2"})
     assert plan is not None and [v.key for v in plan.victims] == ["ml/d"]
+
+
+def test_every_members_preempt_call_evicts_only_the_plans_whole_victims_and_says_so() -> None:
+    a, b, c = _low("a", ["n0", "n1"], 1), _low("b", ["n2"], 0), _low("c", ["n3"], 2)
+    high = make_gang("high", roles=[("w", 3, make_shape(gpus=8, priority=100))], priority=100)
+    snap = _cluster(a, b, c, high=high)
+    session = GangSession(SETTINGS)
+    # kube-scheduler offers each node with its own per-pod victims, c's included.
+    offered = {
+        NodeName("n0"): ("uid-ml-a-w-0",), NodeName("n1"): ("uid-ml-a-w-1",),
+        NodeName("n2"): ("uid-ml-b-w-0",), NodeName("n3"): ("uid-ml-c-w-0",)}
+    step = session.preempt(snap.pods["uid-ml-high-w-0"], offered, snapshot=snap, now=0)
+    assert step.victims == {"n0": ("uid-ml-a-w-0",), "n1": ("uid-ml-a-w-1",),
+                            "n2": ("uid-ml-b-w-0",)}
+    [event] = [e.event for e in step.effects if isinstance(e, Emit)]
+    assert event.reason == "GangPreempting" and "ml/b, ml/a" in event.message
+    # The next member gets the same plan (kept until its deadline), not a new per-pod choice.
+    again = session.preempt(snap.pods["uid-ml-high-w-1"], offered, snapshot=snap, now=1)
+    assert again.victims == step.victims
+
+
+def test_a_gang_no_plan_can_fit_evicts_nothing_even_where_kube_scheduler_offers_victims() -> None:
+    victims = [_low(n, [f"n{i}"], 0) for i, n in enumerate("abcd")]
+    high = _high(5, 9)
+    snap = _cluster(*victims, high=high)
+    offered = {NodeName("n0"): ("uid-ml-a-w-0",)}
+    step = GangSession(SETTINGS).preempt(snap.pods["uid-ml-high-w-0"], offered, snapshot=snap,
+                                         now=0)
+    assert step.victims == {}
+    assert [e.event.reason for e in step.effects if isinstance(e, Emit)] == ["GangNotPreempting"]
