@@ -245,8 +245,11 @@ class GangService:
             return preemption_result({})
         with self._cond:
             victims = {NodeName(n): v for n, v in args.victims.items()}
-            chosen = self.session.preempt(pod, victims, snapshot=self._state.snapshot(),
-                                          now=self._clock())
+            step = self.session.preempt(
+                pod, victims, snapshot=self._state.snapshot(), now=self._clock(),
+                pdb_violations={NodeName(n): c for n, c in args.pdb_violations.items()})
+            self._apply(step.effects)
+        chosen = step.victims
         self._count("preempt", "victims" if chosen else "none")
         return preemption_result({str(n): list(v) for n, v in chosen.items()},
                                  args.pdb_violations)

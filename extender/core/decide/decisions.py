@@ -11,7 +11,9 @@ reaching bind), which is why the server calls them under its lock.
   the gang's minimum have reached bind or are bound, then released together; a barrier whose
   next member does not come within ``bind_timeout`` fails them all; a pod the node no longer
   has room for is refused.
-- preempt: victims are whole gangs or no gang member at all.
+- preempt: for a gang that does not fit, only the victims of its one preemption plan
+  (:mod:`extender.core.decide.preemption`), or none when no plan lets it fit whole; for
+  anyone else, victims are whole gangs or no gang member at all.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from extender.core.decide.barrier import (
     withdraw,
 )
 from extender.core.decide.holders import Holder, describe_holders, holders_in_the_way
+from extender.core.decide.preemption import PreemptionPlan
 from extender.core.decide.settings import CoreSettings
 from extender.core.gang.capacity import (
     demand_of,
@@ -372,18 +375,26 @@ def _keep_to_domain(
 
 def decide_preempt(
     pod: PodInfo, victims: Mapping[NodeName, Sequence[str]], *, snapshot: ClusterSnapshot,
-    ledger: Ledger, settings: CoreSettings,
+    ledger: Ledger, settings: CoreSettings, plan: PreemptionPlan | None = None,
 ) -> dict[NodeName, tuple[str, ...]]:
-    """Keep only nodes whose victims are whole gangs (all of a gang's pods on that node) or
-    no gang member at all; a gang member with a plan may preempt only on its planned nodes."""
+    """The victims to evict, per node kube-scheduler offered.
+
+    A member of a gang without a placement gets only its gang's preemption ``plan``'s victims
+    (:func:`plan_victims`), and none without a plan: evicting for one member of a gang that
+    would still not fit whole helps nobody. Otherwise keep only nodes whose victims are
+    whole gangs (all of a gang's pods on that node) or no gang member at all; a gang member
+    with a placement may preempt only on its planned nodes."""
+    own = snapshot.gang_of(pod.uid)
+    if own is not None and ledger.plan_for(own.key) is None:
+        return {} if plan is None or plan.gang != own.key else plan_victims(plan, victims,
+                                                                           snapshot)
     gpu = settings.gpu_resource
     index = index_of(snapshot, gpu=gpu)
-    own = snapshot.gang_of(pod.uid)
     allowed: set[NodeName] | None = None
     if own is not None:
-        plan = ledger.plan_for(own.key)
-        if plan is not None:
-            allowed = set(plan.nodes_for(snapshot.memberships[pod.uid].role))
+        placement = ledger.plan_for(own.key)
+        if placement is not None:
+            allowed = set(placement.nodes_for(snapshot.memberships[pod.uid].role))
     out: dict[NodeName, tuple[str, ...]] = {}
     for node in sorted(victims):
         if allowed is not None and node not in allowed:
@@ -406,4 +417,30 @@ def decide_preempt(
             chosen.update(holding)
         if whole and chosen:
             out[node] = tuple(sorted(chosen))
+    return out
+
+
+def plan_victims(plan: PreemptionPlan, offered: Mapping[NodeName, Sequence[str]],
+                 snapshot: ClusterSnapshot) -> dict[NodeName, tuple[str, ...]]:
+    """Per offered node, every pod of the plan's victims there that still runs.
+
+    kube-scheduler evicts the victims of the one node it picks, and an extender may only name
+    pods on that node; a victim gang spanning nodes is evicted over the preemptor's next
+    members' calls, which get the same plan. To leave no victim gang partial for longer
+    than needed, nodes holding the rest of a victim already partly evicted are answered
+    alone when offered."""
+    out: dict[NodeName, tuple[str, ...]] = {}
+    for node in sorted(offered):
+        running = tuple(u for u in plan.pods_on(node) if u in snapshot.pods
+                        and not snapshot.pods[u].deleting and snapshot.pods[u].holds_resources)
+        if running:
+            out[node] = running
+    started = {v.key for v in plan.victims
+               if any(u not in snapshot.pods or snapshot.pods[u].deleting or
+                      not snapshot.pods[u].holds_resources for u, _ in v.pods)}
+    if started:
+        unfinished = {n for v in plan.victims if v.key in started for _, n in v.pods}
+        first = {n: uids for n, uids in out.items() if n in unfinished}
+        if first:
+            return first
     return out

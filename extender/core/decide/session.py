@@ -55,6 +55,7 @@ from extender.core.decide.effects import (
 )
 from extender.core.decide.held import HeldBinds, Hold
 from extender.core.decide.holders import Holder
+from extender.core.decide.preemption import PreemptionPlan, plan_preemption
 from extender.core.decide.settings import CoreSettings
 from extender.core.decide.yields import decide_yields
 from extender.core.gang.ledger import Ledger
@@ -102,6 +103,13 @@ class FilterStep:
 
 
 @dataclass(frozen=True, slots=True)
+class PreemptStep:
+    victims: dict[NodeName, tuple[str, ...]]
+    """Node -> the pod UIDs kube-scheduler may evict there (only nodes with victims)."""
+    effects: tuple[Effect, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class Entry:
     """One line of the session's journal: a verb, who asked, what it decided, its effects."""
 
@@ -141,6 +149,8 @@ class GangSession:
         """``ledger.plans_ended`` at the last tick: a plan ending since may requeue pods."""
         self._prepared: tuple[int, int, int, float] | None = None
         """(revision, snapshot identity, ledger version, now) of the last complete look."""
+        self.preemptions: dict[GangKey, PreemptionPlan] = {}
+        """Gang -> its preemption plan, kept until its deadline or until the gang fits."""
 
     # --- looking at the cluster ---------------------------------------------------------------
 
@@ -340,13 +350,63 @@ class GangSession:
         return scores
 
     def preempt(self, pod: PodInfo, victims: Mapping[NodeName, Sequence[str]], *,
-                snapshot: ClusterSnapshot, now: float) -> dict[NodeName, tuple[str, ...]]:
+                snapshot: ClusterSnapshot, now: float,
+                pdb_violations: Mapping[NodeName, int] | None = None) -> PreemptStep:
+        """The victims kube-scheduler may evict for ``pod``, per offered node.
+
+        A member of a gang that does not fit is answered from its gang's one preemption plan,
+        computed at its first call and kept until its deadline (or until the gang fits):
+        every member's call evicts only that plan's victims, and none if no plan lets the
+        whole gang fit. ``pdb_violations`` (node -> count, from kube-scheduler) steer the
+        plan away from nodes where evicting would break a PodDisruptionBudget."""
         out: list[Effect] = []
         self._prepare(snapshot, now, out)
+        plan = self._preemption_plan(pod, snapshot, now, pdb_violations or {})
         chosen = decide_preempt(pod, victims, snapshot=snapshot, ledger=self.ledger,
-                                settings=self.settings)
+                                settings=self.settings, plan=plan)
+        gang = snapshot.gang_of(pod.uid)
+        if gang is not None and self.ledger.plan_for(gang.key) is None:
+            self._tell_preemption(pod, gang.key, plan, chosen, out)
         self._log("preempt", now, pod.key, "victims" if chosen else "none", "", out=out)
-        return chosen
+        return PreemptStep(chosen, tuple(out))
+
+    def _preemption_plan(self, pod: PodInfo, snapshot: ClusterSnapshot, now: float,
+                         pdb_violations: Mapping[NodeName, int]) -> PreemptionPlan | None:
+        """The pod's gang's preemption plan: the one kept, or a new one past its deadline."""
+        for key in [k for k, p in self.preemptions.items()
+                    if p.deadline <= now or k not in snapshot.gangs]:
+            del self.preemptions[key]
+        gang = snapshot.gang_of(pod.uid)
+        if gang is None or self.ledger.plan_for(gang.key) is not None:
+            if gang is not None:
+                self.preemptions.pop(gang.key, None)  # it fits now: nothing more to evict
+            return None
+        kept = self.preemptions.get(gang.key)
+        if kept is not None:
+            return kept
+        plan = plan_preemption(gang, snapshot=snapshot, ledger=self.ledger,
+                               settings=self.settings, now=now,
+                               pdb_nodes={n for n, c in pdb_violations.items() if c > 0})
+        if plan is not None:
+            self.preemptions[gang.key] = plan
+        return plan
+
+    def _tell_preemption(self, pod: PodInfo, gang: GangKey, plan: PreemptionPlan | None,
+                         chosen: Mapping[NodeName, Sequence[str]], out: list[Effect]) -> None:
+        """Say on the preemptor's pod whom its gang evicts, or that it evicts nobody."""
+        if plan is None:
+            self._event(pod, EventType.NORMAL, "GangNotPreempting",
+                        f"gang {gang}: evicting every lower-priority gang and pod it may "
+                        "evict would still not let it fit whole, or its pods may not "
+                        "preempt (preemptionPolicy: Never); nothing is evicted", out)
+            return
+        names = ", ".join(v.key for v in plan.victims[:20])
+        more = f" and {len(plan.victims) - 20} more" if len(plan.victims) > 20 else ""
+        here = ", ".join(f"{n} ({len(u)} pods)" for n, u in sorted(chosen.items()))
+        self._event(pod, EventType.NORMAL, "GangPreempting",
+                    f"gang {gang} (priority {plan.preemptor_priority}) preempts "
+                    f"{len(plan.victims)} whole victims to fit whole: {names}{more}; "
+                    f"evicting now on {here or 'no offered node'}", out)
 
     def turn_away(self, pod: PodRef, *, untrusted: bool) -> None:
         """Remember a pod the adapter turned away itself (the cluster state not trusted)."""

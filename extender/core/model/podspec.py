@@ -210,4 +210,5 @@ def shape_of(
         affinity=required_affinity(spec, path),
         tolerations=tolerations(spec, path),
         priority=priority if isinstance(priority, int) and not isinstance(priority, bool) else 0,
+        preempts=spec.get("preemptionPolicy") != "Never",
     )

@@ -116,6 +116,9 @@ class PodShape:
     """Required node affinity terms (ORed); empty means any node."""
     tolerations: tuple[Toleration, ...] = ()
     priority: int = 0
+    preempts: bool = True
+    """False for ``preemptionPolicy: Never``: the pod waits instead of evicting anyone (it
+    may still be evicted itself)."""
 
     @property
     def gpus(self) -> int:

@@ -104,3 +104,10 @@ def test_bad_fields_name_their_path() -> None:
         shape_of({"containers": [_container(cpu="lots")]})
     with pytest.raises(PodSpecError, match=r"spec.containers: expected a list"):
         shape_of({"containers": {"name": "x"}})
+
+
+def test_preemption_policy_never_marks_a_shape_that_may_not_preempt() -> None:
+    spec = {"containers": [_container(cpu="1")], "priority": 7}
+    assert shape_of(spec).preempts and shape_of(spec).priority == 7
+    assert not shape_of({**spec, "preemptionPolicy": "Never"}).preempts
+    assert shape_of({**spec, "preemptionPolicy": "PreemptLowerPriority"}).preempts
