@@ -320,7 +320,7 @@ class GangSession:
             self.turned_away[pod.uid] = TurnedAway(
                 PodRef(pod.namespace, pod.name, pod.uid), untrusted=False,
                 unresolved=pod.uid in snapshot.unresolved,
-                plans=frozenset(g for g, _ in self.ledger.reservations()))
+                plans=self.ledger.holding())
         self._log("filter", now, pod.key, str(decision.outcome), decision.reason, out=out)
         return FilterStep(decision, tuple(out))
 
@@ -376,10 +376,11 @@ class GangSession:
         for key in [k for k, p in self.preemptions.items()
                     if p.deadline <= now or k not in snapshot.gangs]:
             del self.preemptions[key]
+            self.ledger.unhold(key)
         gang = snapshot.gang_of(pod.uid)
         if gang is None or self.ledger.plan_for(gang.key) is not None:
-            if gang is not None:
-                self.preemptions.pop(gang.key, None)  # it fits now: nothing more to evict
+            if gang is not None and self.preemptions.pop(gang.key, None) is not None:
+                self.ledger.unhold(gang.key)  # it fits now: nothing more to evict
             return None
         kept = self.preemptions.get(gang.key)
         if kept is not None:
@@ -389,6 +390,8 @@ class GangSession:
                                pdb_nodes={n for n, c in pdb_violations.items() if c > 0})
         if plan is not None:
             self.preemptions[gang.key] = plan
+            # What its victims free is the gang's: others see it taken until it is planned.
+            self.ledger.hold(plan.placement, now=now, deadline=plan.deadline)
         return plan
 
     def _tell_preemption(self, pod: PodInfo, gang: GangKey, plan: PreemptionPlan | None,
@@ -611,7 +614,7 @@ class GangSession:
         if trusted:
             self._prepare(snapshot, now, out)
             self._break_deadlocks(snapshot, now, out)
-        plans = {g for g, _ in self.ledger.reservations()}
+        plans = self.ledger.holding()
         due: dict[str, list[PodRef]] = {}
         for uid, away in list(self.turned_away.items()):
             pod = snapshot.pods.get(uid)

@@ -86,6 +86,9 @@ class Ledger:
         self._stage: dict[GangKey, int] = {}
         """Gang -> the last stage its barrier released (a staged gang is released stage by
         stage as its operator creates the pods of each)."""
+        self._holds: dict[GangKey, Reservation] = {}
+        """Gang -> the capacity its preemption plan frees, held for it while its victims are
+        evicted, so that no other gang or pod takes what was freed for it."""
         self.version = 0
         """Bumped on every change, so callers may cache what they derive from the ledger."""
         self.plans_ended = 0
@@ -116,6 +119,7 @@ class Ledger:
         twin._waiting = {g: dict(w) for g, w in self._waiting.items()}
         twin._admitted = dict(self._admitted)
         twin._stage = dict(self._stage)
+        twin._holds = dict(self._holds)
         twin.version = self.version
         return twin
 
@@ -132,7 +136,30 @@ class Ledger:
 
     def reserve(self, plan: Plan, *, now: float, ttl: float) -> None:
         self._plans[plan.gang] = Reservation(plan=plan, reserved_at=now, deadline=now + ttl)
+        self._holds.pop(plan.gang, None)  # admitted: its plan holds what it needs now
         self.version += 1
+
+    # capacity held for a preemptor ---------------------------------------------------------
+    def hold(self, placement: Plan, *, now: float, deadline: float) -> None:
+        """Hold ``placement`` for its gang, which is evicting victims to fit: other gangs
+        and pods see that capacity as taken (even while the victims still use it) until the
+        gang is planned, the hold is dropped, or ``deadline`` passes."""
+        self._holds[placement.gang] = Reservation(plan=placement, reserved_at=now,
+                                                  deadline=deadline)
+        self.version += 1
+
+    def unhold(self, gang: GangKey) -> None:
+        if self._holds.pop(gang, None) is not None:
+            self.version += 1
+            self.plans_ended += 1
+
+    def holds(self) -> list[tuple[GangKey, Reservation]]:
+        """Preemptors' holds, sorted by gang."""
+        return sorted(self._holds.items())
+
+    def holding(self) -> frozenset[GangKey]:
+        """The gangs holding capacity others may not use: by a plan, or by a hold."""
+        return frozenset(self._plans) | frozenset(self._holds)
 
     def extend(self, gang: GangKey, *, deadline: float) -> None:
         """Keep the gang's plan until ``deadline`` at least: a staged gang's plan holds the
@@ -164,10 +191,14 @@ class Ledger:
         for gang in gone:
             del self._plans[gang]
         self.plans_ended += len(gone)
+        lapsed = [g for g, r in self._holds.items() if r.deadline <= now]
+        for gang in lapsed:
+            del self._holds[gang]
+        self.plans_ended += len(lapsed)
         stale = [uid for uid, f in self._inflight.items() if f.deadline <= now]
         for uid in stale:
             self.forget_pod(uid)
-        if gone or stale:
+        if gone or lapsed or stale:
             self.version += 1
         return gone
 
@@ -320,6 +351,7 @@ class Ledger:
     def forget_gang(self, gang: GangKey) -> None:
         """The gang's workload is gone."""
         self.release(gang)
+        self._holds.pop(gang, None)
         self._admitted.pop(gang, None)
         self._stage.pop(gang, None)
 
@@ -338,6 +370,7 @@ class Ledger:
         self._waiting.clear()
         self._admitted.clear()
         self._stage.clear()
+        self._holds.clear()  # a preemptor's plan is made again at its next preempt call
         order = sorted(snapshot.gangs.values(), key=lambda g: (-g.priority, g.created, g.key))
         for gang in order:
             bound = placed_counts(gang.key, snapshot, self, gpu=gpu)  # nothing is in flight
@@ -448,7 +481,8 @@ def free_capacity(
     snapshot: ClusterSnapshot, ledger: Ledger, *, gpu: str = GPU,
     exclude: GangKey | None = None, reservations: bool = True, without: str | None = None,
 ) -> CapacityView:
-    """Per node: allocatable - bound - in flight - other gangs' unfilled reservations.
+    """Per node: allocatable - bound - in flight - other gangs' unfilled reservations and
+    preemption holds.
 
     ``exclude`` leaves one gang's reservation out (its own members may use it); ``without``
     leaves one pod in flight out (the pod whose bind is being decided, when it retries).
@@ -480,7 +514,7 @@ def _free_changes(
     if not reservations:
         return flights
     changes = dict(flights)
-    for gang, res in ledger.reservations():
+    for gang, res in [*ledger.reservations(), *ledger.holds()]:
         if gang == exclude:
             continue
         placed = ledger.placed(gang, snapshot, gpu=gpu)

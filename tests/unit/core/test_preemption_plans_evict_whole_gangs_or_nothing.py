@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from extender.core.decide.effects import Emit
+from extender.core.decide.effects import Emit, Requeue
 from extender.core.decide.preemption import plan_preemption
 from extender.core.decide.session import GangSession
 from extender.core.decide.settings import CoreSettings
@@ -115,3 +115,51 @@ def test_a_gang_no_plan_can_fit_evicts_nothing_even_where_kube_scheduler_offers_
                                          now=0)
     assert step.victims == {}
     assert [e.event.reason for e in step.effects if isinstance(e, Emit)] == ["GangNotPreempting"]
+
+
+def _after_eviction() -> tuple[GangSession, Gang, Gang]:
+    """The plan of ``high`` evicted a and b (n0-n2); c still runs on n3. ``late`` (priority 0,
+    one 8-GPU pod) arrives and would fit in what the eviction freed."""
+    a, b, c = _low("a", ["n0", "n1"], 1), _low("b", ["n2"], 0), _low("c", ["n3"], 2)
+    high = make_gang("high", roles=[("w", 3, make_shape(gpus=8, priority=100))], priority=100)
+    session = GangSession(SETTINGS)
+    before = _cluster(a, b, c, high=high)
+    offered = {NodeName("n0"): ("uid-ml-a-w-0",)}
+    assert session.preempt(before.pods["uid-ml-high-w-0"], offered, snapshot=before, now=0).victims
+    late = make_gang("late", roles=[("w", 1, make_shape(gpus=8, priority=0))], priority=0)
+    return session, high, late
+
+
+def test_the_capacity_a_preemption_frees_is_held_for_the_preemptor_not_taken_by_others() -> None:
+    session, high, late = _after_eviction()
+    c = _low("c", ["n3"], 2)
+    after = make_snapshot(FOUR, gangs=[c[0], high, late], bound=c[1])
+    nodes = list(after.nodes)
+    refused = session.filter(after.pods["uid-ml-late-w-0"], nodes, snapshot=after, now=2)
+    assert not refused.decision.passed
+    assert "held for gang ml/high, which preempts" in refused.decision.reason
+    # The preemptor itself fits in what was freed and is planned there.
+    planned = session.filter(after.pods["uid-ml-high-w-0"], nodes, snapshot=after, now=3)
+    assert planned.decision.passed and set(planned.decision.passed) <= {"n0", "n1", "n2"}
+    assert session.ledger.holds() == [] and session.ledger.plan_for(high.key) is not None
+    # Its plan now holds the capacity: the late gang still waits.
+    again = session.filter(after.pods["uid-ml-late-w-0"], nodes, snapshot=after, now=4)
+    assert not again.decision.passed
+
+
+def test_a_hold_the_preemptor_never_uses_lapses_at_its_deadline_and_requeues_who_it_kept_off(
+) -> None:
+    session, high, late = _after_eviction()
+    c = _low("c", ["n3"], 2)
+    after = make_snapshot(FOUR, gangs=[c[0], high, late], bound=c[1])
+    nodes = list(after.nodes)
+    assert not session.filter(after.pods["uid-ml-late-w-0"], nodes, snapshot=after,
+                              now=2).decision.passed
+    early = session.tick(after, now=SETTINGS.plan_ttl - 1)
+    assert not [e for e in early if isinstance(e, Requeue)] and session.ledger.holds()
+    effects = session.tick(after, now=SETTINGS.plan_ttl + 1)
+    [requeue] = [e for e in effects if isinstance(e, Requeue)]
+    assert [p.uid for p in requeue.pods] == ["uid-ml-late-w-0"]
+    assert session.ledger.holds() == []
+    assert session.filter(after.pods["uid-ml-late-w-0"], nodes, snapshot=after,
+                          now=SETTINGS.plan_ttl + 2).decision.passed
