@@ -145,7 +145,8 @@ def live_app(settings: Settings, catalog: Catalog) -> Flask:
     store = StateStore(snapshots, expected=[NODES, PODS, DESCRIPTORS])
     live = start_live(store, snapshots, kubeconfig=settings.kubeconfig, context=settings.context)
     return create_app(settings, store, time.time, binder=live.binder, events=live.events,
-                      requeuer=live.requeuer, housekeeping=HOUSEKEEPING_SECONDS)
+                      requeuer=live.requeuer, evictor=live.evictor,
+                      housekeeping=HOUSEKEEPING_SECONDS)
 
 
 def check_kubeconfig(settings: Settings) -> None:

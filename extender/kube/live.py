@@ -20,6 +20,7 @@ from extender.core.workloads.catalog import split_api_version
 from extender.kube.binder import KubeBinder
 from extender.kube.client import Connection, KubeError, ResourceType, connect
 from extender.kube.events import KubeEvents
+from extender.kube.evict import KubeEvictor
 from extender.kube.informer import Backoff, Informer, source_name
 from extender.kube.requeue import KubeRequeuer
 from extender.state.build import CatalogSnapshots
@@ -141,6 +142,7 @@ class LiveState:
     binder: KubeBinder
     events: KubeEvents
     requeuer: KubeRequeuer
+    evictor: KubeEvictor
 
 
 def start_live(store: StateStore, snapshots: CatalogSnapshots, *, kubeconfig: str | None,
@@ -148,4 +150,5 @@ def start_live(store: StateStore, snapshots: CatalogSnapshots, *, kubeconfig: st
     conn = connect(kubeconfig, context)
     watches = Watches(conn, store, snapshots).start()
     return LiveState(conn=conn, watches=watches, binder=KubeBinder(conn),
-                     events=KubeEvents(conn), requeuer=KubeRequeuer(conn))
+                     events=KubeEvents(conn), requeuer=KubeRequeuer(conn),
+                     evictor=KubeEvictor(conn))

@@ -11,21 +11,23 @@ from extender.server.housekeeping import Housekeeper
 from extender.server.metrics import GangWaitObserver, Metrics
 from extender.server.routes import bp
 from extender.server.settings import Settings
-from extender.state.ports import Binder, Clock, EventSink, MemoryEvents, Requeuer
+from extender.state.ports import Binder, Clock, EventSink, Evictor, MemoryEvents, Requeuer
 from extender.state.store import StateStore
 
 
 def create_app(settings: Settings, state: StateStore, clock: Clock, *,
                binder: Binder | None = None, events: EventSink | None = None,
                decider: Decider | None = None, prefix: str = "",
-               requeuer: Requeuer | None = None, housekeeping: float | None = None) -> Flask:
+               requeuer: Requeuer | None = None, evictor: Evictor | None = None,
+               housekeeping: float | None = None) -> Flask:
     """An app answering the extender verbs under ``prefix`` (empty: at the root).
 
     By default the gang service decides, reading ``state`` and holding ``clock``; ``binder``
     creates Bindings (the Kubernetes binder live, the in-memory one for snapshot files) and
     ``events`` records pod events. ``decider`` replaces the service (the do-nothing baseline).
     ``requeuer`` makes kube-scheduler retry pods Muster turned away once their obstacle is
-    gone, and ``housekeeping`` (seconds) starts a thread doing that, and expiring plans, on a
+    gone, ``evictor`` evicts the whole victims of a gang's preemption plan, and
+    ``housekeeping`` (seconds) starts a thread doing that, and expiring plans, on a
     clock rather than only when a request comes.
     """
     metrics = Metrics()
@@ -39,7 +41,7 @@ def create_app(settings: Settings, state: StateStore, clock: Clock, *,
                                     clock=clock, observe=metrics.gang_wait.observe)
         decider = GangService(state, settings=settings, clock=clock,
                               binder=binder or MemoryBinder(state), events=observed,
-                              count=metrics.count, requeuer=requeuer)
+                              count=metrics.count, requeuer=requeuer, evictor=evictor)
         if housekeeping:
             Housekeeper(decider, interval=housekeeping).start()
     app = Flask("muster")

@@ -21,6 +21,7 @@ from extender.core.decide.effects import (
     BindStep,
     Effect,
     Emit,
+    Evict,
     FailHeld,
     Release,
     Requeue,
@@ -54,6 +55,8 @@ from extender.state.ports import (
     BindError,
     Clock,
     EventSink,
+    Evictor,
+    MemoryEvictor,
     MemoryRequeuer,
     PodRef,
     Requeuer,
@@ -88,10 +91,12 @@ def core_settings(settings: Settings) -> CoreSettings:
 class GangService:
     def __init__(self, state: StateStore, *, settings: Settings, clock: Clock, binder: Binder,
                  events: EventSink, count: Count = _no_count,
-                 requeuer: Requeuer | None = None, session: GangSession | None = None) -> None:
+                 requeuer: Requeuer | None = None, evictor: Evictor | None = None,
+                 session: GangSession | None = None) -> None:
         self._state = state
         self._count = count
         self._requeuer: Requeuer = requeuer or MemoryRequeuer()
+        self._evictor: Evictor = evictor or MemoryEvictor()
         self._binds = ThreadPoolExecutor(max_workers=4, thread_name_prefix="parked-bind")
         """Binds Muster makes itself, for parked members, off the request threads."""
         self._settings = settings
@@ -148,6 +153,10 @@ class GangService:
             elif isinstance(effect, WorkloadRefused):
                 log.warning("workload=%s outcome=refused reason=%r", effect.workload,
                             effect.reason[:500])
+            elif isinstance(effect, Evict):
+                log.info("verb=preempt gang=%s event=evict pods=%d reason=%r", effect.gang,
+                         len(effect.pods), effect.reason)
+                self._evictor.evict(effect.pods, effect.reason)
             elif isinstance(effect, Requeue):
                 log.info("event=requeue pods=%d reason=%r", len(effect.pods), effect.reason)
                 self._requeuer.requeue(effect.pods, effect.reason)

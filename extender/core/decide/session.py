@@ -45,6 +45,7 @@ from extender.core.decide.effects import (
     BindStep,
     Effect,
     Emit,
+    Evict,
     FailHeld,
     PlanExpired,
     Release,
@@ -361,7 +362,7 @@ class GangSession:
         plan away from nodes where evicting would break a PodDisruptionBudget."""
         out: list[Effect] = []
         self._prepare(snapshot, now, out)
-        plan = self._preemption_plan(pod, snapshot, now, pdb_violations or {})
+        plan = self._preemption_plan(pod, snapshot, now, pdb_violations or {}, out)
         chosen = decide_preempt(pod, victims, snapshot=snapshot, ledger=self.ledger,
                                 settings=self.settings, plan=plan)
         gang = snapshot.gang_of(pod.uid)
@@ -371,8 +372,11 @@ class GangSession:
         return PreemptStep(chosen, tuple(out))
 
     def _preemption_plan(self, pod: PodInfo, snapshot: ClusterSnapshot, now: float,
-                         pdb_violations: Mapping[NodeName, int]) -> PreemptionPlan | None:
-        """The pod's gang's preemption plan: the one kept, or a new one past its deadline."""
+                         pdb_violations: Mapping[NodeName, int],
+                         out: list[Effect]) -> PreemptionPlan | None:
+        """The pod's gang's preemption plan: the one kept, or a new one past its deadline.
+        A new plan's victims are all evicted at once (:class:`Evict`), and what they free is
+        held for the gang."""
         for key in [k for k, p in self.preemptions.items()
                     if p.deadline <= now or k not in snapshot.gangs]:
             del self.preemptions[key]
@@ -392,6 +396,11 @@ class GangSession:
             self.preemptions[gang.key] = plan
             # What its victims free is the gang's: others see it taken until it is planned.
             self.ledger.hold(plan.placement, now=now, deadline=plan.deadline)
+            pods = tuple(PodRef(p.namespace, p.name, p.uid) for p in (
+                snapshot.pods[u] for u in sorted(plan.pods())))
+            out.append(Evict(gang.key, pods, f"preempted by gang {gang.key} (priority "
+                                              f"{plan.preemptor_priority}), which evicts "
+                                              f"{len(plan.victims)} whole victims to fit"))
         return plan
 
     def _tell_preemption(self, pod: PodInfo, gang: GangKey, plan: PreemptionPlan | None,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from extender.core.decide.effects import Emit, Requeue
+from extender.core.decide.effects import Emit, Evict, Requeue
 from extender.core.decide.preemption import plan_preemption
 from extender.core.decide.session import GangSession
 from extender.core.decide.settings import CoreSettings
@@ -101,9 +101,17 @@ def test_every_members_preempt_call_evicts_only_the_plans_whole_victims_and_says
                             "n2": ("uid-ml-b-w-0",)}
     [event] = [e.event for e in step.effects if isinstance(e, Emit)]
     assert event.reason == "GangPreempting" and "ml/b, ml/a" in event.message
-    # The next member gets the same plan (kept until its deadline), not a new per-pod choice.
+    # Every victim pod of the plan is evicted at once, not only those of the node kube-
+    # scheduler picks: a victim gang spanning nodes is never left partly running.
+    [evict] = [e for e in step.effects if isinstance(e, Evict)]
+    assert evict.gang == "ml/high"
+    assert sorted(p.uid for p in evict.pods) == ["uid-ml-a-w-0", "uid-ml-a-w-1",
+                                                 "uid-ml-b-w-0"]
+    # The next member gets the same plan (kept until its deadline), not a new per-pod choice,
+    # and nothing is evicted twice.
     again = session.preempt(snap.pods["uid-ml-high-w-1"], offered, snapshot=snap, now=1)
     assert again.victims == step.victims
+    assert not [e for e in again.effects if isinstance(e, Evict)]
 
 
 def test_a_gang_no_plan_can_fit_evicts_nothing_even_where_kube_scheduler_offers_victims() -> None:
@@ -115,6 +123,7 @@ def test_a_gang_no_plan_can_fit_evicts_nothing_even_where_kube_scheduler_offers_
                                          now=0)
     assert step.victims == {}
     assert [e.event.reason for e in step.effects if isinstance(e, Emit)] == ["GangNotPreempting"]
+    assert not [e for e in step.effects if isinstance(e, Evict)]
 
 
 def _after_eviction() -> tuple[GangSession, Gang, Gang]:

@@ -51,6 +51,9 @@ USES: dict[tuple[str, str, str], tuple[Use, ...]] = {
     ("", "pods/status", "patch"): (Use(
         "extender.kube.requeue:KubeRequeuer._write",
         '"PATCH", f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/status"'),),
+    ("", "pods/eviction", "create"): (Use(
+        "extender.kube.evict:KubeEvictor._write",
+        '"POST", f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/eviction"'),),
     ("", "events", "create"): (Use(
         "extender.kube.events:KubeEvents._write",
         '"POST", f"/api/v1/namespaces/{namespace}/events"'),),
