@@ -9,9 +9,10 @@ from extender.core.decide.preemption import plan_preemption
 from extender.core.decide.session import GangSession
 from extender.core.decide.settings import CoreSettings
 from extender.core.gang.ledger import Ledger
+from extender.core.model.snapshot import ClusterSnapshot
 from extender.core.model.values import Gang, NodeName
 
-from .builders import make_gang, make_node, make_pod, make_shape, make_snapshot
+from .builders import gang_pods, make_gang, make_node, make_pod, make_shape, make_snapshot, tree_of
 
 SETTINGS = CoreSettings(plan_ttl=30, bind_timeout=30)
 FOUR = [make_node(f"n{i}", gpus=8) for i in range(4)]
@@ -172,3 +173,25 @@ def test_a_hold_the_preemptor_never_uses_lapses_at_its_deadline_and_requeues_who
     assert session.ledger.holds() == []
     assert session.filter(after.pods["uid-ml-late-w-0"], nodes, snapshot=after,
                           now=SETTINGS.plan_ttl + 2).decision.passed
+
+
+def test_the_preemptor_preempts_with_its_pods_admitted_priority_not_its_templates() -> None:
+    """An operator's template names only ``priorityClassName``; admission writes the number
+    (and ``preemptionPolicy``) into each pod. The pods' values are the preemptor's."""
+    template = make_gang("high", roles=[("w", 1, make_shape(gpus=8, priority=0))], priority=0)
+    victims = [_low(n, [f"n{i}"], 5) for i, n in enumerate("abcd")]
+    admitted = make_snapshot(FOUR, gangs=[g for g, _ in victims],
+                             bound={k: v for _, b in victims for k, v in b.items()})
+    pods, members = gang_pods(template)
+    as_admitted = [replace(p, shape=replace(p.shape, priority=100)) for p in pods]
+    snap = ClusterSnapshot.of(FOUR, [*admitted.pods.values(), *as_admitted],
+                              [*admitted.workloads.values(), tree_of(template)],
+                              {**admitted.memberships, **members})
+    plan = plan_preemption(template, snapshot=snap, ledger=Ledger(), settings=SETTINGS, now=0)
+    assert plan is not None and plan.preemptor_priority == 100 and len(plan.victims) == 1
+    never = [replace(p, shape=replace(p.shape, preempts=False)) for p in as_admitted]
+    snap = ClusterSnapshot.of(FOUR, [*admitted.pods.values(), *never],
+                              [*admitted.workloads.values(), tree_of(template)],
+                              {**admitted.memberships, **members})
+    assert plan_preemption(template, snapshot=snap, ledger=Ledger(), settings=SETTINGS,
+                           now=0) is None
