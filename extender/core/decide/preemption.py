@@ -7,7 +7,8 @@ victims (:func:`extender.core.decide.decisions.decide_preempt`).
 
 A *victim* is a unit that is evicted whole: every bound pod of a gang, or one pod outside any
 gang. A unit may be a victim only if its priority (its highest pod's, or its gang's) is
-below the preemptor's (its pods' own, as admission resolved their PriorityClass), it is not the preemptor's own gang, and none of its gang's pods is in
+below the preemptor's (its pods' own, as admission resolved their PriorityClass), it is
+not the preemptor's own gang, and none of its gang's pods is in
 flight (a gang being admitted is left alone: evicting its bound pods would leave it partial).
 A preemptor whose pods say ``preemptionPolicy: Never`` gets no plan at all: in Kubernetes
 that policy stops a pod from preempting others (it may still be preempted itself).
