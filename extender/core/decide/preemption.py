@@ -34,6 +34,7 @@ from extender.core.gang.capacity import (
     CapacityView,
     NodeCapacity,
     demand_of,
+    gang_priority,
     index_of,
     node_capacity,
 )
@@ -94,7 +95,7 @@ def preemptor(gang: Gang, snapshot: ClusterSnapshot, *, gpu: str) -> tuple[int, 
     the gang before its pods exist) names only by class. Otherwise its templates'."""
     pods = [snapshot.pods[u] for u in index_of(snapshot, gpu=gpu).gang_pods.get(gang.key, ())
             if u in snapshot.pods]
-    priority = max([gang.priority, *(p.shape.priority for p in pods)])
+    priority = gang_priority(gang, snapshot, gpu=gpu)
     preempts = all(m.shape.preempts for m in gang.members) and all(
         p.shape.preempts for p in pods)
     return priority, preempts
@@ -117,7 +118,8 @@ def candidates(gang: Gang, snapshot: ClusterSnapshot, ledger: Ledger, *, gpu: st
             key = owner.key if owner is not None else f"pod:{pod.key}"
             units.setdefault(key, []).append((uid, node))
             gangs[key] = owner.key if owner is not None else None
-            base = owner.priority if owner is not None else pod.shape.priority
+            base = (gang_priority(owner, snapshot, gpu=gpu) if owner is not None
+                    else pod.shape.priority)
             prio[key] = max(prio.get(key, base), pod.shape.priority, base)
             if owner is not None and owner.key == gang.key:
                 barred.add(key)

@@ -41,6 +41,7 @@ from extender.core.gang.capacity import (
     Demand,
     NodeCapacity,
     demand_of,
+    gang_priority,
     index_of,
     take,
 )
@@ -371,7 +372,8 @@ class Ledger:
         self._admitted.clear()
         self._stage.clear()
         self._holds.clear()  # a preemptor's plan is made again at its next preempt call
-        order = sorted(snapshot.gangs.values(), key=lambda g: (-g.priority, g.created, g.key))
+        order = sorted(snapshot.gangs.values(),
+                       key=lambda g: (-gang_priority(g, snapshot, gpu=gpu), g.created, g.key))
         for gang in order:
             bound = placed_counts(gang.key, snapshot, self, gpu=gpu)  # nothing is in flight
             placed, nodes = per_role(bound), per_node(bound)
