@@ -87,6 +87,9 @@ class Ledger:
         self._stage: dict[GangKey, int] = {}
         """Gang -> the last stage its barrier released (a staged gang is released stage by
         stage as its operator creates the pods of each)."""
+        self._seen: dict[GangKey, set[str]] = {}
+        """Gang -> members seen since its plan was made (filtered onto it or at bind): a
+        member seen for the first time is progress, and keeps the plan alive."""
         self._holds: dict[GangKey, Reservation] = {}
         """Gang -> the capacity its preemption plan frees, held for it while its victims are
         evicted, so that no other gang or pod takes what was freed for it."""
@@ -121,6 +124,7 @@ class Ledger:
         twin._admitted = dict(self._admitted)
         twin._stage = dict(self._stage)
         twin._holds = dict(self._holds)
+        twin._seen = {g: set(s) for g, s in self._seen.items()}
         twin.version = self.version
         return twin
 
@@ -137,6 +141,7 @@ class Ledger:
 
     def reserve(self, plan: Plan, *, now: float, ttl: float) -> None:
         self._plans[plan.gang] = Reservation(plan=plan, reserved_at=now, deadline=now + ttl)
+        self._seen.pop(plan.gang, None)
         self._holds.pop(plan.gang, None)  # admitted: its plan holds what it needs now
         self.version += 1
 
@@ -162,6 +167,21 @@ class Ledger:
         """The gangs holding capacity others may not use: by a plan, or by a hold."""
         return frozenset(self._plans) | frozenset(self._holds)
 
+    def progress(self, gang: GangKey, pod_uid: str, *, now: float, ttl: float) -> bool:
+        """A member of the gang was filtered onto its plan or reached bind. The first time
+        since the plan was made is progress: the plan then lasts ``ttl`` from ``now`` at
+        least, so a gang whose members keep arriving (a slow scheduler queue, a large gang)
+        is not expired and planned over again while it gathers. A member retrying is not
+        progress. Returns whether it was."""
+        if gang not in self._plans:
+            return False
+        seen = self._seen.setdefault(gang, set())
+        if pod_uid in seen:
+            return False
+        seen.add(pod_uid)
+        self.extend(gang, deadline=now + ttl)
+        return True
+
     def extend(self, gang: GangKey, *, deadline: float) -> None:
         """Keep the gang's plan until ``deadline`` at least: a staged gang's plan holds the
         later stages' capacity while the operator creates their pods."""
@@ -174,12 +194,14 @@ class Ledger:
         """End the gang's plan only; its barrier and held members stay. For a plan the cluster
         no longer honours (a slot taken behind Muster's back): the next member's filter plans
         the rest of the gang again around the members already held."""
+        self._seen.pop(gang, None)
         if self._plans.pop(gang, None) is not None:
             self.version += 1
             self.plans_ended += 1
 
     def release(self, gang: GangKey) -> None:
         """Drop the gang's plan and barrier (its in-flight pods stay until observed)."""
+        self._seen.pop(gang, None)
         if self._plans.pop(gang, None) is not None:
             self.plans_ended += 1
         self._barrier.pop(gang, None)
@@ -191,6 +213,7 @@ class Ledger:
         gone = sorted(g for g, r in self._plans.items() if r.deadline <= now)
         for gang in gone:
             del self._plans[gang]
+            self._seen.pop(gang, None)
         self.plans_ended += len(gone)
         lapsed = [g for g, r in self._holds.items() if r.deadline <= now]
         for gang in lapsed:
@@ -325,6 +348,7 @@ class Ledger:
             # With every pod of the gang deleted, nothing can use the plan any more.
             if filled or not members.get(gang):
                 del self._plans[gang]
+                self._seen.pop(gang, None)
                 self.plans_ended += 1
                 self._barrier.pop(gang, None)
                 done.append(gang)
@@ -365,6 +389,7 @@ class Ledger:
         before the restart (the barrier released them), and a gang left below its minimum
         (a crash between two binds) gets a plan for the rest of its minimum."""
         self._plans.clear()
+        self._seen.clear()
         self._placed_memo.clear()
         self._inflight.clear()
         self._barrier.clear()
