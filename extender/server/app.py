@@ -40,6 +40,8 @@ def create_app(settings: Settings, state: StateStore, clock: Clock, *,
     """
     metrics = Metrics()
     metrics.watch_sources(state.source_states)
+    gate: list[LeaderGate] = []
+    service: Decider | None = None
     if decider is None:
         # Imported here: the service pulls in the whole decision core, the baseline does not.
         from extender.server.service import GangService  # noqa: PLC0415
@@ -47,7 +49,6 @@ def create_app(settings: Settings, state: StateStore, clock: Clock, *,
 
         observed = GangWaitObserver(events or MemoryEvents(), gang_of=_gang_of(state),
                                     clock=clock, observe=metrics.gang_wait.observe)
-        gate: list[LeaderGate] = []
 
         def deciding() -> bool:  # the gate is built after the service it guards
             return gate[0].deciding()
@@ -68,8 +69,11 @@ def create_app(settings: Settings, state: StateStore, clock: Clock, *,
     # No MAX_CONTENT_LENGTH: werkzeug would cut a chunked body at it silently; the verbs read
     # their bodies with their own bound (routes._read_body), and the other routes take none.
     chosen = decider
+    # muster_ready is the cluster state's trust, leader or standby alike (a standby's /readyz
+    # is 503 by design; muster_leader says which one decides).
+    trusted: Decider = service if gate and service is not None else decider
     metrics.watch(gangs=chosen.gang_counts, reserved_gpus=chosen.reserved_gpus,
-                  binds_waiting=chosen.binds_waiting, ready=lambda: chosen.readiness()[0])
+                  binds_waiting=chosen.binds_waiting, ready=lambda: trusted.readiness()[0])
     app.extensions["muster.decider"] = decider
     app.extensions["muster.metrics"] = metrics
     app.extensions["muster.settings"] = settings

@@ -17,6 +17,8 @@ the release window by all 3 bound, and before the takeover nothing may be bound 
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 import sys
 import time
 import urllib.request
@@ -249,3 +251,16 @@ def test_a_gang_that_no_longer_fits_after_the_takeover_ends_with_none_bound(
     assert b.metric("muster_decisions_total", verb="filter") > filters_before, pair.log("muster-b")
 
 
+
+
+def test_a_leader_stopped_cleanly_gives_the_lease_up_and_the_standby_takes_it_at_once(
+        pair: Pair, sandbox: Sandbox) -> None:
+    [proc] = [p for p in sandbox.table.load() if p.name == "muster-a"]
+    stopped = time.monotonic()
+    os.kill(proc.pid, signal.SIGTERM)  # a rollout or a drain: gunicorn stops its worker
+    b = pair.replicas["muster-b"]
+    assert wait_until(lambda: ready(b.probe), timeout=LEASE_DURATION + 10), pair.log("muster-a")
+    took = time.monotonic() - stopped
+    assert pair.holder() == "muster-b"
+    assert "event=lease-released" in pair.log("muster-a")
+    assert took < LEASE_DURATION / 2, took  # at b's next try, not after the lease ran out

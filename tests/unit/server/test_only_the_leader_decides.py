@@ -237,7 +237,10 @@ def test_the_app_reports_a_standby_not_ready_on_readyz() -> None:
     client = app.test_client()
     response = client.get("/readyz")
     assert response.status_code == 503 and "standby" in response.get_json()["reason"]
-    assert b"muster_leader 0.0" in client.get("/metrics").data
+    standby = client.get("/metrics").data
+    assert b"muster_leader 0.0" in standby
+    # Its view of the cluster is trusted all the same: no MusterNotReady for a standby.
+    assert b"muster_ready 1.0" in standby
     leadership.change(True)
     deadline = time.monotonic() + 5
     while client.get("/readyz").status_code != 200:
