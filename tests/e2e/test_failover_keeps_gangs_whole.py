@@ -38,6 +38,11 @@ from extender.sandbox.submit import create
 from tests.e2e.conftest import bound, describe, pods_in, wait_until
 from tests.e2e.readiness_forwarder import ReadinessForwarder, ready
 from tests.e2e.test_gang_scheduling_with_stand_in_operators import jobset
+from tests.e2e.test_muster_runs_under_its_service_account import (
+    NAMESPACE,
+    installed,  # noqa: F401 - the fixture: the manifests' namespace and RBAC, applied
+    service_account_kubeconfig,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -67,6 +72,7 @@ class Replica:
 @dataclass
 class Pair:
     sandbox: Sandbox
+    kubeconfig: Path
     lease_namespace: str
     lease: str
     replicas: dict[str, Replica]
@@ -82,7 +88,7 @@ class Pair:
         spec, r = self.sandbox.spec, self.replicas[name]
         proc = self.sandbox.table.start(name, [
             sys.executable, "-m", "extender.cli.main", "serve",
-            "--kubeconfig", str(self.sandbox.dir / "kubeconfig"),
+            "--kubeconfig", str(self.kubeconfig),
             "--host", "127.0.0.1", "--port", str(r.port), "--probe-port", str(r.probe),
             "--bind-timeout", str(spec.bind_timeout), "--plan-ttl", "120s",
             "--scheduler-names", "muster,default-scheduler",
@@ -98,20 +104,24 @@ class Pair:
 
 
 @pytest.fixture()
-def pair(sandbox: Sandbox, namespace: str) -> Iterator[Pair]:
+def pair(sandbox: Sandbox, installed: Connection) -> Iterator[Pair]:  # noqa: F811
     """The sandbox's Muster replaced by two electing replicas behind the forwarder, on the
-    port kube-scheduler calls; ``muster-a`` leads, ``muster-b`` stands by."""
+    port kube-scheduler calls, under the manifests' ``muster`` ServiceAccount and RBAC, on
+    the manifests' Lease ``muster-system/muster``; ``muster-a`` leads, ``muster-b`` stands
+    by."""
+    kubeconfig = service_account_kubeconfig(installed, sandbox, "muster")
     sandbox.kill("muster")
     ports = free_ports(4)
     replicas = {"muster-a": Replica("muster-a", ports[0], ports[1]),
                 "muster-b": Replica("muster-b", ports[2], ports[3])}
     forwarder = ReadinessForwarder(sandbox.ports.muster,
                                    [(r.port, r.probe) for r in replicas.values()])
-    made = Pair(sandbox, namespace, f"muster-{namespace}", replicas, forwarder)
+    made = Pair(sandbox, kubeconfig, NAMESPACE, "muster", replicas, forwarder)
     try:
         with forwarder:
             made.start("muster-a")
             a = replicas["muster-a"]
+            # A Lease left by an earlier test's replicas is waited out first.
             assert wait_until(lambda: ready(a.probe), timeout=60), made.log("muster-a")
             made.start("muster-b")
             assert made.holder() == "muster-a"
