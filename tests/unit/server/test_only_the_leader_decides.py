@@ -249,3 +249,23 @@ def test_the_app_reports_a_standby_not_ready_on_readyz() -> None:
     metrics = client.get("/metrics").data
     assert b"muster_leader 1.0" in metrics
     assert b'muster_leader_transitions_total{to="leader"} 1.0' in metrics
+
+
+def test_a_replica_that_no_longer_leads_evicts_no_preemption_victim() -> None:
+    from extender.core.decide.effects import Evict  # noqa: PLC0415
+    from extender.core.model.values import GangKey  # noqa: PLC0415
+    from extender.state.ports import MemoryEvictor, PodRef  # noqa: PLC0415
+
+    leading = [True]
+    evictor = MemoryEvictor()
+    svc = GangService(store_of([gpu_node("n0")]), settings=Settings(), clock=Clock(),
+                      binder=MemoryBinder(store_of([])), events=MemoryEvents(),
+                      evictor=evictor, may_act=lambda: leading[0])
+    victims = Evict(GangKey("ml/train"), (PodRef("ml", "low-0", "uid-low-0"),), "preempted")
+    with svc._cond:
+        svc._apply([victims])
+    assert [p.name for p, _ in evictor.evicted()] == ["low-0"]
+    leading[0] = False
+    with svc._cond:
+        svc._apply([victims])
+    assert len(evictor.evicted()) == 1
