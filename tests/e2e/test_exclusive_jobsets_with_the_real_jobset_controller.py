@@ -16,15 +16,15 @@ from typing import Any
 import pytest
 import yaml
 
-from extender.sandbox.config import Ports, SchedulerMode
 from extender.sandbox.nodes import RACK_LABEL
-from extender.sandbox.sandbox import Sandbox, SandboxSpec
+from extender.sandbox.sandbox import Sandbox
 from tests.e2e.conftest import (
     bound,
     describe,
     pods_in,
     scheduled_message,
     scratch_namespace,
+    start_sandbox,
     wait_until,
 )
 from tests.e2e.test_real_pod_lifecycle import kubectl, muster_gangs
@@ -35,11 +35,8 @@ pytestmark = pytest.mark.e2e
 @pytest.fixture(scope="module")
 def racks_box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
     """3 racks of 2 nodes x 8 GPUs, with the real JobSet controller."""
-    spec = SandboxSpec(directory=tmp_path_factory.mktemp("racks"), nodes=6, gpus_per_node=8,
-                       nodes_per_rack=2, mode=SchedulerMode.MUSTER, ports=Ports(),
-                       bind_timeout=15.0, plan_ttl=30.0, jobset=True)
-    box = Sandbox(spec, say=lambda _m: None)
-    box.up()
+    box = start_sandbox(tmp_path_factory.mktemp("racks"), nodes=6, nodes_per_rack=2,
+                        jobset=True)
     try:
         yield box
     finally:
