@@ -12,6 +12,7 @@ from extender.core.decide.settings import CoreSettings
 from extender.core.gang.capacity import empty_of
 from extender.core.gang.ledger import Ledger
 from extender.core.gang.placement import Infeasible, Plan, plan_gang
+from extender.core.gang.subgroups import Fit, assign_domains, units_of
 from extender.core.model.values import Gang, NodeName, SubgroupKind, SubgroupTopology
 
 from .builders import make_gang, make_node, make_shape, make_snapshot, uid
@@ -132,3 +133,36 @@ def test_leaders_are_released_together_then_followers_as_a_later_stage() -> None
     assert plan is not None  # the followers' capacity is still held for them
     assert sum(n for _, r, n in plan.slots if r == "follow") == 6
     assert NodeName(node0) in {n for n, r, _ in plan.slots if r == "lead"}
+
+
+def _fits(table: dict[tuple[str, str], tuple[int, ...] | None]):  # type: ignore[no-untyped-def]
+    """A ``try_in`` from a table: (kind's first role, domain) -> cost, or None: no fit."""
+    def try_in(pods: tuple[tuple[str, int], ...], domain: str) -> Fit:
+        cost = table.get((pods[0][0], domain))
+        if cost is None:
+            return Fit(None, placed=0, why="too small")
+        return Fit(((NodeName(f"{domain}0"), pods[0][0], 1),), cost=cost)
+    return try_in
+
+
+def test_a_subgroup_only_one_domain_fits_gets_it_even_if_another_subgroup_preferred_it() -> None:
+    big = SubgroupKind("big", (("big", 1),), 1)
+    small = SubgroupKind("small", (("small", 1),), 1)
+    units, broken = units_of(SubgroupTopology("rack", (small, big)), {})
+    assert broken is None
+    # small prefers x (cheaper) but also fits y; big fits only x.
+    found = assign_domains(units, ["x", "y"], key="rack", taken={}, try_in=_fits(
+        {("small", "x"): (0,), ("small", "y"): (5,), ("big", "x"): (0,)}))
+    assert found.ok and {u.name: d for u, d, _ in found.chosen} == {"small-0": "y",
+                                                                   "big-0": "x"}
+
+
+def test_placed_pods_pin_their_subgroup_and_two_subgroups_in_one_domain_are_refused() -> None:
+    kind = SubgroupKind("lead", (("follow", 1), ("lead", 1)), 2)
+    sub = SubgroupTopology("rack", (kind,))
+    units, broken = units_of(sub, {"y": {"lead": 1}})
+    assert broken is None
+    assert [(u.name, u.domain, u.need) for u in units] == [
+        ("lead-0", "y", (("follow", 1), ("lead", 0))), ("lead-1", None, kind.pods)]
+    _, broken = units_of(sub, {"x": {"lead": 1}, "y": {"lead": 1}, "z": {"follow": 1}})
+    assert broken == "pods of its 2 lead subgroup(s) run in 3 rack domains (x, y, z)"
