@@ -308,6 +308,7 @@ def _roles(descriptor: Descriptor, obj: Mapping[str, Any],
             if spec.in_gang is not None and not spec.in_gang.holds(scope):
                 outside.add(name)
     names = {r.name for r in roles}
+    roles = _wait_for_followers(roles)
     # A role created after another also starts after it; a dependency on a role the object
     # does not have (or on itself) orders nothing and holds nothing back.
     after.extend((before, r.name) for r in roles for before, _ in r.created_after)
@@ -338,6 +339,21 @@ def _split_at_leader(role: Role, rules: tuple[CreatedAfterSpec, ...], scope: Sco
                      min_pods_per_replica=None if min_per is None else max(0, min_per - 1),
                      created_after=((role.name, status.value),), follows=role.name)
     return [leaders, followers]
+
+
+def _wait_for_followers(roles: list[Role]) -> list[Role]:
+    """A role waiting for a role split at its leader waits for its followers too: a Job is
+    Ready or Complete once all its pods are, not its leader alone."""
+    followers = {r.follows: r.name for r in roles if r.follows}
+    if not followers:
+        return roles
+    out = []
+    for r in roles:
+        extra = tuple((followers[b], st) for b, st in r.created_after
+                      if b in followers and followers[b] != r.name)
+        out.append(replace(r, created_after=tuple(dict.fromkeys(r.created_after + extra)))
+                   if extra else r)
+    return out
 
 
 def _gang_roots(roles: list[Role]) -> dict[str, str]:

@@ -120,3 +120,14 @@ def test_a_bad_leader_or_per_replica_rule_names_its_field(rule: object, topology
                                                            where: str) -> None:
     with pytest.raises(DescriptorError, match=where):
         compile_descriptor(_descriptor(rule, topology=topology))
+
+
+def test_a_replicated_job_depending_on_one_split_at_its_leader_waits_for_its_followers() -> None:
+    workers = {**rjob("workers", 2, 2), "dependsOn": [{"name": "leader", "status": "Ready"}]}
+    tree = resolve(jobset(rjob("leader", 1, 2), workers, **{EXCLUSIVE: "rack"}))
+    (gang,) = tree.gangs
+    # The leader Job is Ready only once its follower is too: the workers come after both.
+    assert {m.role: m.stage for m in gang.members} == {
+        "leader": 0, "leader/followers": 1, "workers": 2, "workers/followers": 3}
+    [role] = [r for r in tree.roles if r.name == "workers"]
+    assert role.created_after == (("leader", "Ready"), ("leader/followers", "Ready"))

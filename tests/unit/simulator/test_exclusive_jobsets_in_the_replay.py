@@ -56,12 +56,14 @@ def replay(objects: list[dict[str, Any]]) -> Recording:
     return sim
 
 
-def racks_by_job(sim: Simulation, workload: str) -> dict[int, set[str]]:
-    out: dict[int, set[str]] = {}
+def racks_by_job(sim: Simulation, workload: str) -> dict[tuple[str, int], set[str]]:
+    """Per Job (replicatedJob, index), the racks its bound pods are in."""
+    out: dict[tuple[str, int], set[str]] = {}
     for uid, pod in sim.cluster.pods.items():
         member = sim.cluster.memberships[uid]
         if member.workload.name == workload and pod.node_name is not None:
-            out.setdefault(member.replica or 0, set()).add(pod.node_name[0])
+            job = (member.role.removesuffix("/followers"), member.replica or 0)
+            out.setdefault(job, set()).add(pod.node_name[0])
     return out
 
 
@@ -84,3 +86,18 @@ def test_a_jobset_needing_more_racks_than_are_free_never_starts() -> None:
     assert racks_by_job(sim, "big") == {}
     assert sim.metrics.gangs["ml/big"].bound == 0
     assert sim.metrics.gangs["ml/js"].bound == 8
+
+
+def test_a_job_that_depends_on_an_exclusive_job_comes_after_its_followers_too() -> None:
+    js = jobset("js", 2)
+    js["spec"]["replicatedJobs"].insert(0, {**jobset("x", 1, pods=2, gpus=8)["spec"][
+        "replicatedJobs"][0], "name": "lead"})
+    js["spec"]["replicatedJobs"][1]["dependsOn"] = [{"name": "lead", "status": "Ready"}]
+    sim = replay([*RACKS, js])
+    assert len(sim.bound_at) == 10
+    order = list(dict.fromkeys(role for _, role, _ in sim.bound_at))
+    assert order == ["lead", "lead/followers", "w", "w/followers"]
+    per_job = racks_by_job(sim, "js")
+    assert sorted(per_job) == [("lead", 0), ("w", 0), ("w", 1)]
+    assert all(len(racks) == 1 for racks in per_job.values())
+    assert len({next(iter(r)) for r in per_job.values()}) == 3  # a rack per Job
