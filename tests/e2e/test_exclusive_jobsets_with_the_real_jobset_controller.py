@@ -10,6 +10,7 @@ lands whole in its own rack. A JobSet needing more racks than are free waits who
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator
 from typing import Any
 
@@ -117,3 +118,27 @@ def test_every_job_lands_whole_in_its_own_rack_and_a_jobset_needing_more_racks_w
     assert "only 1 can get one" in message and "taken:" in message, message
     assert all(p["metadata"]["annotations"].get("batch.kubernetes.io/job-completion-index")
                == "0" for p in late())  # no follower exists: no leader was scheduled
+
+
+def test_a_job_depending_on_an_exclusive_job_is_bound_after_all_its_pods_each_in_a_rack(
+        racks_box: Sandbox, ns: str) -> None:
+    """dependsOn Ready with exclusive-topology: the lead Job's leader, its follower, then the
+    workers' leaders and followers; three Jobs in three racks."""
+    conn = racks_box.connection()
+    racks = rack_of(racks_box)
+    js = exclusive(ns, "chain", jobs=2, pods=2, gpus=8)
+    lead = {**copy.deepcopy(js["spec"]["replicatedJobs"][0]), "name": "lead", "replicas": 1}
+    js["spec"]["replicatedJobs"][0]["dependsOn"] = [{"name": "lead", "status": "Ready"}]
+    js["spec"]["replicatedJobs"].insert(0, lead)
+    apply(racks_box, js)
+    assert wait_until(lambda: len(bound(pods_in(conn, ns))) == 6, timeout=180), \
+        describe(conn, ns)
+    pods = pods_in(conn, ns)
+    per_job = racks_by_job(pods, racks)
+    assert len(per_job) == 3 and all(len(r) == 1 for r in per_job.values()), per_job
+    assert len({next(iter(r)) for r in per_job.values()}) == 3, per_job
+    lead_ready = max(c["lastTransitionTime"] for p in pods
+                     if p["metadata"]["labels"]["jobset.sigs.k8s.io/replicatedjob-name"] == "lead"
+                     for c in p["status"]["conditions"] if c["type"] == "Ready")
+    assert all(p["metadata"]["creationTimestamp"] >= lead_ready for p in pods
+               if p["metadata"]["labels"]["jobset.sigs.k8s.io/replicatedjob-name"] == "w")
