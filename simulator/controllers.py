@@ -93,7 +93,10 @@ Unit = tuple[str, int]
 def per_replica(tree: WorkloadTree, role: Role, policy: GangPolicy) -> bool:
     """Whether ``role``'s copies wait for the same copy of the roles they depend on (each LWS
     group's workers for that group's leader), rather than for the whole of them (a JobSet's
-    replicatedJob for the whole of the one it dependsOn)."""
+    replicatedJob for the whole of the one it dependsOn). A role's followers wait for their own
+    replica's leader (a JobSet Job's, under ``exclusive-topology``)."""
+    if role.follows:
+        return True
     return policy in (GangPolicy.REPLICA, GangPolicy.ROLE_REPLICA) and all(
         other.replicas == role.replicas for other in tree.roles
         if any(before == other.name for before, _ in role.created_after))

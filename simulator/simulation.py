@@ -259,8 +259,37 @@ class Simulation:
         waiting -= ready
         if not waiting:
             del self._later[key]
-        made = create_pods(tree, policy=policy, now=now, units=ready)
+        made = self._follow_leaders(tree, create_pods(tree, policy=policy, now=now, units=ready))
         self._add_pods(tree, made, now)
+
+    def _follow_leaders(self, tree: WorkloadTree, made: list[tuple[PodInfo, Membership]],
+                        ) -> list[tuple[PodInfo, Membership]]:
+        """Followers pinned to their leader's domain by a nodeSelector, as JobSet's pod
+        webhook pins them under ``exclusive-topology`` (the follower of a leader on a node
+        without the label is created without one)."""
+        out = []
+        for pod, member in made:
+            role = next((r for r in tree.roles if r.name == member.role), None)
+            gang = next((g for g in tree.gangs if g.key == member.gang), None)
+            if role is None or not role.follows or gang is None or gang.subgroups is None:
+                out.append((pod, member))
+                continue
+            key = gang.subgroups.key
+            domain = None
+            for uid in sorted(self._gang_pods.get(gang.key, ())):
+                lead = self.cluster.memberships.get(uid)
+                bound = self.cluster.pods.get(uid)
+                if (lead is not None and bound is not None and bound.node_name is not None
+                        and lead.role == role.follows and lead.replica == member.replica):
+                    info = self._nodes.get(bound.node_name)
+                    domain = None if info is None else info.label(key)
+                    break
+            if domain is None:
+                out.append((pod, member))
+                continue
+            selector = tuple(sorted({*pod.shape.node_selector, (key, domain)}))
+            out.append((replace(pod, shape=replace(pod.shape, node_selector=selector)), member))
+        return out
 
     @staticmethod
     def _reached(tree: WorkloadTree, counts: Mapping[tuple[str, str, int], int], role: str,

@@ -194,6 +194,9 @@ def render_workload(w: dict[str, Any]) -> None:
             how = ("required, exclusive" if t["exclusive"] else
                    "required" if t["required"] else "preferred")
             where = f", in one {t['key']} domain ({how})"
+        if "subgroupTopology" in gang:
+            t = gang["subgroupTopology"]
+            where = f", each of {t['subgroups']} subgroups alone in a {t['key']} domain of its own"
         out.print(f"gang: {gang['name']} (minimum {gang['minMember']} of {gang['pods']} pods, "
                   f"{gang['gpus']} GPUs{where})", markup=False)
         if "stages" in gang:

@@ -142,6 +142,10 @@ def _gang_view(g: Gang) -> dict[str, Any]:
     if g.topology is not None:
         view["topology"] = {"key": g.topology.key, "required": g.topology.required,
                             "exclusive": g.topology.exclusive}
+    if g.subgroups is not None:
+        # Each subgroup (a JobSet Job) alone in a domain of its own.
+        view["subgroupTopology"] = {"key": g.subgroups.key, "subgroups": g.subgroups.count,
+                                    "exclusive": True}
     if g.last_stage:
         # Pods its operator creates in stages: the whole gang is held, each stage released
         # as it reaches bind.

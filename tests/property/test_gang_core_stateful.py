@@ -17,7 +17,10 @@ After every step: no node's resources, pod slots or GPU devices are oversubscrib
 an exact packing of the pods actually on each node, not by the core's arithmetic); no gang ever
 has fewer than its minimum bound once any member is bound; no pod is bound to a node that is
 gone, nor for GPUs onto a node the billion-GPU pod fills; no plan outlives its deadline; no
-member waits at the barrier past the timeout. Every filter and bind is asked twice of
+member waits at the barrier past the timeout. JobSet-like gangs under exclusive-topology
+(each Job a leader, then a follower the operator creates once its leader is bound, pinned to
+the leader's rack) keep every Job to one rack, a rack of its own, shared with no other gang.
+Every filter and bind is asked twice of
 identical inputs and must answer the same.
 """
 
@@ -58,6 +61,8 @@ from extender.core.model.values import (
     NodeName,
     PodInfo,
     PodPhase,
+    SubgroupKind,
+    SubgroupTopology,
     TopologyConstraint,
     WorkloadRef,
 )
@@ -71,9 +76,12 @@ bind this machine exists to find."""
 MAX_GANGS = 6
 RACKS = ("a", "b", "c")
 # What a gang asks of racks: nothing (most), one rack, one rack alone, or one rack if any fits.
-topologies = st.sampled_from([None, None, "required", "exclusive", "preferred"])
+# "jobs": a JobSet under exclusive-topology, each Job alone in a rack of its own.
+topologies = st.sampled_from([None, None, "required", "exclusive", "preferred", "jobs",
+                              "jobs"])
 _TOPOLOGY = {
     None: None,
+    "jobs": None,
     "required": TopologyConstraint("rack", required=True),
     "exclusive": TopologyConstraint("rack", required=True, exclusive=True),
     "preferred": TopologyConstraint("rack", required=False),
@@ -161,6 +169,12 @@ class GangCoreMachine(RuleBasedStateMachine):
     def _add_gang(self, roles: list[tuple[int, int, int, bool, int]],
                   topology: str | None = None, *, staged: bool = False) -> None:
         g = len(self.gangs)
+        if topology == "jobs":
+            # Each Job: its leader r0 (stage 0) and one follower r1, created once the leader
+            # is bound (JobSet's pod webhook); the Jobs of one gang are alike.
+            jobs, gpus, cpu, _, share = roles[0]
+            roles = [(jobs, gpus, cpu, False, share)] * 2
+            staged = True
         # A staged gang's second role is created only once the first is Ready (JobSet
         # dependsOn, LWS LeaderReady): a later stage, its capacity held meanwhile.
         staged = staged and len(roles) > 1
@@ -172,6 +186,9 @@ class GangCoreMachine(RuleBasedStateMachine):
             minimum={f"r{r}": count - 1 if elastic and count > 1 else count
                      for r, (count, _, _, elastic, _) in enumerate(roles)},
         )
+        if topology == "jobs":
+            kind = SubgroupKind("r0", (("r0", 1), ("r1", 1)), roles[0][0])
+            gang = replace(gang, subgroups=SubgroupTopology("rack", (kind,)))
         self.gangs[gang.key] = gang
         self.ever_bound[gang.key] = set()
         pods, members = gang_pods(gang)
@@ -206,8 +223,9 @@ class GangCoreMachine(RuleBasedStateMachine):
         """kube-scheduler's view: constraints, then pod count and scalar fit of bound plus
         assumed pods (it knows nothing of GPU devices)."""
         out = []
+        fenced = self._other_jobs_racks(pod)
         for name, node in sorted(self.nodes.items()):
-            if ineligibility(pod.shape, node) is not None:
+            if ineligibility(pod.shape, node) is not None or node.label("rack") in fenced:
                 continue
             on = self._on_node(name, assumed=True)
             used = pod.shape.requests
@@ -216,6 +234,25 @@ class GangCoreMachine(RuleBasedStateMachine):
             if used.fits_in(node.allocatable) and len(on) + 1 <= node.allocatable[PODS] // 1000:
                 out.append(name)
         return out
+
+    def _other_jobs_racks(self, pod: PodInfo) -> set[str]:
+        """A Job leader's required anti-affinity (JobSet's webhook): no rack where a pod of
+        another Job runs or is assumed."""
+        member = self.memberships.get(pod.uid)
+        gang = None if member is None or member.gang is None else self.gangs[member.gang]
+        if gang is None or gang.subgroups is None or member is None or member.role != "r0":
+            return set()
+        racks = set()
+        where = {**{u: p.node_name for u, p in self.pods.items() if p.node_name is not None},
+                 **self.held, **self.assumed}
+        for uid, node in where.items():
+            other = self.memberships.get(uid)
+            if other is None or other.gang is None or node not in self.nodes:
+                continue
+            if self.gangs[other.gang].subgroups is not None and (
+                    other.gang, other.replica) != (member.gang, member.replica):
+                racks.add(self.nodes[node].label("rack") or "")
+        return racks
 
     def pending(self) -> list[str]:
         return sorted(u for u, p in self.pods.items()
@@ -367,9 +404,24 @@ class GangCoreMachine(RuleBasedStateMachine):
                      if m.gang == key and gang.stage_of(m.role) == 0]
             if first and all(u in self.pods and self.pods[u].node_name is not None
                              for u in first):
-                self.pods.update({p.uid: p for p, _ in later})
+                self.pods.update({p.uid: self._pinned_to_leader(p, m) for p, m in later})
                 del self.unborn[key]
                 event("a staged gang's later stage was created")
+
+    def _pinned_to_leader(self, pod: PodInfo, member: Membership) -> PodInfo:
+        """A Job's follower, with the nodeSelector for its leader's rack (JobSet's webhook)."""
+        gang = self.gangs[member.gang] if member.gang is not None else None
+        if gang is None or gang.subgroups is None:
+            return pod
+        leader = next(p for u, p in self.pods.items() if self.memberships.get(u) is not None
+                      and self.memberships[u].gang == gang.key
+                      and self.memberships[u].role == "r0"
+                      and self.memberships[u].replica == member.replica)
+        node = self.nodes.get(leader.node_name) if leader.node_name is not None else None
+        if node is None:
+            return pod
+        rack = node.label("rack") or ""
+        return replace(pod, shape=replace(pod.shape, node_selector=(("rack", rack),)))
 
     @precondition(lambda self: bool(self.gangs))
     @rule(data=st.data(), coin=st.integers(0, 5))
@@ -495,6 +547,30 @@ class GangCoreMachine(RuleBasedStateMachine):
                 shared = racks & held[key]
                 assert other == key or not shared, (
                     f"gang {other} runs in rack {shared}, which exclusive gang {key} holds")
+
+    @invariant()
+    def each_job_keeps_to_a_rack_of_its_own_that_no_other_gang_is_in(self) -> None:
+        racks: dict[tuple[str, int], set[str]] = {}
+        where = {**{u: p.node_name for u, p in self.pods.items() if p.node_name is not None},
+                 **self.held}
+        for uid, node in where.items():
+            member = self.memberships.get(uid, _NOBODY)
+            if member.gang is not None and self.gangs[member.gang].subgroups is not None \
+                    and node in self.nodes:
+                racks.setdefault((member.gang, member.replica or 0), set()).add(
+                    self.nodes[node].label("rack") or "")
+        seen: dict[str, tuple[str, int]] = {}
+        for job, held in sorted(racks.items()):
+            assert len(held) == 1, f"Job {job} runs in racks {held}"
+            rack = next(iter(held))
+            assert rack not in seen, f"Jobs {seen.get(rack)} and {job} share rack {rack}"
+            seen[rack] = job
+            for other in self.gangs:
+                if other != job[0]:
+                    assert rack not in self._racks_of(other), (
+                        f"gang {other} runs in rack {rack}, which Job {job} holds")
+        if racks:
+            event("a Job was bound or held in its own rack")
 
     @invariant()
     def no_plan_outlives_its_deadline(self) -> None:

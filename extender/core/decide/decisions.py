@@ -248,7 +248,8 @@ def decide_filter(
                 ledger.progress(gang.key, pod.uid, now=now, ttl=settings.plan_ttl)
             return pinned
     gpu = settings.gpu_resource
-    by_role = per_role(placed_counts(gang.key, snapshot, ledger, gpu=gpu, exclude=pod.uid))
+    at = placed_counts(gang.key, snapshot, ledger, gpu=gpu, exclude=pod.uid)
+    by_role = per_role(at)
     domain = _gang_domain(gang, snapshot, ledger, gpu=gpu)
     if plan is not None and (ledger.is_admitted(gang.key) or
                              sum(by_role.values()) >= gang.min_member):
@@ -260,7 +261,8 @@ def decide_filter(
     capacity = free_capacity(snapshot, ledger, gpu=gpu, exclude=gang.key)
     result = plan_gang(gang, snapshot=snapshot, capacity=capacity, placed=by_role,
                        policy=settings.policy, gpu=gpu, budget=settings.search_budget,
-                       within=domain, occupied=occupants(snapshot, ledger, gpu=gpu))
+                       within=domain, occupied=occupants(snapshot, ledger, gpu=gpu),
+                       placed_at=at)
     if isinstance(result, Infeasible):
         return _infeasible(result, gang, candidates, snapshot=snapshot, ledger=ledger,
                            settings=settings, placed=by_role, within=domain)

@@ -153,10 +153,12 @@ def exclusive_fences(
 ) -> tuple[frozenset[NodeName], dict[str, str]]:
     """What exclusivity closes to ``gang``: the nodes of every domain an exclusive other gang
     is in (its pods bound, in flight or planned; ``occupied``: node -> gangs there), and, when
-    ``gang`` is exclusive itself, its domains any other gang is in, with why.
+    ``gang`` is exclusive itself, its domains any other gang is in, with why. A gang whose
+    subgroups each keep to a domain of their own is exclusive in every domain it is in.
 
     Work is one pass over the occupied nodes, plus one over all nodes per label key fenced."""
-    mine = gang.topology if gang.topology is not None and gang.topology.exclusive else None
+    mine = (gang.subgroups.key if gang.subgroups is not None else
+            gang.topology.key if gang.topology is not None and gang.topology.exclusive else None)
     fences: dict[str, set[str]] = {}  # label key -> values held by exclusive gangs
     taken: dict[str, str] = {}
     for node in sorted(occupied):
@@ -165,13 +167,15 @@ def exclusive_fences(
         if info is None or not others:
             continue
         for other in others:
-            held = other.topology
-            if held is not None and held.exclusive:
-                value = info.label(held.key)
+            held = (other.subgroups.key if other.subgroups is not None else
+                    other.topology.key if other.topology is not None
+                    and other.topology.exclusive else None)
+            if held is not None:
+                value = info.label(held)
                 if value is not None:
-                    fences.setdefault(held.key, set()).add(value)
+                    fences.setdefault(held, set()).add(value)
         if mine is not None:
-            value = info.label(mine.key)
+            value = info.label(mine)
             if value is not None and value not in taken:
                 taken[value] = f"gang {others[0].key} is there"
     if not fences:  # the usual case: no exclusive gang is anywhere; no pass over every node

@@ -451,7 +451,8 @@ def occupants(
     """Per node, the gangs with pods bound or in flight or a plan there. Empty when no gang
     of the snapshot is exclusive and not ``force``d: then nobody needs it, and the cost is
     one pass over the gangs."""
-    if not force and not any(g.topology is not None and g.topology.exclusive
+    if not force and not any(g.subgroups is not None or (g.topology is not None
+                                                          and g.topology.exclusive)
                              for g in snapshot.gangs.values()):
         return {}
     found: dict[NodeName, dict[GangKey, Gang]] = {}

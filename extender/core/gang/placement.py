@@ -39,10 +39,18 @@ from extender.core.gang.constraints import (
 )
 from extender.core.gang.scoring import Policy, domain_cost, node_order_key
 from extender.core.gang.search import Assignment, could_fit, room_for, search
+from extender.core.gang.subgroups import Fit, assign_domains, units_of
 from extender.core.model.quantity import format_quantity
 from extender.core.model.resources import GPU, MEMORY
 from extender.core.model.snapshot import ClusterSnapshot
-from extender.core.model.values import Gang, GangKey, NodeName, PodShape, TopologyConstraint
+from extender.core.model.values import (
+    Gang,
+    GangKey,
+    NodeName,
+    PodShape,
+    SubgroupTopology,
+    TopologyConstraint,
+)
 
 SEARCH_BUDGET = 10_000
 """Placements the fallback search may try before giving up (greedy's answer stands). A step
@@ -76,6 +84,8 @@ class Plan:
     """The topology domain the plan keeps to, if any."""
     required: int = 0
     """Pods of the plan that the gang's minimum needs (the rest are elastic extras)."""
+    subgroup_domains: tuple[tuple[str, str], ...] = ()
+    """``(subgroup, domain)`` for a gang whose subgroups each keep to a domain of their own."""
     _by_role: dict[str, tuple[NodeName, ...]] = field(
         default_factory=dict, compare=False, hash=False, repr=False
     )
@@ -480,6 +490,7 @@ def plan_gang(
     budget: int = SEARCH_BUDGET,
     within: str | None = None,
     occupied: Mapping[NodeName, Collection[Gang]] | None = None,
+    placed_at: Mapping[tuple[NodeName, str], int] | None = None,
 ) -> Plan | Infeasible:
     """Plan the rest of ``gang`` on ``snapshot``'s nodes with ``capacity`` free.
 
@@ -488,6 +499,9 @@ def plan_gang(
     (:func:`placed_domain`): the rest keeps to it (a preferred constraint falls back to every
     node if it cannot). ``occupied`` (node -> gangs with pods or plans there) lets exclusive
     gangs' domains be kept to them (:func:`exclusive_fences`); without it none are.
+    A gang whose subgroups each keep to a domain of their own is planned by
+    :func:`_by_subgroups`; ``placed_at`` (``(node, role)`` -> pods bound or in flight) says
+    where its placed pods run (without it, the bound ones are read off ``snapshot``).
     """
     demands = gang_demands(gang, placed)
     eligible = {rd.role: eligible_for(rd.shape, snapshot, gpu=gpu) for rd in demands}
@@ -501,6 +515,11 @@ def plan_gang(
     if fenced:
         eligible = {role: tuple(n for n in nodes if n not in fenced)
                     for role, nodes in eligible.items()}
+    if gang.subgroups is not None:
+        at = placed_at if placed_at is not None else _bound_at(gang, snapshot, gpu=gpu)
+        return _by_subgroups(gang, gang.subgroups, eligible, snapshot=snapshot,
+                             capacity=capacity, placed_at=at, taken=taken, policy=policy,
+                             gpu=gpu, budget=budget, fenced=len(fenced))
     domains = None
     if gang.topology is not None:
         union = sorted({n for nodes in eligible.values() for n in nodes})
@@ -513,3 +532,76 @@ def plan_gang(
                f"in a domain an exclusive gang holds)")
         return Infeasible(result.gang, why, result.placed, result.needed)
     return result
+
+
+def _bound_at(gang: Gang, snapshot: ClusterSnapshot, *, gpu: str,
+              ) -> dict[tuple[NodeName, str], int]:
+    counts: dict[tuple[NodeName, str], int] = {}
+    for uid in index_of(snapshot, gpu=gpu).gang_pods.get(gang.key, ()):
+        pod = snapshot.pods[uid]
+        if pod.node_name is not None and pod.holds_resources:
+            key = (pod.node_name, snapshot.memberships[uid].role)
+            counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def _by_subgroups(
+    gang: Gang, sub: SubgroupTopology, eligible: Mapping[str, Sequence[NodeName]], *,
+    snapshot: ClusterSnapshot, capacity: Mapping[NodeName, NodeCapacity],
+    placed_at: Mapping[tuple[NodeName, str], int], taken: Mapping[str, str], policy: Policy,
+    gpu: str, budget: int, fenced: int,
+) -> Plan | Infeasible:
+    """Each subgroup in a domain of its own (:func:`~extender.core.gang.subgroups.
+    assign_domains`); the plan is their slots together. Nodes without the label take none."""
+    nodes = snapshot.nodes
+    placed: dict[str, dict[str, int]] = {}
+    for (node, role), n in sorted(placed_at.items()):
+        info = nodes.get(node)
+        value = None if info is None else info.label(sub.key)
+        if value is not None and n > 0:
+            by_role = placed.setdefault(value, {})
+            by_role[role] = by_role.get(role, 0) + n
+    needed = gang.min_member - sum(placed_at.values())
+    units, broken = units_of(sub, placed)
+    if broken is not None:
+        return Infeasible(gang.key, f"gang {gang.key}: {broken}", 0, needed)
+    union = sorted({n for names in eligible.values() for n in names})
+    domains = topology_domains(TopologyConstraint(sub.key), nodes, union)
+    shapes = {m.role: m.shape for m in gang.members}
+    allowed = {role: frozenset(names) for role, names in eligible.items()}
+    share = max(1, budget // max(1, len({u.kind.name for u in units}) * max(1, len(domains))))
+
+    def try_in(pods: tuple[tuple[str, int], ...], value: str) -> Fit:
+        members = domains.get(value, ())
+        demands = [RoleDemand(role, shapes[role], need=n) for role, n in pods if n > 0]
+        ordered = _order(demands, gpu)
+        scoped = {rd.role: [n for n in members if n in allowed.get(rd.role, ())]
+                  for rd in demands}
+        plan, attempt = _plan_in(gang.key, ordered, scoped, cap_of=capacity, policy=policy,
+                                 gpu=gpu, budget=share, domain=value)
+        if plan is None:
+            detail = _failure_detail(attempt, scoped, domain_nodes=members, cap_of=capacity,
+                                     gpu=gpu)
+            return Fit(None, placed=attempt.placed, why=detail)
+        after = CapacityView(capacity, attempt.working)
+        return Fit(plan.slots, cost=domain_cost(policy, (after[n] for n in members)),
+                   placed=attempt.placed)
+
+    found = assign_domains(units, sorted(domains), key=sub.key, try_in=try_in, taken=taken,
+                           shown=SHOWN_DOMAINS)
+    if not found.ok:
+        why = f"gang {gang.key}: {found.reason}"
+        if fenced:
+            why += (f" ({fenced} node{'s are' if fenced != 1 else ' is'} in a domain an "
+                    "exclusive gang holds)")
+        return Infeasible(gang.key, why, found.placed, needed)
+    slots: dict[tuple[NodeName, str], int] = {}
+    for _, _, fit in found.chosen:
+        for node, role, n in fit.slots or ():
+            slots[(node, role)] = slots.get((node, role), 0) + n
+    planned = tuple(sorted((n, r, c) for (n, r), c in slots.items() if c > 0))
+    roles = sorted({r for _, r, _ in planned})
+    return Plan(gang=gang.key, slots=planned,
+                shapes=tuple((r, shapes[r]) for r in roles),
+                required=sum(c for _, _, c in planned),
+                subgroup_domains=tuple(sorted((u.name, d) for u, d, _ in found.chosen)))

@@ -105,6 +105,37 @@ class TopologyConstraint:
 
 
 @dataclass(frozen=True, slots=True)
+class SubgroupKind:
+    """``copies`` subgroups made alike: each needs ``pods`` (``(role, count)``, sorted) in one
+    domain. A JobSet replicatedJob's Jobs: each its leader pod and its followers."""
+
+    name: str
+    """Names the copies in reasons: copy ``j`` is ``<name>-<j>`` (a JobSet Job's index)."""
+    pods: tuple[tuple[str, int], ...]
+    copies: int
+
+
+@dataclass(frozen=True, slots=True)
+class SubgroupTopology:
+    """Each subgroup of a gang alone in a domain of a node label, a different domain each,
+    with no other gang's pods there (JobSet ``exclusive-topology``: each child Job alone)."""
+
+    key: str
+    kinds: tuple[SubgroupKind, ...]
+
+    @property
+    def count(self) -> int:
+        """Subgroups in all: the distinct domains the gang needs."""
+        return sum(k.copies for k in self.kinds)
+
+    def kind_of(self, role: str) -> SubgroupKind | None:
+        for kind in self.kinds:
+            if any(r == role for r, _ in kind.pods):
+                return kind
+        return None
+
+
+@dataclass(frozen=True, slots=True)
 class PodShape:
     """What one pod needs from a node and where it may go; many pods share one shape."""
 
@@ -257,6 +288,9 @@ class Role:
     gang_root: str = ""
     """The role created after another *completes* whose gang this role joins (itself, or a
     role it waits to be Ready for); empty: the workload's own gang."""
+    follows: str = ""
+    """The role whose replica ``j`` is this role's leader: this role holds the other pods of
+    each replica (a JobSet Job's followers, created once its index-0 pod is scheduled)."""
 
     @property
     def pods(self) -> int:
@@ -302,6 +336,8 @@ class Gang:
     topology: TopologyConstraint | None = None
     priority: int = 0
     created: float = 0.0
+    subgroups: SubgroupTopology | None = None
+    """Each subgroup in its own exclusive domain (the whole gang then keeps to none)."""
 
     @property
     def min_member(self) -> int:

@@ -151,6 +151,9 @@ class Readiness(StrEnum):
     READY = "Ready"
     """Its pods are Ready (JobSet ``dependsOn`` Ready, LWS ``LeaderReady``, MPIJob
     ``WaitForWorkersReady``): the later stage's capacity is held for it meanwhile."""
+    SCHEDULED = "Scheduled"
+    """Its pods are bound to nodes (JobSet's pod webhook admits a Job's followers only once
+    its leader pod has a node, under ``exclusive-topology``): held like ``Ready``."""
     COMPLETE = "Complete"
     """It has finished (JobSet ``dependsOn`` Complete, Trainer initializers): the later role
     is a gang of its own, admitted whole when its pods appear, so the GPUs of a trainer are
@@ -166,6 +169,9 @@ class CreatedAfterSpec:
     previous: bool = False
     """The role made for the previous item of the same ``forEach`` (JobSet ``startupPolicy:
     InOrder``: each replicatedJob is created once the one before it is Ready)."""
+    leader: bool = False
+    """Each replica's pods other than its leader are created once the leader reaches
+    ``status``: the role is split into its leaders and ``<role>/followers``."""
     status: Readiness | None = Readiness.READY
     """One status for every role named; ``None`` when ``status_ref`` reads one per role."""
     status_ref: PathRef | None = None
@@ -230,6 +236,10 @@ class PodMatch:
     replica_label: str | None = None
     sub_replica_label: str | None = None
     """A label holding a pod's sub-replica index (Grove's PodCliqueScalingGroup replica)."""
+    leader_key: str | None = None
+    """A label (or else annotation) whose value ``leader_value`` marks a replica's leader
+    pod; the others are its followers when a ``createdAfter`` rule splits the role."""
+    leader_value: str = "0"
 
 
 @dataclass(frozen=True, slots=True)
@@ -360,13 +370,19 @@ def _created_after(raw: object, at: str, scopes: frozenset[str]) -> CreatedAfter
     """``{roles: [names] | path, status: Ready | Complete | {path}, when: condition}``, or
     ``{previous: true, ...}`` for the role of the previous ``forEach`` item."""
     spec = expect_mapping(raw, at)
-    check_fields(spec, at, ("roles", "previous", "status", "when"))
+    check_fields(spec, at, ("roles", "previous", "leader", "status", "when"))
     previous = spec.get("previous", False)
     if not isinstance(previous, bool):
         raise DescriptorError(f"{at}.previous", f"expected true or false, got {previous!r}")
-    if "roles" not in spec and not previous:
+    leader = spec.get("leader", False)
+    if not isinstance(leader, bool):
+        raise DescriptorError(f"{at}.leader", f"expected true or false, got {leader!r}")
+    if leader and ("roles" in spec or previous):
+        raise DescriptorError(f"{at}.leader", "leader: true waits for the replica's own "
+                              "leader; it takes no roles and no previous")
+    if "roles" not in spec and not previous and not leader:
         raise DescriptorError(f"{at}.roles", "required (a list of role names or a path), "
-                              "unless previous: true")
+                              "unless previous: true or leader: true")
     roles: tuple[str, ...] = ()
     roles_ref = None
     if "roles" not in spec:
@@ -382,15 +398,19 @@ def _created_after(raw: object, at: str, scopes: frozenset[str]) -> CreatedAfter
         try:
             status = Readiness(raw_status)
         except ValueError:
-            raise DescriptorError(f"{at}.status", f"{raw_status!r} is not Ready or Complete"
-                                  " (or a path to them)") from None
+            raise DescriptorError(f"{at}.status", f"{raw_status!r} is not Ready, Scheduled or "
+                                  "Complete (or a path to them)") from None
     else:
         status_ref = _path_ref(raw_status, f"{at}.status", scopes, ITEM)
     when = compile_condition(spec["when"], f"{at}.when", scopes) if "when" in spec else None
-    if previous and status is None:
-        raise DescriptorError(f"{at}.status", "previous: true takes one status, not a path")
-    return CreatedAfterSpec(roles=roles, roles_ref=roles_ref, previous=previous, status=status,
-                            status_ref=status_ref, when=when)
+    if (previous or leader) and status is None:
+        raise DescriptorError(f"{at}.status", f"{'previous' if previous else 'leader'}: true "
+                              "takes one status, not a path")
+    if leader and status is Readiness.COMPLETE:
+        raise DescriptorError(f"{at}.status", "a leader's followers run beside it: Ready or "
+                              "Scheduled, not Complete")
+    return CreatedAfterSpec(roles=roles, roles_ref=roles_ref, previous=previous, leader=leader,
+                            status=status, status_ref=status_ref, when=when)
 
 
 def _role(raw: object, at: str) -> RoleSpec:
@@ -454,7 +474,7 @@ def _topology_rule(raw: object, at: str) -> TopologyRule:
     """``{required: <key>}`` or ``{preferred: <key>}`` (a label key, or ``{path: ...}`` read
     on the object), with ``exclusive: true`` for a required domain no other gang may share."""
     spec = expect_mapping(raw, at)
-    check_fields(spec, at, ("required", "preferred", "exclusive"))
+    check_fields(spec, at, ("required", "preferred", "exclusive", "per", "when"))
     chosen = [k for k in ("required", "preferred") if k in spec]
     if len(chosen) != 1:
         raise DescriptorError(at, "needs exactly one of required or preferred (a node label "
@@ -465,14 +485,24 @@ def _topology_rule(raw: object, at: str) -> TopologyRule:
         raise DescriptorError(f"{at}.exclusive", "expected true or false")
     if exclusive and kind != "required":
         raise DescriptorError(f"{at}.exclusive", "only a required domain can be exclusive")
+    per = spec.get("per", "gang")
+    if per not in ("gang", "replica"):
+        raise DescriptorError(f"{at}.per", f"expected gang or replica, got {per!r}")
+    if per == "replica" and not (exclusive and kind == "required"):
+        raise DescriptorError(f"{at}.per", "per: replica keeps each replica alone in its own "
+                              "domain: it needs required and exclusive: true")
+    when = (compile_condition(spec["when"], f"{at}.when", _OBJECT_ONLY)
+            if "when" in spec else None)
     value = spec[kind]
     if isinstance(value, str):
         why = bad_label_key(value)
         if why is not None:
             raise DescriptorError(f"{at}.{kind}", why)
-        return TopologyRule(required=kind == "required", exclusive=exclusive, literal=value)
+        return TopologyRule(required=kind == "required", exclusive=exclusive, literal=value,
+                            per_replica=per == "replica", when=when)
     ref = _path_ref(value, f"{at}.{kind}", _OBJECT_ONLY, OBJECT)
-    return TopologyRule(required=kind == "required", exclusive=exclusive, ref=ref)
+    return TopologyRule(required=kind == "required", exclusive=exclusive, ref=ref,
+                        per_replica=per == "replica", when=when)
 
 
 def _gangs(raw: object, at: str) -> GangSpec:
@@ -492,7 +522,8 @@ def _gangs(raw: object, at: str) -> GangSpec:
 
 def _pods(raw: object, at: str) -> PodMatch:
     spec = expect_mapping(raw, at)
-    check_fields(spec, at, ("owners", "workloadLabel", "role", "replica", "subReplica"))
+    check_fields(spec, at, ("owners", "workloadLabel", "role", "replica", "subReplica",
+                            "leader"))
     owners = expect_list(spec.get("owners", []), f"{at}.owners")
     role = expect_mapping(spec.get("role", {}), f"{at}.role")
     check_fields(role, f"{at}.role", ("labels", "map", "default", "match"))
@@ -506,6 +537,10 @@ def _pods(raw: object, at: str) -> PodMatch:
     check_fields(replica, f"{at}.replica", ("label",))
     sub = expect_mapping(spec.get("subReplica", {}), f"{at}.subReplica")
     check_fields(sub, f"{at}.subReplica", ("label",))
+    leader = expect_mapping(spec.get("leader", {}), f"{at}.leader")
+    check_fields(leader, f"{at}.leader", ("key", "value"))
+    if leader and "key" not in leader:
+        raise DescriptorError(f"{at}.leader.key", "required: the label or annotation")
     default = role.get("default")
     workload_label = spec.get("workloadLabel")
     return PodMatch(
@@ -521,6 +556,8 @@ def _pods(raw: object, at: str) -> PodMatch:
                        if "label" in replica else None),
         sub_replica_label=(expect_str(sub["label"], f"{at}.subReplica.label")
                            if "label" in sub else None),
+        leader_key=expect_str(leader["key"], f"{at}.leader.key") if leader else None,
+        leader_value=expect_str(leader.get("value", "0"), f"{at}.leader.value"),
     )
 
 

@@ -121,8 +121,8 @@ def cut_gangs(descriptor: Descriptor, ref: WorkloadRef, roles: list[Role],
 
 def _stages(roles: list[Role]) -> dict[str, int]:
     """Per role of one gang, the stage its pods are created in: 0 with the gang, else one
-    past the latest stage of the gang's roles it waits to be Ready. A cycle is refused with
-    its path."""
+    past the latest stage of the gang's roles it waits to be Ready or Scheduled. A cycle is
+    refused with its path."""
     by_name = {r.name: r for r in roles}
     out: dict[str, int] = {}
 
@@ -133,7 +133,7 @@ def _stages(roles: list[Role]) -> dict[str, int]:
             cycle = " -> ".join([*path[path.index(name):], name])
             raise WorkloadError(f"createdAfter forms a cycle: {cycle}")
         deps = [b for b, status in by_name[name].created_after
-                if status == "Ready" and b in by_name]
+                if status in ("Ready", "Scheduled") and b in by_name]
         out[name] = 1 + max(stage(b, (*path, name)) for b in deps) if deps else 0
         return out[name]
 

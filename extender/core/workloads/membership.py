@@ -118,6 +118,19 @@ def _role(pod: PodInfo, descriptor: Descriptor, tree: WorkloadTree) -> str:
     return tree.roles[0].name if len(tree.roles) == 1 else ""
 
 
+def _follower(pod: PodInfo, descriptor: Descriptor, tree: WorkloadTree, role: str) -> str:
+    """``role``'s followers' role when the role is split at its leader and ``pod`` is not the
+    leader (its leader label, or else annotation, has another value); else ``role``."""
+    key = descriptor.pods.leader_key
+    followers = next((r.name for r in tree.roles if r.follows == role and role), None)
+    if key is None or followers is None:
+        return role
+    value = pod.label(key)
+    if value is None:
+        value = next((v for k, v in pod.annotations if k == key), None)
+    return role if value is None or value == descriptor.pods.leader_value else followers
+
+
 def _index(pod: PodInfo, label: str | None) -> int | None:
     value = pod.label(label) if label else None
     try:
@@ -139,7 +152,7 @@ def find_membership(pod: PodInfo, *, objects: ObjectIndex, catalog: Catalog,
     descriptor = _descriptor_of(tree, catalog)
     if descriptor is None:
         return Membership(workload=tree.ref, role="")
-    role = _role(pod, descriptor, tree)
+    role = _follower(pod, descriptor, tree, _role(pod, descriptor, tree))
     replica = _index(pod, descriptor.pods.replica_label)
     policy = descriptor.gangs.policy
     resolved = next((r for r in tree.roles if r.name == role), None)

@@ -31,7 +31,7 @@ def expand_named_conditions(spec: Mapping[str, Any]) -> Mapping[str, Any]:
             raise DescriptorError(f"spec.namedConditions.{name}",
                                   "a named condition cannot use another")
     out = {k: v for k, v in spec.items() if k != "namedConditions"}
-    for key in ("roles", "status"):
+    for key in ("roles", "gangs", "status"):
         if key in out:
             out[key] = _expand(out[key], f"spec.{key}", named)
     return out

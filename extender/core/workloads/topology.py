@@ -7,13 +7,16 @@ In order, the first that names a label key wins for the whole workload:
    ``muster.dev/topology-exclusive: "true"`` with a required key;
 2. the descriptor's ``spec.gangs.topology`` rules, in order (the catalog reads the operators'
    own annotations there, e.g. LeaderWorkerSet's ``exclusive-topology``);
+   a ``per: replica`` rule instead keeps each *replica* (with its followers) alone in its own
+   domain, a different one each (JobSet's ``exclusive-topology``: each child Job alone), and
+   the gang itself to none;
 3. per gang, Kueue's ``kueue.x-k8s.io/podset-required-topology`` (or ``-preferred-``) on the
    pod templates, when every role of the gang asks for the same key: Kueue keeps each pod set
    in one domain, and Muster can keep only a whole gang to one.
 
-Annotations Muster reads but cannot honour (each child Job of a JobSet alone in its own
-domain, LWS subgroups) become warnings on the workload, never a stricter constraint that would
-leave a gang waiting forever.
+Annotations Muster reads but cannot honour (LWS subgroups, a JobSet's exclusive placement
+where no ``per: replica`` rule applies) become warnings on the workload, never a stricter
+constraint that would leave a gang waiting forever.
 """
 
 from __future__ import annotations
@@ -23,8 +26,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from extender.core.model.values import Gang, Role, TopologyConstraint
-from extender.core.workloads.expressions import OBJECT, PathRef, Scope, WorkloadError
+from extender.core.model.values import (
+    Gang,
+    Role,
+    SubgroupKind,
+    SubgroupTopology,
+    TopologyConstraint,
+)
+from extender.core.workloads.expressions import OBJECT, Condition, PathRef, Scope, WorkloadError
 
 __all__ = [
     "KUEUE_PREFERRED",
@@ -45,9 +54,9 @@ KUEUE_PREFERRED = "kueue.x-k8s.io/podset-preferred-topology"
 
 _UNHONOURED = {
     "alpha.jobset.sigs.k8s.io/exclusive-topology": (
-        "puts each child Job alone in its own domain; a Muster gang spans the JobSet's Jobs, so "
-        "Muster keeps it to no single domain (the affinities JobSet writes on its pods still "
-        "apply in kube-scheduler)"),
+        "puts each child Job alone in its own domain; with the node-selector strategy Muster "
+        "keeps the JobSet's gang to no domain of its own (the nodeSelectors JobSet writes on its "
+        "pods still apply)"),
     "leaderworkerset.sigs.k8s.io/subgroup-exclusive-topology": (
         "puts each subgroup alone in its own domain; a Muster gang is the whole group, so Muster "
         "keeps it to no single domain (the affinities LWS writes on its pods still apply)"),
@@ -77,8 +86,15 @@ class TopologyRule:
     exclusive: bool = False
     literal: str | None = None
     ref: PathRef | None = None
+    per_replica: bool = False
+    """Each replica of the gang's roles (a JobSet Job: its leader and followers) alone in its
+    own domain, rather than the whole gang in one."""
+    when: Condition | None = None
+    """The rule applies only where this holds on the object."""
 
     def key(self, obj: Mapping[str, Any]) -> str | None:
+        if self.when is not None and not self.when.holds(Scope({OBJECT: obj})):
+            return None
         if self.literal is not None:
             return self.literal
         assert self.ref is not None
@@ -121,7 +137,7 @@ def _from_muster(notes: Mapping[str, Any]) -> TopologyConstraint | None:
 def _from_rules(obj: Mapping[str, Any], rules: Sequence[TopologyRule],
                 ) -> TopologyConstraint | None:
     for i, rule in enumerate(rules):
-        key = rule.key(obj)
+        key = None if rule.per_replica else rule.key(obj)
         if key is not None:
             where = f"spec.gangs.topology[{i}] of the descriptor"
             return TopologyConstraint(_checked(key, where), required=rule.required,
@@ -151,6 +167,34 @@ def _from_kueue(gang: Gang, roles: Mapping[str, Role]) -> tuple[TopologyConstrai
                   "Muster keeps a whole gang to one domain or none, so it keeps to none")
 
 
+def _per_replica_key(obj: Mapping[str, Any], rules: Sequence[TopologyRule]) -> str | None:
+    for i, rule in enumerate(rules):
+        key = rule.key(obj) if rule.per_replica else None
+        if key is not None:
+            return _checked(key, f"spec.gangs.topology[{i}] of the descriptor")
+    return None
+
+
+def _subgroups(key: str, gang: Gang, roles: Mapping[str, Role],
+               ) -> tuple[SubgroupTopology | None, str | None]:
+    """Each replica of the gang's roles (with its followers' role) as one subgroup, or why
+    the gang cannot be cut so (an elastic role: which replicas start is not known)."""
+    kinds = []
+    members = {m.role for m in gang.members}
+    for m in gang.members:
+        role = roles.get(m.role)
+        if role is None or role.follows:
+            continue
+        if m.min_count != m.count:
+            return None, (f"gang {gang.key}: role {m.role} is elastic; Muster keeps each "
+                          f"replica to its own {key} domain only when every pod must start")
+        pods = [(role.name, role.pods_per_replica)]
+        pods += [(f.name, f.pods_per_replica) for f in roles.values()
+                 if f.follows == role.name and f.name in members]
+        kinds.append(SubgroupKind(role.name, tuple(sorted(pods)), role.replicas))
+    return (SubgroupTopology(key, tuple(kinds)) if kinds else None), None
+
+
 def with_topology(obj: Mapping[str, Any], rules: Sequence[TopologyRule],
                   roles: Sequence[Role], gangs: Sequence[Gang],
                   ) -> tuple[tuple[Gang, ...], tuple[str, ...]]:
@@ -158,11 +202,24 @@ def with_topology(obj: Mapping[str, Any], rules: Sequence[TopologyRule],
 
     Raises :class:`WorkloadError` for a malformed key, naming the annotation or rule."""
     notes = _annotations(obj.get("metadata"))
+    per_replica = _per_replica_key(obj, rules)
     warnings = [f"annotation {name} {why}" for name, why in _UNHONOURED.items()
-                if notes.get(name)]
+                if notes.get(name) and per_replica is None]
     if not gangs:
         return tuple(gangs), tuple(warnings)
     whole = _from_muster(notes) or _from_rules(obj, rules)
+    if per_replica is not None:
+        by_name = {r.name: r for r in roles}
+        if whole is not None:
+            warnings.append(f"each replica keeps to its own {per_replica} domain, so the "
+                            f"whole-gang {whole.key} domain is not kept")
+        cut = []
+        for gang in gangs:
+            sub, why = _subgroups(per_replica, gang, by_name)
+            if why is not None:
+                warnings.append(why)
+            cut.append(gang if sub is None else replace(gang, subgroups=sub))
+        return tuple(cut), tuple(warnings)
     if whole is not None:
         return tuple(replace(g, topology=whole) for g in gangs), tuple(warnings)
     by_name = {r.name: r for r in roles}

@@ -39,7 +39,11 @@ from extender.core.workloads.paths import compile_path
 from extender.core.workloads.phase import phase_of
 from extender.core.workloads.topology import with_topology
 
-__all__ = ["DEFAULT_LIMITS", "WorkloadError", "WorkloadLimits", "gang_key", "member_gang_key",
+FOLLOWERS = "/followers"
+"""Suffix of the role holding each replica's followers when a role is split at its leader."""
+
+__all__ = ["DEFAULT_LIMITS", "FOLLOWERS", "WorkloadError", "WorkloadLimits", "gang_key",
+           "member_gang_key",
            "replica_indexes", "resolve_workload", "workload_ref"]
 
 @dataclass(frozen=True, slots=True)
@@ -287,15 +291,15 @@ def _roles(descriptor: Descriptor, obj: Mapping[str, Any],
                 raise WorkloadError(f"{where}: two roles are named {name!r}")
             try:
                 created_after = tuple(dict.fromkeys(
-                    pair for rule in spec.created_after
+                    pair for rule in spec.created_after if not rule.leader
                     for pair in _created_after(rule, scope, previous)))
             except WorkloadError as err:
                 raise WorkloadError(f"{where}: {err}") from err
             previous = name
-            roles.append(Role(name=name, replicas=replicas, pods_per_replica=per, shape=shape,
-                              min_replicas=minimum, template=template,
-                              min_pods_per_replica=min_per, sub_replicas=cut,
-                              created_after=created_after))
+            role = Role(name=name, replicas=replicas, pods_per_replica=per, shape=shape,
+                        min_replicas=minimum, template=template, min_pods_per_replica=min_per,
+                        sub_replicas=cut, created_after=created_after)
+            roles.extend(_split_at_leader(role, spec.created_after, scope))
             befores = list(spec.after)
             if spec.after_ref is not None:
                 befores += [str(v) for v in spec.after_ref.find(scope)
@@ -304,6 +308,7 @@ def _roles(descriptor: Descriptor, obj: Mapping[str, Any],
             if spec.in_gang is not None and not spec.in_gang.holds(scope):
                 outside.add(name)
     names = {r.name for r in roles}
+    roles = _wait_for_followers(roles)
     # A role created after another also starts after it; a dependency on a role the object
     # does not have (or on itself) orders nothing and holds nothing back.
     after.extend((before, r.name) for r in roles for before, _ in r.created_after)
@@ -314,6 +319,41 @@ def _roles(descriptor: Descriptor, obj: Mapping[str, Any],
     roles = [replace(r, gang_root=roots[r.name]) if roots[r.name] else r for r in roles]
     edges = sorted({(b, a) for b, a in after if b in names and b != a})
     return roles, edges, outside
+
+
+def _split_at_leader(role: Role, rules: tuple[CreatedAfterSpec, ...], scope: Scope,
+                     ) -> list[Role]:
+    """``role``, or its leaders (one pod per replica) and ``<role>/followers`` (the rest of
+    each replica, created once that replica's leader reaches the first holding ``leader``
+    rule's status). A replica of one pod has no followers: nothing to split."""
+    status = next((r.status for r in rules if r.leader and r.status is not None
+                   and (r.when is None or r.when.holds(scope))), None)
+    if status is None or role.pods_per_replica < 2 or role.sub_replicas is not None:
+        return [role]
+    min_per = role.min_pods_per_replica
+    leaders = replace(role, pods_per_replica=1,
+                      min_pods_per_replica=None if min_per is None else min(1, min_per))
+    followers = Role(name=role.name + FOLLOWERS, replicas=role.replicas,
+                     pods_per_replica=role.pods_per_replica - 1, shape=role.shape,
+                     min_replicas=role.min_replicas, template=role.template,
+                     min_pods_per_replica=None if min_per is None else max(0, min_per - 1),
+                     created_after=((role.name, status.value),), follows=role.name)
+    return [leaders, followers]
+
+
+def _wait_for_followers(roles: list[Role]) -> list[Role]:
+    """A role waiting for a role split at its leader waits for its followers too: a Job is
+    Ready or Complete once all its pods are, not its leader alone."""
+    followers = {r.follows: r.name for r in roles if r.follows}
+    if not followers:
+        return roles
+    out = []
+    for r in roles:
+        extra = tuple((followers[b], st) for b, st in r.created_after
+                      if b in followers and followers[b] != r.name)
+        out.append(replace(r, created_after=tuple(dict.fromkeys(r.created_after + extra)))
+                   if extra else r)
+    return out
 
 
 def _gang_roots(roles: list[Role]) -> dict[str, str]:
@@ -329,7 +369,7 @@ def _gang_roots(roles: list[Role]) -> dict[str, str]:
         if any(status == Readiness.COMPLETE.value for _, status in role.created_after):
             return name
         for before, status in role.created_after:
-            if status == Readiness.READY.value and before not in path:
+            if status != Readiness.COMPLETE.value and before not in path:
                 found = root(before, path | {name})
                 if found:
                     return found
@@ -362,9 +402,9 @@ def _created_after(spec: CreatedAfterSpec, scope: Scope, previous: str | None,
                                 f"at {spec.status_ref.text}")
     pairs = []
     for name, status in zip(names, statuses, strict=True):
-        if status not in (Readiness.READY.value, Readiness.COMPLETE.value):
+        if status not in {r.value for r in Readiness}:
             raise WorkloadError(f"createdAfter: status {status!r} of role {name!r} is not "
-                                "Ready or Complete")
+                                "Ready, Scheduled or Complete")
         pairs.append((name, status))
     return tuple(pairs)
 

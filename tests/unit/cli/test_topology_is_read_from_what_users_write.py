@@ -105,11 +105,25 @@ def test_kueue_podset_topology_on_one_role_only_is_not_honoured_and_says_so(caps
         in ran.err
 
 
-def test_jobset_exclusive_topology_is_per_job_so_the_whole_jobset_gang_is_not_bound(
+def test_jobset_exclusive_topology_keeps_each_job_to_a_pool_of_its_own_not_the_whole_gang(
         capsys, tmp_path):
     path = _file(tmp_path, _story({"alpha.jobset.sigs.k8s.io/exclusive-topology": "pool"}))
     ran = muster(capsys, "describe", "-f", path, "-o", "json")
-    assert ran.code == 0 and "topology" not in ran.json()["gangs"][0]
+    assert ran.code == 0
+    gang = ran.json()["gangs"][0]
+    assert "topology" not in gang  # the whole JobSet is not kept to one pool
+    assert gang["subgroupTopology"] == {"key": "pool", "subgroups": 2, "exclusive": True}
+    assert "exclusive-topology" not in ran.err
+    text = muster(capsys, "describe", "-f", path)
+    assert "each of 2 subgroups alone in a pool domain of its own" in text.out
+
+
+def test_jobset_exclusive_topology_with_the_node_selector_strategy_is_warned_not_kept(
+        capsys, tmp_path):
+    path = _file(tmp_path, _story({"alpha.jobset.sigs.k8s.io/exclusive-topology": "pool",
+                                   "alpha.jobset.sigs.k8s.io/node-selector-strategy": "true"}))
+    ran = muster(capsys, "describe", "-f", path, "-o", "json")
+    assert ran.code == 0 and "subgroupTopology" not in ran.json()["gangs"][0]
     assert "alpha.jobset.sigs.k8s.io/exclusive-topology puts each child Job alone" in ran.err
 
 

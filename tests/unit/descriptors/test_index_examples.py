@@ -44,7 +44,9 @@ ROWS = [
         roles=['leader', 'workers'], gangs=[(3, 3)]),
     Row("4", "jobset/jobset__site__static__examples__simple__exclusive-placement.yaml",
         pods=9, gpus=0,
-        roles=['workers'], gangs=[(9, 9)]),
+        # Exclusive placement by affinity: each Job's leader first, its followers once the
+        # leader is scheduled (JobSet's pod webhook); one gang of all 9.
+        roles=['workers', 'workers/followers'], gangs=[(9, 9)]),
     Row("5", "jobset/jobset__site__static__examples__startup-policy__startup-driver-ready.yaml",
         pods=5, gpus=0,
         roles=['driver', 'workers'], gangs=[(5, 5)]),
@@ -59,7 +61,7 @@ ROWS = [
         roles=['workers'], gangs=[(4, 4)]),
     Row("8", "jobset/jobset__site__static__examples__tpu-multislice__v6e-jax-workload.yaml",
         pods=8, gpus=0,
-        roles=['slice'], gangs=[(8, 8)]),
+        roles=['slice', 'slice/followers'], gangs=[(8, 8)]),
     Row("9", "jobset/jobset__site__static__examples__workload-aware-scheduling__jobset.yaml",
         pods=6, gpus=0,
         roles=['rj'], gangs=[(6, 6)]),

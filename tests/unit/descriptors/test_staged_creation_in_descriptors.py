@@ -90,8 +90,8 @@ def test_mpijob_wait_for_workers_ready_makes_the_launcher_the_later_stage() -> N
 
 
 def test_a_depends_on_status_that_is_neither_ready_nor_complete_is_refused_with_the_role() -> None:
-    with pytest.raises(WorkloadError, match=r"role 'workers'.*status 'Started'.*Ready or "
-                                            "Complete"):
+    with pytest.raises(WorkloadError, match=r"role 'workers'.*status 'Started'.*Ready, "
+                                            "Scheduled or Complete"):
         resolve(jobset(rjob("leader", 1),
                        rjob("workers", 2, dependsOn=[{"name": "leader", "status": "Started"}])))
 
