@@ -16,7 +16,7 @@ import yaml
 from extender.kube.client import NotFound
 from extender.sandbox.nodes import RACK_LABEL
 from extender.sandbox.sandbox import Sandbox
-from tests.e2e.conftest import bound, describe, pods_in, scheduled_message, wait_until
+from tests.e2e.conftest import bound, describe, pods_in, scheduled_message, wait_until, whole
 from tests.e2e.test_real_pod_lifecycle import kubectl
 
 pytestmark = pytest.mark.e2e
@@ -142,3 +142,21 @@ def test_a_high_priority_jobset_evicts_exactly_enough_whole_low_priority_jobsets
     # The victims' Jobs made new pods; with one node free they wait whole, none bound.
     assert not wait_until(lambda: any(live(by_jobset(pods_in(conn, real_ns)).get(js, []))
                                       for js in evicted), timeout=6), describe(conn, real_ns)
+
+
+def test_each_group_of_an_exclusive_topology_lws_runs_whole_and_alone_in_its_own_rack(
+        real_box: Sandbox, real_ns: str) -> None:
+    """Two groups of 4 x 8 GPUs. The LWS controller creates a group's workers only once its
+    leader has a node: Muster plans each group whole in a rack of its own, releases the
+    leader first and holds the rack for the workers."""
+    conn = real_box.connection()
+    racks = node_racks(real_box)
+    apply(real_box, exclusive_lws(real_ns, "racks", replicas=2, size=4))
+    assert wait_until(lambda: whole(conn, real_ns, 8), timeout=120), describe(conn, real_ns)
+    per_group: dict[str, set[str]] = {}
+    for pod in pods_in(conn, real_ns):
+        per_group.setdefault(pod["metadata"]["labels"][GROUP], set()).add(
+            racks[pod["spec"]["nodeName"]])
+    assert sorted(per_group) == ["0", "1"]
+    assert all(len(r) == 1 for r in per_group.values()), per_group
+    assert per_group["0"] != per_group["1"], per_group

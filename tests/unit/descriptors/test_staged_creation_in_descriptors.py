@@ -79,6 +79,23 @@ def test_lws_leader_ready_makes_each_groups_workers_a_later_stage() -> None:
     assert stages(resolve(lws))["ml/lr/group-0"] == {"leader": 0, "worker": 0}
 
 
+def test_lws_exclusive_topology_makes_each_groups_workers_wait_for_its_leader_scheduled() -> None:
+    """The LWS pod controller creates an exclusive group's worker StatefulSet only once the
+    leader pod has a node: the workers are a later stage, and the group keeps to one domain."""
+    lws: dict[str, Any] = {
+        "apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+        "metadata": {"name": "ex", "namespace": "ml", "annotations": {
+            "leaderworkerset.sigs.k8s.io/exclusive-topology": "muster.dev/rack"}},
+        "spec": {"replicas": 2, "leaderWorkerTemplate": {"size": 4, "workerTemplate": pods(8)}}}
+    tree = resolve(lws)
+    assert stages(tree) == {"ml/ex/group-0": {"leader": 0, "worker": 1},
+                            "ml/ex/group-1": {"leader": 0, "worker": 1}}
+    topology = tree.gangs[0].topology
+    assert topology is not None and topology.key == "muster.dev/rack" and topology.exclusive
+    del lws["metadata"]["annotations"]
+    assert stages(resolve(lws))["ml/ex/group-0"] == {"leader": 0, "worker": 0}
+
+
 def test_mpijob_wait_for_workers_ready_makes_the_launcher_the_later_stage() -> None:
     mpi: dict[str, Any] = {
         "apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob",
