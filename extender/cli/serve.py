@@ -174,7 +174,8 @@ def live_app(settings: Settings, catalog: Catalog) -> Flask:
                                 identity=settings.leader_identity, timing=settings.election)
     app = create_app(settings, store, time.time, binder=live.binder, events=live.events,
                      requeuer=live.requeuer, evictor=live.evictor,
-                     housekeeping=HOUSEKEEPING_SECONDS, leadership=elector)
+                     housekeeping=HOUSEKEEPING_SECONDS, leadership=elector,
+                     gang_objects=live.gang_objects)
     if elector is not None:
         elector.start()  # after the app subscribed: it hears the first transition
         stop_on_exit(elector)

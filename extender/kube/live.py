@@ -21,6 +21,7 @@ from extender.kube.binder import KubeBinder
 from extender.kube.client import Connection, KubeError, ResourceType, connect
 from extender.kube.events import KubeEvents
 from extender.kube.evict import KubeEvictor
+from extender.kube.gangobjects import KubeGangObjects
 from extender.kube.informer import Backoff, Informer, source_name
 from extender.kube.requeue import KubeRequeuer
 from extender.state.build import CatalogSnapshots
@@ -143,6 +144,7 @@ class LiveState:
     events: KubeEvents
     requeuer: KubeRequeuer
     evictor: KubeEvictor
+    gang_objects: KubeGangObjects
 
 
 def start_live(store: StateStore, snapshots: CatalogSnapshots, *, kubeconfig: str | None,
@@ -151,4 +153,4 @@ def start_live(store: StateStore, snapshots: CatalogSnapshots, *, kubeconfig: st
     watches = Watches(conn, store, snapshots).start()
     return LiveState(conn=conn, watches=watches, binder=KubeBinder(conn),
                      events=KubeEvents(conn), requeuer=KubeRequeuer(conn),
-                     evictor=KubeEvictor(conn))
+                     evictor=KubeEvictor(conn), gang_objects=KubeGangObjects(conn))

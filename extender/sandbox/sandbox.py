@@ -37,6 +37,7 @@ from extender.sandbox.processes import ProcessTable, alive
 Say = Callable[[str], None]
 
 CRD_FILE = manifests_dir() / "crd-workloaddescriptor.yaml"
+GANG_CRD_FILE = manifests_dir() / "crd-gang.yaml"
 
 
 def default_dir() -> Path:
@@ -347,11 +348,13 @@ class Sandbox:
                              body={"status": node["status"]})
 
     def _install_descriptors(self, conn: Connection, bin_dir: Path) -> None:
-        if not CRD_FILE.exists():
-            raise SandboxError(f"the descriptor CRD is missing: {CRD_FILE}")
-        self.say("descriptors: installing the WorkloadDescriptor CRD and the catalog")
+        for crd_file in (CRD_FILE, GANG_CRD_FILE):
+            if not crd_file.exists():
+                raise SandboxError(f"Muster's CRD is missing: {crd_file}")
+        self.say("descriptors: installing the WorkloadDescriptor and Gang CRDs and the catalog")
         # Plain CRDs let the API server store each kind no real operator runs for.
-        crds = _yaml_docs([CRD_FILE]) + permissive_crds(packaged_catalog().descriptors)
+        crds = _yaml_docs([CRD_FILE, GANG_CRD_FILE]) + permissive_crds(
+            packaged_catalog().descriptors)
         for op in self.spec.real_operators():  # the release's own CRDs, validation and all
             real = operators.crds(op, bin_dir)
             groups = {c["spec"]["group"] for c in real}

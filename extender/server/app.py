@@ -13,7 +13,15 @@ from extender.server.metrics import GangWaitObserver, Metrics
 from extender.server.routes import bp
 from extender.server.settings import Settings
 from extender.state.election import Leadership
-from extender.state.ports import Binder, Clock, EventSink, Evictor, MemoryEvents, Requeuer
+from extender.state.ports import (
+    Binder,
+    Clock,
+    EventSink,
+    Evictor,
+    GangObjectSink,
+    MemoryEvents,
+    Requeuer,
+)
 from extender.state.store import StateStore
 
 if TYPE_CHECKING:
@@ -25,7 +33,8 @@ def create_app(settings: Settings, state: StateStore, clock: Clock, *,
                decider: Decider | None = None, prefix: str = "",
                requeuer: Requeuer | None = None, evictor: Evictor | None = None,
                housekeeping: float | None = None,
-               leadership: Leadership | None = None) -> Flask:
+               leadership: Leadership | None = None,
+               gang_objects: GangObjectSink | None = None) -> Flask:
     """An app answering the extender verbs under ``prefix`` (empty: at the root).
 
     By default the gang service decides, reading ``state`` and holding ``clock``; ``binder``
@@ -35,6 +44,7 @@ def create_app(settings: Settings, state: StateStore, clock: Clock, *,
     gone, ``evictor`` evicts the whole victims of a gang's preemption plan, and
     ``housekeeping`` (seconds) starts a thread doing that, and expiring plans, on a
     clock rather than only when a request comes.
+    ``gang_objects`` receives the Gang objects (``kubectl get gangs``) housekeeping makes.
     ``leadership`` (leader election) lets the service decide only while this replica
     leads (:mod:`extender.server.leading`).
     """
@@ -56,7 +66,8 @@ def create_app(settings: Settings, state: StateStore, clock: Clock, *,
         service = GangService(state, settings=settings, clock=clock,
                               binder=binder or MemoryBinder(state), events=observed,
                               count=metrics.count, requeuer=requeuer, evictor=evictor,
-                              may_act=deciding if leadership else None)
+                              may_act=deciding if leadership else None,
+                              gang_objects=gang_objects)
         decider = service
         if leadership is not None:
             from extender.server.leading import LeaderGate  # noqa: PLC0415

@@ -35,6 +35,7 @@ from extender.core.model.objects import pod_from_api
 from extender.core.model.snapshot import ClusterSnapshot
 from extender.core.model.values import NodeName, PodInfo
 from extender.server.decider import Busy
+from extender.server.gangobjects import gang_objects
 from extender.server.inspect import describe_gangs
 from extender.server.settings import Settings
 from extender.server.wire import (
@@ -56,6 +57,7 @@ from extender.state.ports import (
     Clock,
     EventSink,
     Evictor,
+    GangObjectSink,
     MemoryEvictor,
     MemoryRequeuer,
     PodRef,
@@ -66,6 +68,8 @@ from extender.state.store import StateStore
 log = logging.getLogger("muster.service")
 
 _INSPECT_WAIT = 1.0
+GANG_OBJECTS_EVERY = 2.0
+"""Seconds between two looks at what the Gang objects show (written only when changed)."""
 """Seconds ``/inspect/gangs`` waits for the lock before it gives up and says it is busy."""
 _GAUGE_WAIT = 0.1
 """The same for each gauge of a scrape (six of them: a scrape must stay well inside its
@@ -97,11 +101,16 @@ class GangService:
                  events: EventSink, count: Count = _no_count,
                  requeuer: Requeuer | None = None, evictor: Evictor | None = None,
                  session: GangSession | None = None,
-                 may_act: Callable[[], bool] | None = None) -> None:
+                 may_act: Callable[[], bool] | None = None,
+                 gang_objects: GangObjectSink | None = None) -> None:
         self._state = state
         self._count = count
         self._requeuer: Requeuer = requeuer or MemoryRequeuer()
         self._evictor: Evictor = evictor or MemoryEvictor()
+        self._gang_objects = gang_objects
+        """Where the Gang objects go (``kubectl get gangs``); none in snapshot-file mode."""
+        self._published: tuple[object, ...] | None = None
+        self._published_at = float("-inf")
         self._binds = ThreadPoolExecutor(max_workers=4, thread_name_prefix="parked-bind")
         """Binds Muster makes itself, for parked members, off the request threads."""
         self._settings = settings
@@ -409,13 +418,29 @@ class GangService:
         """Expire what is due, and requeue turned-away pods whose obstacle is gone; returns
         how many were requeued. Run every second or so by the server's housekeeper."""
         ready = self._state.readiness().ready
+        now = self._clock()
         with self._cond:
-            effects = self.session.tick(self._state.snapshot(), now=self._clock(),
-                                        trusted=ready)
+            effects = self.session.tick(self._state.snapshot(), now=now, trusted=ready)
             parked = self._apply(effects)
+            objects = self._gang_objects_due(now)
+        if objects is not None and self._gang_objects is not None:
+            self._gang_objects.publish(objects)
         for member in parked:
             self._binds.submit(self._bind_parked, member.pod, member.node)
         return sum(len(e.pods) for e in effects if isinstance(e, Requeue))
+
+    def _gang_objects_due(self, now: float) -> dict[tuple[str, str], dict[str, Any]] | None:
+        """Under the lock: the Gang objects, when something they show may have changed and
+        at most every :data:`GANG_OBJECTS_EVERY` seconds; ``None`` otherwise."""
+        if self._gang_objects is None or now - self._published_at < GANG_OBJECTS_EVERY:
+            return None
+        snapshot = self._state.snapshot()
+        session = self.session
+        seen = (id(snapshot), session.ledger.version, session.reasons_version)
+        if seen == self._published:
+            return None
+        self._published, self._published_at = seen, now
+        return gang_objects(self._gangs(snapshot), snapshot)
 
     def _turn_away(self, raw: Mapping[str, Any]) -> None:
         meta = _with_identity(raw).get("metadata") or {}

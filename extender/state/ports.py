@@ -7,8 +7,8 @@ recorder (live mode) or the in-memory ones below (snapshot-file mode, tests) int
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
-from typing import Protocol
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
 
 from extender.core.model.notices import AnyEvent, EventType, PodEvent, PodRef, WorkloadEvent
 
@@ -20,8 +20,10 @@ __all__ = [
     "EventSink",
     "EventType",
     "Evictor",
+    "GangObjectSink",
     "MemoryEvents",
     "MemoryEvictor",
+    "MemoryGangObjects",
     "MemoryRequeuer",
     "PodEvent",
     "PodRef",
@@ -60,6 +62,28 @@ class Requeuer(Protocol):
         watches (a node or pod change) or after minutes in its unschedulable queue; what
         Muster learns on its own (a plan ended, a workload observed, the state trusted again)
         is no such event, so Muster makes one: a change of the pod's status."""
+
+
+class GangObjectSink(Protocol):
+    def publish(self, objects: Mapping[tuple[str, str], Mapping[str, Any]]) -> None:
+        """The ``Gang`` objects that should exist now, by ``(namespace, name)``: write those
+        that changed and delete those gone; must not block the caller on the network."""
+
+
+class MemoryGangObjects:
+    """The last ``Gang`` objects published (snapshot-file mode and tests)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._objects: dict[tuple[str, str], Mapping[str, Any]] = {}
+
+    def publish(self, objects: Mapping[tuple[str, str], Mapping[str, Any]]) -> None:
+        with self._lock:
+            self._objects = dict(objects)
+
+    def objects(self) -> dict[tuple[str, str], Mapping[str, Any]]:
+        with self._lock:
+            return dict(self._objects)
 
 
 class Evictor(Protocol):

@@ -143,6 +143,21 @@ def test_a_high_priority_jobset_evicts_exactly_enough_whole_low_priority_jobsets
     assert not wait_until(lambda: any(live(by_jobset(pods_in(conn, real_ns)).get(js, []))
                                       for js in evicted), timeout=6), describe(conn, real_ns)
 
+    # `kubectl get gangs` says each gang's state: the preemptor and the kept ones bound, the
+    # victims waiting (their recreated pods do not fit whole) with Muster's reason.
+    def states() -> dict[str, tuple[str, str]]:
+        listed = yaml.safe_load(kubectl(real_box, "get", "gangs", "-n", real_ns, "-o", "yaml"))
+        return {g["metadata"]["name"]: (g["status"]["state"], g["status"]["reason"])
+                for g in listed["items"]}
+
+    want = {f"jobset-{js}": "Bound" for js in [*kept, "high"]} | {
+        f"jobset-{js}": "Waiting" for js in evicted}
+    assert wait_until(lambda: {k: v[0] for k, v in states().items()} == want, timeout=30), \
+        states()
+    assert all(states()[f"jobset-{js}"][1] for js in evicted), states()
+    table = kubectl(real_box, "get", "gangs", "-n", real_ns)
+    assert "STATE" in table and "jobset-high" in table, table
+
 
 def test_each_group_of_an_exclusive_topology_lws_runs_whole_and_alone_in_its_own_rack(
         real_box: Sandbox, real_ns: str) -> None:

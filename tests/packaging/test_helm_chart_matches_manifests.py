@@ -78,6 +78,7 @@ def test_monitoring_values_render_exactly_the_monitoring_kustomizations_objects(
 def test_the_charts_copies_of_manifests_files_are_byte_for_byte_the_originals() -> None:
     copies = {
         CHART / "crds" / "crd-workloaddescriptor.yaml": MANIFESTS / "crd-workloaddescriptor.yaml",
+        CHART / "crds" / "crd-gang.yaml": MANIFESTS / "crd-gang.yaml",
         CHART / "files" / "prometheusrule.yaml": MANIFESTS / "monitoring" / "prometheusrule.yaml",
         CHART / "files" / "muster-dashboard.json":
             MANIFESTS / "monitoring" / "muster-dashboard.json",

@@ -142,9 +142,10 @@ def test_common_labels_reach_every_templated_object_but_never_a_selector(
         tools: Tools, defaults: Objects) -> None:
     after = tools.template("--set", "commonLabels.team=ml-platform")
     paths = changed(defaults, after)
-    # The CRD is in crds/, which Helm applies as it is, never as a template.
-    crd = ("CustomResourceDefinition", None, "workloaddescriptors.muster.dev")
-    assert {key for key, _ in paths} == set(defaults) - {crd}
+    # The CRDs are in crds/, which Helm applies as they are, never as templates.
+    crds = {("CustomResourceDefinition", None, "workloaddescriptors.muster.dev"),
+            ("CustomResourceDefinition", None, "gangs.muster.dev")}
+    assert {key for key, _ in paths} == set(defaults) - crds
     assert {p for _, p in paths} == {"metadata.labels.team"}
 
 

@@ -134,6 +134,8 @@ class GangSession:
         compares the server's and the simulator's)."""
         self.turned_away: dict[str, TurnedAway] = {}
         self.last_reason: dict[GangKey, str] = {}
+        self.reasons_version = 0
+        """Bumped whenever a gang's last reason changes (what shows it may be written again)."""
         self.holders: dict[GangKey, tuple[Holder, ...]] = {}
         """Gang -> who held what it needed at its last filter (empty once it fits)."""
         self.expired_total = 0
@@ -295,6 +297,8 @@ class GangSession:
                                  now=now, settings=self.settings)
         gang = decision.gang
         if gang is not None:
+            if self.last_reason.get(gang) != decision.reason:
+                self.reasons_version += 1
             self.last_reason[gang] = decision.reason
             self.holders[gang] = decision.holders
             # Most core reasons already name the gang; say it once.

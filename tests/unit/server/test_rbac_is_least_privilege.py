@@ -54,6 +54,14 @@ USES: dict[tuple[str, str, str], tuple[Use, ...]] = {
     ("", "pods/eviction", "create"): (Use(
         "extender.kube.evict:KubeEvictor._write",
         '"POST", f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/eviction"'),),
+    ("muster.dev", "gangs", "create"): (Use(
+        "extender.kube.gangobjects:KubeGangObjects._write", 'self.conn.request("POST", base'),),
+    ("muster.dev", "gangs", "patch"): (Use(
+        "extender.kube.gangobjects:KubeGangObjects._write",
+        'self.conn.request("PATCH", f"{base}/{name}"'),),
+    ("muster.dev", "gangs", "delete"): (Use(
+        "extender.kube.gangobjects:KubeGangObjects._write",
+        'self.conn.request("DELETE", f"{base}/{name}")'),),
     ("", "events", "create"): (Use(
         "extender.kube.events:KubeEvents._write",
         '"POST", f"/api/v1/namespaces/{namespace}/events"'),),
