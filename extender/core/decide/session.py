@@ -53,6 +53,7 @@ from extender.core.decide.effects import (
     Withdrawn,
     WorkloadRefused,
 )
+from extender.core.decide.gating import GateBook, decide_ungates
 from extender.core.decide.held import HeldBinds, Hold
 from extender.core.decide.holders import Holder
 from extender.core.decide.preemption import PreemptionPlan, plan_preemption
@@ -151,6 +152,8 @@ class GangSession:
         """(revision, snapshot identity, ledger version, now) of the last complete look."""
         self.preemptions: dict[GangKey, PreemptionPlan] = {}
         """Gang -> its preemption plan, kept until its deadline or until the gang fits."""
+        self.gates = GateBook()
+        """What ungating remembers (:mod:`extender.core.decide.gating`)."""
 
     # --- looking at the cluster ---------------------------------------------------------------
 
@@ -651,6 +654,35 @@ class GangSession:
             self._fail_held(gone.rejected, gone.reason, snapshot, y.gang, out,
                             outcome="yielded", event="GangYielded")
 
+    def ungate(self, snapshot: ClusterSnapshot, *, now: float) -> tuple[Effect, ...]:
+        """Ungate the gated pods whose gang is planned (or that are in none); say why the
+        others stay gated (:mod:`extender.core.decide.gating`). Call it with a trusted
+        snapshot, as often as :meth:`tick`: it decides only when something could change."""
+        out: list[Effect] = []
+        self._prepare(snapshot, now, out)
+        found = decide_ungates(snapshot, now=now, ledger=self.ledger, settings=self.settings,
+                               book=self.gates)
+        for still in found.gated:
+            self.last_reason[still.gang] = still.reason
+            self.holders[still.gang] = still.holders
+            message = (still.reason if still.reason.startswith(f"gang {still.gang}")
+                       else f"gang {still.gang}: {still.reason}")
+            kind = EventType.WARNING if still.event == "GangWaiting" else EventType.NORMAL
+            if still.event == "GangWaiting":
+                for pod in still.pods:
+                    self._event(pod, kind, still.event, message, out)
+            self._tell_workload(still.gang, kind, still.event, message, snapshot=snapshot,
+                                out=out)
+        for ungate in found.ungates:
+            if ungate.gang is not None:
+                self.last_reason[ungate.gang] = ungate.reason
+                self.holders[ungate.gang] = ()
+                self._tell_workload(ungate.gang, EventType.NORMAL, "GangUngated",
+                                    ungate.reason, snapshot=snapshot, out=out)
+            out.append(ungate)
+        self._log("ungate", now, "", "ungated" if found.ungates else "gated", "", out=out)
+        return tuple(out)
+
     # --- events and the journal ---------------------------------------------------------------
 
     def _event(self, pod: PodInfo, type_: EventType, reason: str, message: str,
@@ -685,7 +717,8 @@ class GangSession:
              out: list[Effect]) -> None:
         if self.journal is None:
             return
-        if not out and (verb in ("tick", "prioritize") or (verb, outcome) == ("poll", "held")):
+        quiet = verb in ("tick", "prioritize", "ungate") or (verb, outcome) == ("poll", "held")
+        if not out and quiet:
             return  # nothing decided: a tick with nothing due, a held request still waiting
         self.journal.append(Entry(verb, now, pod, outcome, reason, tuple(out)))
 
