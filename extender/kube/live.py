@@ -22,6 +22,7 @@ from extender.kube.client import Connection, KubeError, ResourceType, connect
 from extender.kube.events import KubeEvents
 from extender.kube.informer import Backoff, Informer, source_name
 from extender.kube.requeue import KubeRequeuer
+from extender.kube.ungate import KubeUngater
 from extender.state.build import CatalogSnapshots
 from extender.state.store import DESCRIPTORS, KARTAS, NODES, PODS, StateStore
 
@@ -141,11 +142,13 @@ class LiveState:
     binder: KubeBinder
     events: KubeEvents
     requeuer: KubeRequeuer
+    ungater: KubeUngater
 
 
 def start_live(store: StateStore, snapshots: CatalogSnapshots, *, kubeconfig: str | None,
-               context: str | None) -> LiveState:
+               context: str | None, gate: str) -> LiveState:
     conn = connect(kubeconfig, context)
     watches = Watches(conn, store, snapshots).start()
     return LiveState(conn=conn, watches=watches, binder=KubeBinder(conn),
-                     events=KubeEvents(conn), requeuer=KubeRequeuer(conn))
+                     events=KubeEvents(conn), requeuer=KubeRequeuer(conn),
+                     ungater=KubeUngater(conn, gate=gate))

@@ -6,19 +6,21 @@ from collections.abc import Callable
 
 from flask import Flask
 
+from extender.server.admission import Admission, admission_bp
 from extender.server.decider import Decider
 from extender.server.housekeeping import Housekeeper
 from extender.server.metrics import GangWaitObserver, Metrics
 from extender.server.routes import bp
 from extender.server.settings import Settings
-from extender.state.ports import Binder, Clock, EventSink, MemoryEvents, Requeuer
+from extender.state.ports import Binder, Clock, EventSink, MemoryEvents, Requeuer, Ungater
 from extender.state.store import StateStore
 
 
 def create_app(settings: Settings, state: StateStore, clock: Clock, *,
                binder: Binder | None = None, events: EventSink | None = None,
                decider: Decider | None = None, prefix: str = "",
-               requeuer: Requeuer | None = None, housekeeping: float | None = None) -> Flask:
+               requeuer: Requeuer | None = None, housekeeping: float | None = None,
+               ungater: Ungater | None = None, admission: Admission | None = None) -> Flask:
     """An app answering the extender verbs under ``prefix`` (empty: at the root).
 
     By default the gang service decides, reading ``state`` and holding ``clock``; ``binder``
@@ -26,7 +28,9 @@ def create_app(settings: Settings, state: StateStore, clock: Clock, *,
     ``events`` records pod events. ``decider`` replaces the service (the do-nothing baseline).
     ``requeuer`` makes kube-scheduler retry pods Muster turned away once their obstacle is
     gone, and ``housekeeping`` (seconds) starts a thread doing that, and expiring plans, on a
-    clock rather than only when a request comes.
+    clock rather than only when a request comes. ``ungater`` removes Muster's scheduling
+    gate from pods whose gang is planned (in housekeeping); ``admission`` answers the
+    webhook that adds it (``/admission/gate``, served on its own TLS port).
     """
     metrics = Metrics()
     metrics.watch_sources(state.source_states)
@@ -39,7 +43,7 @@ def create_app(settings: Settings, state: StateStore, clock: Clock, *,
                                     clock=clock, observe=metrics.gang_wait.observe)
         decider = GangService(state, settings=settings, clock=clock,
                               binder=binder or MemoryBinder(state), events=observed,
-                              count=metrics.count, requeuer=requeuer)
+                              count=metrics.count, requeuer=requeuer, ungater=ungater)
         if housekeeping:
             Housekeeper(decider, interval=housekeeping).start()
     app = Flask("muster")
@@ -51,7 +55,9 @@ def create_app(settings: Settings, state: StateStore, clock: Clock, *,
     app.extensions["muster.decider"] = decider
     app.extensions["muster.metrics"] = metrics
     app.extensions["muster.settings"] = settings
+    app.extensions["muster.admission"] = admission
     app.register_blueprint(bp, url_prefix=prefix or None)
+    app.register_blueprint(admission_bp)
     if prefix:  # probes and metrics stay reachable at the root too
         app.register_blueprint(bp, url_prefix=None, name="extender_root")
     return app

@@ -25,6 +25,7 @@ from extender.core.decide.effects import (
     Release,
     Requeue,
     Step,
+    Ungate,
     Withdrawn,
     WorkloadRefused,
 )
@@ -55,8 +56,10 @@ from extender.state.ports import (
     Clock,
     EventSink,
     MemoryRequeuer,
+    MemoryUngater,
     PodRef,
     Requeuer,
+    Ungater,
 )
 from extender.state.store import StateStore
 
@@ -80,7 +83,8 @@ def core_settings(settings: Settings) -> CoreSettings:
     """The session's settings from the server's: every held bind takes a gunicorn thread,
     so at most the threads less those kept free for filters may hold one."""
     return CoreSettings(plan_ttl=settings.plan_ttl, bind_timeout=settings.bind_timeout,
-                        stage_ttl=settings.stage_ttl,
+                        stage_ttl=settings.stage_ttl, gate_bound=settings.gate_bound,
+                        scheduler_names=settings.scheduler_names,
                         scoring=settings.scoring, workload_limits=settings.workload_limits,
                         max_held=max(1, settings.threads - max(2, settings.threads // 8)))
 
@@ -88,10 +92,12 @@ def core_settings(settings: Settings) -> CoreSettings:
 class GangService:
     def __init__(self, state: StateStore, *, settings: Settings, clock: Clock, binder: Binder,
                  events: EventSink, count: Count = _no_count,
-                 requeuer: Requeuer | None = None, session: GangSession | None = None) -> None:
+                 requeuer: Requeuer | None = None, session: GangSession | None = None,
+                 ungater: Ungater | None = None) -> None:
         self._state = state
         self._count = count
         self._requeuer: Requeuer = requeuer or MemoryRequeuer()
+        self._ungater: Ungater = ungater or MemoryUngater()
         self._binds = ThreadPoolExecutor(max_workers=4, thread_name_prefix="parked-bind")
         """Binds Muster makes itself, for parked members, off the request threads."""
         self._settings = settings
@@ -151,6 +157,10 @@ class GangService:
             elif isinstance(effect, Requeue):
                 log.info("event=requeue pods=%d reason=%r", len(effect.pods), effect.reason)
                 self._requeuer.requeue(effect.pods, effect.reason)
+            elif isinstance(effect, Ungate):
+                log.info("event=ungate gang=%s pods=%d reason=%r", effect.gang or "-",
+                         len(effect.pods), effect.reason)
+                self._ungater.ungate(effect.pods, effect.reason)
         if wake:
             self._cond.notify_all()
         return parked
@@ -343,12 +353,15 @@ class GangService:
     # --- housekeeping: time passes and state changes without requests ------------------------
 
     def housekeep(self) -> int:
-        """Expire what is due, and requeue turned-away pods whose obstacle is gone; returns
-        how many were requeued. Run every second or so by the server's housekeeper."""
+        """Expire what is due, requeue turned-away pods whose obstacle is gone, and ungate
+        gated gangs whose plan is made; returns how many were requeued. Run every second or
+        so by the server's housekeeper."""
         ready = self._state.readiness().ready
         with self._cond:
-            effects = self.session.tick(self._state.snapshot(), now=self._clock(),
-                                        trusted=ready)
+            snapshot = self._state.snapshot()
+            effects = self.session.tick(snapshot, now=self._clock(), trusted=ready)
+            if ready:  # gated gangs are planned only on a state that can be trusted
+                effects += self.session.ungate(snapshot, now=self._clock())
             parked = self._apply(effects)
         for member in parked:
             self._binds.submit(self._bind_parked, member.pod, member.node)

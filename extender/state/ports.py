@@ -21,9 +21,11 @@ __all__ = [
     "EventType",
     "MemoryEvents",
     "MemoryRequeuer",
+    "MemoryUngater",
     "PodEvent",
     "PodRef",
     "Requeuer",
+    "Ungater",
     "WorkloadEvent",
 ]
 
@@ -58,6 +60,28 @@ class Requeuer(Protocol):
         watches (a node or pod change) or after minutes in its unschedulable queue; what
         Muster learns on its own (a plan ended, a workload observed, the state trusted again)
         is no such event, so Muster makes one: a change of the pod's status."""
+
+
+class Ungater(Protocol):
+    def ungate(self, pods: Sequence[PodRef], reason: str) -> None:
+        """Remove Muster's scheduling gate (and only it) from ``pods``; must not block the
+        caller on the network. A pod recreated under the same name must not be touched."""
+
+
+class MemoryUngater:
+    """Ungatings recorded in memory (snapshot-file mode and tests), oldest first."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._ungated: list[tuple[PodRef, str]] = []
+
+    def ungate(self, pods: Sequence[PodRef], reason: str) -> None:
+        with self._lock:
+            self._ungated.extend((pod, reason) for pod in pods)
+
+    def ungated(self) -> list[tuple[PodRef, str]]:
+        with self._lock:
+            return list(self._ungated)
 
 
 class MemoryRequeuer:
