@@ -17,7 +17,9 @@ import pytest
 import yaml
 
 from extender.kube.client import Connection
+from extender.kube.ungate import KubeUngater
 from extender.sandbox.sandbox import Sandbox
+from extender.state.ports import PodRef
 from tests.e2e.conftest import (
     bound,
     describe,
@@ -130,3 +132,33 @@ def test_an_unfit_gang_stays_gated_saying_why_until_its_blockers_go(
                      body={"gracePeriodSeconds": 0})
     assert wait_until(lambda: len(bound(members())) == 2, timeout=90), describe(conn, ns)
     assert muster_gangs(gated_box)[f"{ns}/big"]["bound"] == 2
+
+
+def gated_bare(name: str, *, scheduler: str) -> dict[str, Any]:
+    pod = blocker(name)
+    pod["spec"]["schedulerName"] = scheduler
+    pod["spec"]["schedulingGates"] = [{"name": "example.com/other"}, {"name": GATE}]
+    return pod
+
+
+def test_ungating_removes_only_musters_gate_and_only_from_the_pod_it_names(
+        gated_box: Sandbox, ns: str) -> None:
+    conn = gated_box.connection()
+    # A pod of Muster's scheduler in no gang, gated by someone: Muster removes its own gate
+    # at once and leaves the other one, so the pod still waits (SchedulingGated).
+    conn.request("POST", f"/api/v1/namespaces/{ns}/pods",
+                 body=gated_bare("lone", scheduler="muster"))
+    path = f"/api/v1/namespaces/{ns}/pods"
+    assert wait_until(lambda: gates(conn.request("GET", f"{path}/lone"))
+                      == ["example.com/other"], timeout=30)
+    assert statuses(gated_box, ns)["lone"] == "SchedulingGated"
+    # The patch carries the pod's UID: one naming another UID (a pod recreated under the same
+    # name) changes nothing. A pod of another scheduler, which Muster leaves alone.
+    made = conn.request("POST", path, body=gated_bare("theirs", scheduler="other-scheduler"))
+    ungater = KubeUngater(conn, gate=GATE)
+    ungater.ungate([PodRef(ns, "theirs", "not-its-uid")], "test")
+    ungater.flush()
+    assert gates(conn.request("GET", f"{path}/theirs")) == ["example.com/other", GATE]
+    ungater.ungate([PodRef(ns, "theirs", made["metadata"]["uid"])], "test")
+    ungater.flush()
+    assert gates(conn.request("GET", f"{path}/theirs")) == ["example.com/other"]

@@ -23,7 +23,7 @@ from extender.server.admission import Admission
 from extender.server.app import create_app
 from extender.server.service import GangService
 from extender.server.settings import Settings
-from extender.server.surface import CertFiles, bind_probe_socket, serve_webhook
+from extender.server.surface import CertFiles, SurfaceError, bind_probe_socket, serve_webhook
 from extender.state.memory import MemoryBinder
 from extender.state.ports import MemoryEvents, MemoryUngater
 from extender.state.store import StateStore
@@ -222,3 +222,22 @@ def test_the_webhook_port_speaks_tls_and_answers_only_the_admission_path(
             assert not plain.recv(100).startswith(b"HTTP")
     with urllib.request.urlopen(request, context=context, timeout=10) as reply:
         assert reply.status == 200
+
+
+def test_a_rotated_certificate_is_read_again_and_a_broken_one_keeps_the_last_good(
+        tmp_path: Path) -> None:
+    first, second = make_certs(tmp_path / "a"), make_certs(tmp_path / "b")
+    cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
+    cert.write_bytes((first / "tls.crt").read_bytes())
+    key.write_bytes((first / "tls.key").read_bytes())
+    files = CertFiles(str(cert), str(key))
+    before = files.context()
+    assert files.context() is before  # unchanged files: the same context
+    cert.write_bytes((second / "tls.crt").read_bytes() + b"\n")
+    key.write_bytes((second / "tls.key").read_bytes() + b"\n")
+    rotated = files.context()
+    assert rotated is not before
+    cert.write_bytes(b"not a certificate, half-written")
+    assert files.context() is rotated
+    with pytest.raises(SurfaceError):
+        CertFiles(str(cert), str(key)).context()
