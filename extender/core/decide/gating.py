@@ -13,6 +13,9 @@ to filter on every retry. :func:`decide_ungates` looks at every gated pod this M
   appeared (its ungated members were filtered);
 - a member of a gang already planned or admitted (a later stage of a staged gang) is
   ungated as it appears: its filter is pinned to the plan;
+- a gang that does not fit but would by evicting lower-priority units is ungated: only pods in
+  kube-scheduler's queue reach its preemption (and the extender's preempt verb, which evicts
+  that gang's one preemption plan);
 - a pod that turned out to be in no gang is ungated at once; one whose workload Muster cannot
   resolve is ungated after ``gate_bound`` seconds, never stuck for good.
 
@@ -28,6 +31,7 @@ from dataclasses import dataclass, field
 from extender.core.decide.decisions import FilterOutcome, decide_filter
 from extender.core.decide.effects import Ungate
 from extender.core.decide.holders import Holder
+from extender.core.decide.preemption import plan_preemption
 from extender.core.decide.settings import CoreSettings
 from extender.core.gang.capacity import NodeCapacity, index_of
 from extender.core.gang.ledger import Ledger, free_capacity
@@ -215,9 +219,19 @@ def _look(gang: Gang, pods: list[PodInfo], uids: tuple[str, ...], *,
     book.evaluated += 1
     decision = decide_filter(first, (), snapshot=snapshot, ledger=ledger, now=now,
                              settings=settings)
+    refs = tuple(PodRef(p.namespace, p.name, p.uid) for p in pods)
+    if decision.outcome is FilterOutcome.WAITING:
+        # Preemption happens only for pods in kube-scheduler's queue (its PostFilter calls the
+        # extender's preempt): a gang that could fit by evicting lower-priority units must
+        # leave its gates, or it would wait behind them for good.
+        victims = plan_preemption(gang, snapshot=snapshot, ledger=ledger, settings=settings,
+                                  now=now)
+        if victims is not None:
+            return Ungate(refs, f"gang {key}: does not fit ({decision.reason}); evicting "
+                                f"{len(victims.victims)} lower-priority units would let it "
+                                "fit whole: ungated for kube-scheduler's preemption", key), False
     if decision.outcome not in _PLACED:
         return StillGated(key, tuple(pods), decision.reason, "GangWaiting", decision.holders)
-    refs = tuple(PodRef(p.namespace, p.name, p.uid) for p in pods)
     made = decision.outcome is FilterOutcome.PLANNED
     why = (f"gang {key}: planned whole; ungating {len(refs)} members together" if made else
            f"gang {key}: its plan holds these members; ungating {len(refs)}")

@@ -233,3 +233,21 @@ def test_ungated_gang_members_are_still_held_whole_by_filter_and_bind() -> None:
     held = session.bind(PodRef(pod.namespace, pod.name, pod.uid),
                         NodeName(step.decision.passed[0]), snapshot=free, now=1.0)
     assert held.step is Step.HOLD  # one member alone never binds
+
+
+def test_a_gang_that_fits_only_by_preempting_is_ungated_for_kube_schedulers_preemption() -> None:
+    """Preemption runs only for queued pods: a gated gang that could evict lower-priority
+    pods to fit whole must reach kube-scheduler; one whose pods may not preempt stays."""
+    low = [make_pod(f"low-{n}", shape=make_shape(gpus=8), node=n) for n in ("n1", "n2")]
+    for preempts, expected in ((True, ["vip-worker-0", "vip-worker-1"]), (False, [])):
+        shape = replace(make_shape(gpus=8, priority=100), preempts=preempts)
+        gang = make_gang("vip", roles=[("worker", 2, shape)], priority=100)
+        session = GangSession(SETTINGS)
+        effects = session.ungate(world([gang], extra=low), now=0.0)
+        assert ungated_names(effects) == expected
+        assert session.ledger.plan_for(gang.key) is None  # nothing reserved: it must preempt
+        if preempts:
+            [ungate] = ungates(effects)
+            assert "kube-scheduler's preemption" in ungate.reason
+        else:
+            assert pod_events(effects, "GangWaiting")
