@@ -65,6 +65,11 @@ class Admission:
         self._gate = gate
         self._count = count or (lambda _verb, _outcome: None)
 
+    def count_with(self, count: Callable[[str, str], None]) -> None:
+        """Count each review as ``muster_decisions_total{verb="admission",outcome}``
+        (gated, not_gated, malformed, internal_error)."""
+        self._count = count
+
     def review(self, body: bytes) -> dict[str, Any]:
         """The answer to one AdmissionReview body; never raises."""
         try:

@@ -56,6 +56,8 @@ def create_app(settings: Settings, state: StateStore, clock: Clock, *,
     app.extensions["muster.metrics"] = metrics
     app.extensions["muster.settings"] = settings
     app.extensions["muster.admission"] = admission
+    if admission is not None:
+        admission.count_with(metrics.count)
     app.register_blueprint(bp, url_prefix=prefix or None)
     app.register_blueprint(admission_bp)
     if prefix:  # probes and metrics stay reachable at the root too

@@ -358,10 +358,10 @@ class GangService:
         so by the server's housekeeper."""
         ready = self._state.readiness().ready
         with self._cond:
-            snapshot = self._state.snapshot()
-            effects = self.session.tick(snapshot, now=self._clock(), trusted=ready)
+            snapshot, now = self._state.snapshot(), self._clock()
+            effects = self.session.tick(snapshot, now=now, trusted=ready)
             if ready:  # gated gangs are planned only on a state that can be trusted
-                effects += self.session.ungate(snapshot, now=self._clock())
+                effects += self.session.ungate(snapshot, now=now)
             parked = self._apply(effects)
         for member in parked:
             self._binds.submit(self._bind_parked, member.pod, member.node)

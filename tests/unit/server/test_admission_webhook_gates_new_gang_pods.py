@@ -173,6 +173,10 @@ def test_the_route_answers_200_with_a_review_even_without_a_webhook_configured()
         bad = client.post("/admission/gate", data=b"\xff\xfe")
         assert bad.status_code == 200
         well_formed(bad.get_json(), "")
+        if hook is not None:
+            scraped = client.get("/metrics").get_data(as_text=True)
+            assert 'muster_decisions_total{outcome="gated",verb="admission"} 1.0' in scraped
+            assert 'muster_decisions_total{outcome="malformed",verb="admission"} 1.0' in scraped
 
 
 def gated_pod(js: str, index: int, gpus: int) -> dict[str, Any]:
