@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast venv controlplane bench clean image
+.PHONY: demo test test-fast venv controlplane image-tools bench clean image
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -19,14 +19,18 @@ venv: $(STAMP)
 controlplane:
 	bash tests/e2e/controlplane/build.sh
 
+# mmdebstrap, podman and runc from Debian's packages, installed when missing (root + apt-get).
+image-tools:
+	bash packaging/image/tools.sh
+
 demo: venv controlplane
 	$(BIN)/muster demo
 
-test: venv controlplane
+test: venv controlplane image-tools
 	$(BIN)/python -m pytest
 
 # IMAGE=NAME to tag it otherwise (default localhost/muster:VERSION).
-image: venv
+image: venv image-tools
 	PYTHON=$(BIN)/python bash packaging/image/build.sh $(IMAGE)
 
 bench: venv

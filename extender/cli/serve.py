@@ -98,7 +98,26 @@ def register(subparsers: Any) -> None:
                    help="refuse a workload resolving to more pods (default 150000)")
     p.add_argument("--max-workload-gangs", type=int, metavar="N",
                    help="refuse a workload resolving to more gangs (default 10000)")
+    election_flags(p)
     p.set_defaults(handler=run)
+
+
+def election_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("leader election (several replicas, one deciding)")
+    g.add_argument("--leader-elect", action="store_true", default=None,
+                   help="elect a leader on a Lease; standbys refuse the verbs and report "
+                        "not ready (MUSTER_LEADER_ELECT)")
+    g.add_argument("--lease-name", metavar="NAME", help="the Lease (default muster)")
+    g.add_argument("--lease-namespace", metavar="NS", help="its namespace (default: the "
+                   "pod's own, else default)")
+    g.add_argument("--lease-duration", type=duration, metavar="DURATION",
+                   help="how long a standby waits for a silent leader (default 15s)")
+    g.add_argument("--renew-deadline", type=duration, metavar="DURATION",
+                   help="how long a leader decides without renewing (default 10s)")
+    g.add_argument("--retry-period", type=duration, metavar="DURATION",
+                   help="how often the lease is tried and renewed (default 2s)")
+    g.add_argument("--leader-identity", metavar="ID", help="holder identity (default: "
+                   "host name + UUID)")
 
 
 def _names(raw: str) -> tuple[str, ...]:
@@ -110,10 +129,12 @@ def settings_from(args: argparse.Namespace, env: dict[str, str]) -> Settings:
         "host", "port", "probe_host", "probe_port", "tls_cert", "tls_key", "tls_client_ca",
         "kubeconfig", "context", "snapshot", "bind_timeout", "plan_ttl", "stage_ttl",
         "scoring", "log_level", "max_request_bytes", "threads", "max_workload_pods",
-        "max_workload_gangs", "scheduler_names", "webhook_port", "webhook_host",
-        "webhook_cert", "webhook_key", "gate_bound")}
+        "max_workload_gangs", "scheduler_names", "lease_name", "lease_namespace",
+        "lease_duration", "renew_deadline", "retry_period", "leader_identity",
+        "webhook_port", "webhook_host", "webhook_cert", "webhook_key", "gate_bound")}
     given["descriptors"] = tuple(args.descriptors or ())
     given["no_builtin"] = getattr(args, "no_builtin", None) or None  # unset: the environment
+    given["leader_elect"] = getattr(args, "leader_elect", None) or None
     try:
         return build_settings(given, env)
     except SettingsError as err:
@@ -161,9 +182,29 @@ def live_app(settings: Settings, catalog: Catalog) -> Flask:
                       gate=gate)
     admission = (Admission(store, catalog=snapshots.current, settings=settings, gate=gate)
                  if settings.webhook else None)
-    return create_app(settings, store, time.time, binder=live.binder, events=live.events,
-                      requeuer=live.requeuer, housekeeping=HOUSEKEEPING_SECONDS,
-                      ungater=live.ungater, admission=admission)
+    elector = None
+    if settings.leader_elect:
+        from extender.kube.elector import start_elector  # noqa: PLC0415 - election only
+
+        elector = start_elector(live.conn, name=settings.lease_name,
+                                namespace=settings.lease_namespace,
+                                identity=settings.leader_identity, timing=settings.election)
+    app = create_app(settings, store, time.time, binder=live.binder, events=live.events,
+                     requeuer=live.requeuer, evictor=live.evictor,
+                     housekeeping=HOUSEKEEPING_SECONDS, leadership=elector,
+                     ungater=live.ungater, admission=admission)
+    if elector is not None:
+        elector.start()  # after the app subscribed: it hears the first transition
+        stop_on_exit(elector)
+    return app
+
+
+def stop_on_exit(elector: Any) -> None:
+    """Give the lease up when the worker exits cleanly (SIGTERM: a rollout, a drain), so the
+    standby takes over at its next try instead of after the lease duration."""
+    import atexit  # noqa: PLC0415
+
+    atexit.register(elector.stop)
 
 
 def check_kubeconfig(settings: Settings) -> None:
@@ -206,11 +247,12 @@ def run(args: argparse.Namespace) -> int:
         def factory() -> Flask:
             return live_app(settings, catalog)
     log.info("event=start mode=%s host=%s port=%d tls=%s probe_port=%d bind_timeout=%g "
-             "plan_ttl=%g descriptors=%d builtin=%s webhook_port=%d",
+             "plan_ttl=%g descriptors=%d builtin=%s leader_elect=%s webhook_port=%d",
              "live" if settings.live else "snapshot",
              settings.host, settings.port, "client-certificates" if tls else "off",
              settings.probe_port, settings.bind_timeout, settings.plan_ttl, len(catalog),
-             str(not settings.no_builtin).lower(), settings.webhook_port)
+             str(not settings.no_builtin).lower(), str(settings.leader_elect).lower(),
+             settings.webhook_port)
     probe = (settings.probe_host, settings.probe_port) if settings.probe_port else None
     webhook = None
     if settings.webhook:

@@ -34,6 +34,10 @@ class Forbidden(KubeError):
     """The credentials are not allowed to do this."""
 
 
+class Conflict(KubeError):
+    """The object exists already, or changed since the version a write carried (409)."""
+
+
 @dataclass(frozen=True)
 class ResourceType:
     """A served resource: what discovery says about one kind."""
@@ -156,6 +160,8 @@ def _api_error(status: int, body: bytes | None, server: str, method: str,
         return NotFound(message or f"{path} not found on {server}")
     if status in (401, 403):
         return Forbidden(f"{server} refused {method} {path}: {message}")
+    if status == 409:
+        return Conflict(f"{server} answered {status} to {method} {path}: {message}")
     return KubeError(f"{server} answered {status} to {method} {path}: {message}")
 
 

@@ -20,6 +20,7 @@ from extender.core.workloads.catalog import split_api_version
 from extender.kube.binder import KubeBinder
 from extender.kube.client import Connection, KubeError, ResourceType, connect
 from extender.kube.events import KubeEvents
+from extender.kube.evict import KubeEvictor
 from extender.kube.informer import Backoff, Informer, source_name
 from extender.kube.requeue import KubeRequeuer
 from extender.kube.ungate import KubeUngater
@@ -143,6 +144,7 @@ class LiveState:
     events: KubeEvents
     requeuer: KubeRequeuer
     ungater: KubeUngater
+    evictor: KubeEvictor
 
 
 def start_live(store: StateStore, snapshots: CatalogSnapshots, *, kubeconfig: str | None,
@@ -151,4 +153,5 @@ def start_live(store: StateStore, snapshots: CatalogSnapshots, *, kubeconfig: st
     watches = Watches(conn, store, snapshots).start()
     return LiveState(conn=conn, watches=watches, binder=KubeBinder(conn),
                      events=KubeEvents(conn), requeuer=KubeRequeuer(conn),
-                     ungater=KubeUngater(conn, gate=gate))
+                     ungater=KubeUngater(conn, gate=gate),
+                     evictor=KubeEvictor(conn))

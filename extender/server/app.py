@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from flask import Flask
 
@@ -12,28 +13,47 @@ from extender.server.housekeeping import Housekeeper
 from extender.server.metrics import GangWaitObserver, Metrics
 from extender.server.routes import bp
 from extender.server.settings import Settings
-from extender.state.ports import Binder, Clock, EventSink, MemoryEvents, Requeuer, Ungater
+from extender.state.election import Leadership
+from extender.state.ports import (
+    Binder,
+    Clock,
+    EventSink,
+    Evictor,
+    MemoryEvents,
+    Requeuer,
+    Ungater,
+)
 from extender.state.store import StateStore
+
+if TYPE_CHECKING:
+    from extender.server.leading import LeaderGate
 
 
 def create_app(settings: Settings, state: StateStore, clock: Clock, *,
                binder: Binder | None = None, events: EventSink | None = None,
                decider: Decider | None = None, prefix: str = "",
-               requeuer: Requeuer | None = None, housekeeping: float | None = None,
-               ungater: Ungater | None = None, admission: Admission | None = None) -> Flask:
+               requeuer: Requeuer | None = None, evictor: Evictor | None = None,
+               housekeeping: float | None = None,
+               leadership: Leadership | None = None, ungater: Ungater | None = None,
+               admission: Admission | None = None) -> Flask:
     """An app answering the extender verbs under ``prefix`` (empty: at the root).
 
     By default the gang service decides, reading ``state`` and holding ``clock``; ``binder``
     creates Bindings (the Kubernetes binder live, the in-memory one for snapshot files) and
     ``events`` records pod events. ``decider`` replaces the service (the do-nothing baseline).
     ``requeuer`` makes kube-scheduler retry pods Muster turned away once their obstacle is
-    gone, and ``housekeeping`` (seconds) starts a thread doing that, and expiring plans, on a
-    clock rather than only when a request comes. ``ungater`` removes Muster's scheduling
-    gate from pods whose gang is planned (in housekeeping); ``admission`` answers the
-    webhook that adds it (``/admission/gate``, served on its own TLS port).
+    gone, ``evictor`` evicts the whole victims of a gang's preemption plan, and
+    ``housekeeping`` (seconds) starts a thread doing that, and expiring plans, on a
+    clock rather than only when a request comes.
+    ``leadership`` (leader election) lets the service decide only while this replica
+    leads (:mod:`extender.server.leading`). ``ungater`` removes Muster's scheduling gate
+    from pods whose gang is planned (in housekeeping); ``admission`` answers the webhook
+    that adds it (``/admission/gate``, served on its own TLS port).
     """
     metrics = Metrics()
     metrics.watch_sources(state.source_states)
+    gate: list[LeaderGate] = []
+    service: Decider | None = None
     if decider is None:
         # Imported here: the service pulls in the whole decision core, the baseline does not.
         from extender.server.service import GangService  # noqa: PLC0415
@@ -41,17 +61,31 @@ def create_app(settings: Settings, state: StateStore, clock: Clock, *,
 
         observed = GangWaitObserver(events or MemoryEvents(), gang_of=_gang_of(state),
                                     clock=clock, observe=metrics.gang_wait.observe)
-        decider = GangService(state, settings=settings, clock=clock,
+
+        def deciding() -> bool:  # the gate is built after the service it guards
+            return gate[0].deciding()
+
+        service = GangService(state, settings=settings, clock=clock,
                               binder=binder or MemoryBinder(state), events=observed,
-                              count=metrics.count, requeuer=requeuer, ungater=ungater)
+                              count=metrics.count, requeuer=requeuer, evictor=evictor,
+                              may_act=deciding if leadership else None, ungater=ungater)
+        decider = service
+        if leadership is not None:
+            from extender.server.leading import LeaderGate  # noqa: PLC0415
+
+            gate.append(LeaderGate(service, leadership, metrics=metrics))
+            decider = gate[0]
         if housekeeping:
-            Housekeeper(decider, interval=housekeeping).start()
+            Housekeeper(gate[0] if gate else service, interval=housekeeping).start()
     app = Flask("muster")
     # No MAX_CONTENT_LENGTH: werkzeug would cut a chunked body at it silently; the verbs read
     # their bodies with their own bound (routes._read_body), and the other routes take none.
     chosen = decider
+    # muster_ready is the cluster state's trust, leader or standby alike (a standby's /readyz
+    # is 503 by design; muster_leader says which one decides).
+    trusted: Decider = service if gate and service is not None else decider
     metrics.watch(gangs=chosen.gang_counts, reserved_gpus=chosen.reserved_gpus,
-                  binds_waiting=chosen.binds_waiting, ready=lambda: chosen.readiness()[0])
+                  binds_waiting=chosen.binds_waiting, ready=lambda: trusted.readiness()[0])
     app.extensions["muster.decider"] = decider
     app.extensions["muster.metrics"] = metrics
     app.extensions["muster.settings"] = settings

@@ -55,6 +55,13 @@ class Metrics:
         self.ready = Gauge(
             "muster_ready", "1 when the cluster state is synced and trusted",
             registry=self.registry)
+        self.leader = Gauge(
+            "muster_leader", "1 while this replica leads and decides (always 1 without "
+            "--leader-elect)", registry=self.registry)
+        self.leader.set(1)
+        self.leader_transitions = Counter(
+            "muster_leader_transitions", "Times this replica became leader or standby",
+            ["to"], registry=self.registry)
         self.gang_wait = Histogram(
             "muster_gang_wait_seconds",
             "Time from the first Muster event on any pod of a gang to its admission",

@@ -21,6 +21,7 @@ from extender.core.decide.effects import (
     BindStep,
     Effect,
     Emit,
+    Evict,
     FailHeld,
     Release,
     Requeue,
@@ -55,6 +56,8 @@ from extender.state.ports import (
     BindError,
     Clock,
     EventSink,
+    Evictor,
+    MemoryEvictor,
     MemoryRequeuer,
     MemoryUngater,
     PodRef,
@@ -79,6 +82,10 @@ def _no_count(_verb: str, _outcome: str) -> None:
     return None
 
 
+def _always() -> bool:
+    return True
+
+
 def core_settings(settings: Settings) -> CoreSettings:
     """The session's settings from the server's: every held bind takes a gunicorn thread,
     so at most the threads less those kept free for filters may hold one."""
@@ -92,11 +99,14 @@ def core_settings(settings: Settings) -> CoreSettings:
 class GangService:
     def __init__(self, state: StateStore, *, settings: Settings, clock: Clock, binder: Binder,
                  events: EventSink, count: Count = _no_count,
-                 requeuer: Requeuer | None = None, session: GangSession | None = None,
+                 requeuer: Requeuer | None = None, evictor: Evictor | None = None,
+                 session: GangSession | None = None,
+                 may_act: Callable[[], bool] | None = None,
                  ungater: Ungater | None = None) -> None:
         self._state = state
         self._count = count
         self._requeuer: Requeuer = requeuer or MemoryRequeuer()
+        self._evictor: Evictor = evictor or MemoryEvictor()
         self._ungater: Ungater = ungater or MemoryUngater()
         self._binds = ThreadPoolExecutor(max_workers=4, thread_name_prefix="parked-bind")
         """Binds Muster makes itself, for parked members, off the request threads."""
@@ -107,6 +117,35 @@ class GangService:
         self._cond = threading.Condition()
         self.session = session or GangSession(core_settings(settings))
         """The gang decisions; touched only under ``_cond``."""
+        self._may_act = may_act or _always
+        """Checked just before each Binding is posted: False once this replica is no longer
+        the leader (leader election), so a bind decided in its term is not posted after it."""
+        self._term = 0
+        """Bumped when leadership is gained or lost: a bind held in an older term fails."""
+
+    # --- leadership (see extender.server.leading) ----------------------------------------------
+
+    def take_over(self, refused: Sequence[PodRef] = ()) -> int:
+        """Start a new term as leader: forget every decision of any earlier term and rebuild
+        the ledger from the cluster now (bound members of a gang admit it; a gang left below
+        its minimum is planned for the rest). ``refused`` are the pods turned away while
+        standby: they are requeued. Returns how many pods were requeued."""
+        with self._cond:
+            self._term += 1
+            self._cond.notify_all()  # a bind still held from an older term fails
+            self.session = GangSession(self.session.settings)
+            for ref in refused:
+                self.session.turn_away(ref, untrusted=True)
+        return self.housekeep()  # the first look at the cluster rebuilds the ledger
+
+    def step_down(self) -> int:
+        """Stop deciding: fail every bind held at the barrier (kube-scheduler retries them
+        with the new leader). Returns how many were held."""
+        with self._cond:
+            self._term += 1
+            held = len(self.session.open_requests())
+            self._cond.notify_all()
+        return held
 
     # --- readiness -----------------------------------------------------------------------------
 
@@ -154,10 +193,22 @@ class GangService:
             elif isinstance(effect, WorkloadRefused):
                 log.warning("workload=%s outcome=refused reason=%r", effect.workload,
                             effect.reason[:500])
+            elif isinstance(effect, Evict):
+                if not self._may_act():  # a replica that no longer leads evicts nothing
+                    log.warning("verb=preempt gang=%s event=evict-skipped pods=%d "
+                                "reason=not-leader", effect.gang, len(effect.pods))
+                    continue
+                log.info("verb=preempt gang=%s event=evict pods=%d reason=%r", effect.gang,
+                         len(effect.pods), effect.reason)
+                self._evictor.evict(effect.pods, effect.reason)
             elif isinstance(effect, Requeue):
                 log.info("event=requeue pods=%d reason=%r", len(effect.pods), effect.reason)
                 self._requeuer.requeue(effect.pods, effect.reason)
             elif isinstance(effect, Ungate):
+                if not self._may_act():  # its plan is in a ledger no longer leading
+                    log.warning("event=ungate-skipped gang=%s pods=%d reason=not-leader",
+                                effect.gang or "-", len(effect.pods))
+                    continue
                 log.info("event=ungate gang=%s pods=%d reason=%r", effect.gang or "-",
                          len(effect.pods), effect.reason)
                 self._ungater.ungate(effect.pods, effect.reason)
@@ -292,6 +343,11 @@ class GangService:
         if step.step is Step.REFUSE:
             self._count("bind", step.outcome)
             return binding_result(step.reason)
+        if not self._may_act():
+            with self._cond:
+                self.session.bind_failed(ref.uid, snapshot=self._state.snapshot())
+            self._count("bind", "not_leader")
+            return binding_result(f"muster: no longer the leader; not binding {ref.key}")
         try:
             self._binder.bind(ref, args.node)
         except BindError as err:
@@ -312,15 +368,22 @@ class GangService:
         """The session's answer for this request, after waiting (in real time, on the
         condition variable) for as long as it says HOLD; and the parked binds to post."""
         with self._cond:
+            term = self._term
             step = self.session.bind(ref, node, snapshot=self._state.snapshot(),
                                      now=self._clock())
             parked = self._apply(step.effects)
             if step.step is not Step.HOLD:
                 return step, parked
             ticket, deadline = step.ticket, step.deadline
+            session = self.session
             try:
                 while True:
                     self._cond.wait(timeout=max(deadline - self._clock(), 0.001))
+                    if self._term != term:  # leadership changed while it was held
+                        return BindStep(Step.REFUSE, "not_leader", reason=(
+                            f"muster: leadership changed while {ref.key} was held at the "
+                            "gang barrier; not binding it (the new leader decides)"),
+                            gang=step.gang), []
                     step = self.session.poll(ticket, snapshot=self._state.snapshot(),
                                              now=self._clock())
                     parked += self._apply(step.effects)
@@ -328,10 +391,14 @@ class GangService:
                         return step, parked
                     deadline = step.deadline
             finally:
-                self.session.close(ticket)
+                session.close(ticket)
 
     def _bind_parked(self, ref: PodRef, node: str) -> None:
         """Bind a parked member of a gang that just completed (on the bind pool)."""
+        if not self._may_act():
+            self._count("bind", "parked_not_leader")
+            log.warning("verb=bind pod=%s node=%s outcome=parked-not-leader", ref.key, node)
+            return
         try:
             self._binder.bind(ref, node)
         except BindError as err:

@@ -17,6 +17,7 @@ from extender.core.decide.settings import CoreSettings
 from extender.core.gang.scoring import Policy
 from extender.core.workloads.workload import DEFAULT_LIMITS, WorkloadLimits
 from extender.server.durations import DurationError, format_seconds, parse_seconds
+from extender.state.election import ElectionTiming
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")
@@ -24,6 +25,7 @@ TLS_FILES = ("tls_cert", "tls_key", "tls_client_ca")
 SCORINGS = tuple(p.value for p in Policy)
 
 
+_ELECTION = ElectionTiming()
 _CORE = CoreSettings()
 """The core's defaults: the one source of every default the server shares with it."""
 
@@ -107,11 +109,32 @@ class Settings:
     ``WorkloadRefused`` event on it says why)."""
     max_workload_gangs: int = DEFAULT_LIMITS.gangs
     """The same for gangs per workload."""
+    leader_elect: bool = False
+    """Run as one of several replicas: only the holder of the Lease ``lease_name`` decides,
+    the others answer as standbys and report not ready (``docs/operations.md``, Failover)."""
+    lease_name: str = "muster"
+    """The ``coordination.k8s.io`` Lease the replicas elect their leader on."""
+    lease_namespace: str = ""
+    """Its namespace; empty: the pod's own (from its service account), else ``default``."""
+    lease_duration: float = _ELECTION.lease_duration
+    """How long a standby waits after the lease last changed before it takes over (Go
+    duration; kube-scheduler's ``leaseDuration``, default 15s)."""
+    renew_deadline: float = _ELECTION.renew_deadline
+    """How long the leader goes on deciding without renewing the lease (default 10s)."""
+    retry_period: float = _ELECTION.retry_period
+    """How often the lease is tried and renewed (default 2s)."""
+    leader_identity: str = ""
+    """This replica's holder identity; empty: its host name (the pod name) plus a UUID."""
     extra: Mapping[str, Any] = field(default_factory=dict, compare=False)
 
     @property
     def live(self) -> bool:
         return self.snapshot is None
+
+    @property
+    def election(self) -> ElectionTiming:
+        return ElectionTiming(lease_duration=self.lease_duration,
+                              renew_deadline=self.renew_deadline, retry_period=self.retry_period)
 
     @property
     def tls(self) -> bool:
@@ -229,6 +252,19 @@ def _check_surface(s: Settings) -> Sequence[str]:
     return out
 
 
+def _check_election(s: Settings) -> Sequence[str]:
+    if not s.leader_elect:
+        return []
+    out = [f"{_flag('leader_elect')} / {_env_name('leader_elect')}: {problem.replace('_', '-')}"
+           for problem in s.election.problems()]
+    if s.snapshot is not None:
+        out.append(f"{_flag('leader_elect')} / {_env_name('leader_elect')}: needs an API "
+                   "server to hold the lease on; drop --snapshot")
+    if not s.lease_name.strip():
+        out.append(f"{_flag('lease_name')} / {_env_name('lease_name')}: must not be empty")
+    return out
+
+
 def _check(s: Settings) -> Sequence[str]:
     out = []
 
@@ -259,6 +295,7 @@ def _check(s: Settings) -> Sequence[str]:
                                f"{list(s.scheduler_names)}")
     if not 1 <= s.threads <= 1024:
         bad("threads", f"must be between 1 and 1024, got {s.threads}")
+    out.extend(_check_election(s))
     if s.snapshot is not None and (s.kubeconfig or s.context):
         bad("snapshot", "serves without an API server; drop --kubeconfig/--context")
     return out

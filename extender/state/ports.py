@@ -19,7 +19,9 @@ __all__ = [
     "Clock",
     "EventSink",
     "EventType",
+    "Evictor",
     "MemoryEvents",
+    "MemoryEvictor",
     "MemoryRequeuer",
     "MemoryUngater",
     "PodEvent",
@@ -82,6 +84,28 @@ class MemoryUngater:
     def ungated(self) -> list[tuple[PodRef, str]]:
         with self._lock:
             return list(self._ungated)
+
+
+class Evictor(Protocol):
+    def evict(self, pods: Sequence[PodRef], reason: str) -> None:
+        """Evict ``pods`` (the whole victims of a preemption plan); must not block the
+        caller on the network."""
+
+
+class MemoryEvictor:
+    """Evictions recorded in memory (snapshot-file mode and tests), oldest first."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._evicted: list[tuple[PodRef, str]] = []
+
+    def evict(self, pods: Sequence[PodRef], reason: str) -> None:
+        with self._lock:
+            self._evicted.extend((pod, reason) for pod in pods)
+
+    def evicted(self) -> list[tuple[PodRef, str]]:
+        with self._lock:
+            return list(self._evicted)
 
 
 class MemoryRequeuer:

@@ -64,14 +64,16 @@ def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
 @pytest.fixture(scope="module")
 def real_box(request: pytest.FixtureRequest,
              tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
-    """A sandbox for one module, 4 nodes x 8 GPUs, running the real operators its
-    ``REAL_OPERATORS`` names (``("lws",)``); no stand-in then runs for their kinds."""
+    """A sandbox for one module, 4 nodes x 8 GPUs (or the module's ``NODES``; 4 per rack),
+    running the real operators its ``REAL_OPERATORS`` names (``("lws",)``); no stand-in then
+    runs for their kinds."""
     names = tuple(getattr(request.module, "REAL_OPERATORS", ()))
     if not names or not set(names) <= {"jobset", "lws", "kuberay"}:
         raise pytest.UsageError(f"{request.module.__name__}: REAL_OPERATORS must name jobset, "
                                 f"lws or kuberay, not {names!r}")
     box = start_sandbox(tmp_path_factory.mktemp("-".join(names)), jobset="jobset" in names,
-                        lws="lws" in names, kuberay="kuberay" in names)
+                        lws="lws" in names, kuberay="kuberay" in names,
+                        nodes=int(getattr(request.module, "NODES", 4)))
     try:
         yield box
     finally:

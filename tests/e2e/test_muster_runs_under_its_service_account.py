@@ -158,6 +158,17 @@ def test_neither_identity_may_do_what_only_the_other_needs(installed: Connection
                        namespace=NAMESPACE, name="muster-scheduler")
     assert not allowed(conn, MUSTER, "update", "leases", group="coordination.k8s.io",
                        namespace="kube-system", name="kube-scheduler")
+    # Muster's replicas elect their leader on their own Lease, and on no other.
+    assert allowed(conn, MUSTER, "get", "leases", group="coordination.k8s.io",
+                   namespace=NAMESPACE, name="muster")
+    assert allowed(conn, MUSTER, "update", "leases", group="coordination.k8s.io",
+                   namespace=NAMESPACE, name="muster")
+    assert allowed(conn, MUSTER, "create", "leases", group="coordination.k8s.io",
+                   namespace=NAMESPACE)
+    assert not allowed(conn, MUSTER, "update", "leases", group="coordination.k8s.io",
+                       namespace="kube-system", name="muster")
+    assert not allowed(conn, SCHEDULER, "update", "leases", group="coordination.k8s.io",
+                       namespace=NAMESPACE, name="muster")
     # kube-scheduler schedules and holds its own lease, and reads no workload kind.
     assert allowed(conn, SCHEDULER, "update", "leases", group="coordination.k8s.io",
                    namespace=NAMESPACE, name="muster-scheduler")

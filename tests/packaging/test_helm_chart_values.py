@@ -150,13 +150,35 @@ def test_common_labels_reach_every_templated_object_but_never_a_selector(
 
 def test_the_disruption_budgets_select_exactly_each_deployments_pods(
         tools: Tools, defaults: Objects) -> None:
-    after = tools.template("--set", "podDisruptionBudget.enabled=true")
-    added = {key: after[key] for key, _ in changed(defaults, after)}
-    assert set(added) == {("PodDisruptionBudget", NAMESPACE, "muster"),
-                          ("PodDisruptionBudget", NAMESPACE, "muster-scheduler")}
-    for (_, _, name), pdb in added.items():
-        assert pdb["spec"]["selector"] == deployment(after, name)["spec"]["selector"]
+    after = tools.template("--set", "podDisruptionBudget.enabled=false")
+    budgets = {key: defaults[key] for key, _ in changed(after, defaults)}
+    assert set(budgets) == {("PodDisruptionBudget", NAMESPACE, "muster"),
+                            ("PodDisruptionBudget", NAMESPACE, "muster-scheduler")}
+    for (_, _, name), pdb in budgets.items():
+        assert pdb["spec"]["selector"] == deployment(defaults, name)["spec"]["selector"]
         assert pdb["spec"]["minAvailable"] == 1
+        assert deployment(defaults, name)["spec"]["replicas"] == 2
+
+
+def test_without_leader_election_the_extender_is_one_recreated_replica_and_no_lease(
+        tools: Tools, defaults: Objects) -> None:
+    after = tools.template("--set", "extender.leaderElect=false", "--set", "extender.replicas=1")
+    muster = deployment(after, "muster")
+    assert muster["spec"]["strategy"] == {"type": "Recreate"}
+    names = {e["name"] for e in muster["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert not names & {"MUSTER_LEADER_ELECT", "MUSTER_LEASE_NAME", "MUSTER_LEASE_NAMESPACE"}
+    # The lease Role stays (rbac is not tied to the flag) but names the default Lease.
+    key = ("Role", NAMESPACE, "muster-extender-leader-election")
+    assert after[key] == defaults[key]
+
+
+def test_a_lease_name_reaches_the_flag_and_the_role_together(
+        tools: Tools, defaults: Objects) -> None:
+    after = tools.template("--set", "extender.leaseName=muster-gpu")
+    env = deployment(after, "muster")["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert {"name": "MUSTER_LEASE_NAME", "value": "muster-gpu"} in env
+    role = after[("Role", NAMESPACE, "muster-extender-leader-election")]
+    assert role["rules"][0]["resourceNames"] == ["muster-gpu"]
 
 
 def test_without_rbac_the_chart_makes_no_identity_and_no_grant(
@@ -189,7 +211,8 @@ def test_monitoring_objects_are_off_unless_asked_one_by_one(
     (("extender.bindtimeout=3s",), "at '/extender': additional properties 'bindtimeout'"),
     (("scheduler.replicas=two",), "at '/scheduler/replicas': got string, want integer"),
     (("extender.logLevel=verbose",), "at '/extender/logLevel': value must be one of"),
-    (("extender.replicas=2",), "at '/extender/replicas': maximum: got 2, want 1"),
+    (("extender.leaderElect=false",), "extender.replicas above 1 needs "
+                                      "extender.leaderElect"),
 ])
 def test_bad_values_fail_the_render_naming_the_value(
         tools: Tools, flags: tuple[str, ...], named: str) -> None:

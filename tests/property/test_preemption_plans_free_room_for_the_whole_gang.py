@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from extender.core.decide.preemption import candidates, give_back, plan_preemption
+from extender.core.decide.session import GangSession
 from extender.core.decide.settings import CoreSettings
 from extender.core.gang.ledger import Ledger, free_capacity
 from extender.core.gang.placement import Infeasible, plan_gang
@@ -79,3 +80,37 @@ def test_a_plan_evicts_whole_lower_priority_units_that_let_the_gang_fit_or_nothi
             assert snap.pods[u].shape.priority < high.priority
     assert fits(plan.victims)
     assert plan.placement.pods == high.pods
+
+
+@settings(max_examples=100, deadline=None)
+@given(clusters(), st.integers(1, 6), st.sampled_from([1, 2, 4, 8]), st.integers(0, 9))
+def test_what_a_plan_frees_stays_the_preemptors_whatever_gang_asks_first(  # type: ignore[no-untyped-def]
+        case, rival_pods, rival_gpus, rival_priority) -> None:
+    """Once a plan is made and its victims are gone, a lower-priority rival that filters
+    first (and is planned wherever room is left) never takes what the preemptor needs: the
+    preemptor's next filter plans it whole."""
+    snap, high = case
+    session = GangSession(SETTINGS)
+    member = next(u for u in snap.pods if snap.gang_of(u) is not None
+                  and snap.gang_of(u).key == high.key)  # type: ignore[union-attr]
+    session.preempt(snap.pods[member], {}, snapshot=snap, now=0)
+    plan = session.preemptions.get(high.key)
+    if plan is None:
+        return
+    rival = make_gang("rival", roles=[("w", rival_pods, make_shape(gpus=rival_gpus,
+                                                                   priority=rival_priority))],
+                      priority=rival_priority)
+    gone = plan.pods()
+    kept = [g for g in snap.gangs.values() if g.key != high.key and not any(
+        u in gone for u in snap.pods if snap.gang_of(u) is not None
+        and snap.gang_of(u).key == g.key)]  # type: ignore[union-attr]
+    bound = {p.name: p.node_name for p in snap.pods.values()
+             if p.node_name is not None and p.uid not in gone}
+    lone = [p for p in snap.pods.values() if snap.gang_of(p.uid) is None and p.uid not in gone]
+    after = make_snapshot(list(snap.nodes.values()), gangs=[*kept, high, rival], pods=lone,
+                          bound={k: v for k, v in bound.items() if not k.startswith("lone")})
+    nodes = list(after.nodes)
+    for uid in sorted(u for u in after.pods if u.startswith("uid-ml-rival-")):
+        session.filter(after.pods[uid], nodes, snapshot=after, now=1)
+    step = session.filter(after.pods[member], nodes, snapshot=after, now=2)
+    assert step.decision.passed, step.decision.reason

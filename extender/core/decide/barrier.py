@@ -99,6 +99,7 @@ def decide_bind(
         return BindDecision(BindOutcome.BIND, f"gang {gang.key} is already admitted", gang.key,
                             release=((pod_uid, node),))
     ledger.arrive(gang.key, pod_uid, node, now=now)
+    ledger.progress(gang.key, pod_uid, now=now, ttl=settings.plan_ttl)
     lost = lost_node(gang.key, snapshot=snapshot, ledger=ledger)
     if lost is not None:
         # Releasing now would bind a held member to a node that is gone and leave the gang

@@ -244,6 +244,8 @@ def decide_filter(
         pinned = _pinned(pod, gang, role, plan, candidates, snapshot=snapshot, ledger=ledger,
                          settings=settings, outcome=FilterOutcome.PINNED)
         if pinned is not None:
+            if pinned.passed:  # a member new to the plan keeps it alive (Ledger.progress)
+                ledger.progress(gang.key, pod.uid, now=now, ttl=settings.plan_ttl)
             return pinned
     gpu = settings.gpu_resource
     by_role = per_role(placed_counts(gang.key, snapshot, ledger, gpu=gpu, exclude=pod.uid))

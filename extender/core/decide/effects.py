@@ -101,6 +101,20 @@ class WorkloadRefused:
 
 
 @dataclass(frozen=True, slots=True)
+class Evict:
+    """Evict these pods now, through the Eviction API (PodDisruptionBudgets are honoured):
+    the whole victims of a gang's preemption plan. kube-scheduler evicts only the victims
+    on the one node it picks per preemption call, which would leave a victim gang that spans
+    nodes partly running until the preemptor's next members call; Muster evicts every victim
+    of the plan at once instead."""
+
+    gang: GangKey
+    """The preemptor's gang."""
+    pods: tuple[PodRef, ...]
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class WaitUntil:
     """The session has something to do at ``deadline`` (a held bind's limit): call
     :meth:`GangSession.poll` (or :meth:`GangSession.tick`) then, even if nothing happens."""
@@ -109,7 +123,7 @@ class WaitUntil:
 
 
 Effect = (Emit | Release | FailHeld | BindParked | Requeue | Withdrawn | PlanExpired
-          | WorkloadRefused | WaitUntil | Ungate)
+          | WorkloadRefused | Evict | WaitUntil | Ungate)
 
 
 class Step(StrEnum):

@@ -16,7 +16,7 @@ waiting gang holds, while that gang, hit the same way, waits for this one.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 import networkx as nx
 
@@ -110,11 +110,13 @@ def deadlocks(g: nx.DiGraph) -> list[list[GangKey]]:
     return sorted(out)
 
 
-def yielder(cycle: Iterable[GangKey], gangs: Mapping[GangKey, Gang]) -> GangKey:
-    """The gang that gives way: lowest priority, then youngest (latest created), then key."""
+def yielder(cycle: Iterable[GangKey], gangs: Mapping[GangKey, Gang],
+            priority: Callable[[Gang], int] = lambda g: g.priority) -> GangKey:
+    """The gang that gives way: lowest ``priority`` (by default the templates'), then
+    youngest (latest created), then key."""
     def rank(key: GangKey) -> tuple[int, float, str]:
         gang = gangs.get(key)
         if gang is None:
             return (-(1 << 62), float("inf"), key)  # a vanished gang always yields
-        return (gang.priority, -gang.created, key)
+        return (priority(gang), -gang.created, key)
     return min(cycle, key=rank)

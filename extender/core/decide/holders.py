@@ -1,4 +1,5 @@
-"""Who holds the capacity a waiting gang needs: other gangs' plans and pods in flight at bind.
+"""Who holds the capacity a waiting gang needs: other gangs' plans, preemptors' holds and pods
+in flight at bind.
 
 "The largest free is 0" is true but unhelpful when the GPUs are not used by anything running:
 Muster itself promised them to another gang's plan, or pods of another gang are between the
@@ -27,6 +28,7 @@ SHOWN_NODES = 4
 """Nodes named per holder; the rest are counted."""
 
 PLAN = "plan"
+PREEMPTION = "preemption"
 IN_FLIGHT = "in_flight"
 
 
@@ -35,8 +37,9 @@ class Holder:
     """Capacity a waiting gang could use, held for someone else."""
 
     kind: str
-    """``plan`` (another gang's reservation) or ``in_flight`` (pods at bind, not yet
-    observed bound)."""
+    """``plan`` (another gang's reservation), ``preemption`` (held for a higher-priority
+    gang while its victims are evicted) or ``in_flight`` (pods at bind, not yet observed
+    bound)."""
     gang: GangKey | None
     """The holding gang; ``None`` for pods in flight outside any gang."""
     nodes: tuple[NodeName, ...]
@@ -52,6 +55,9 @@ class Holder:
         where = _names(self.nodes)
         if self.kind == PLAN:
             return f"{amount} on {where} {verb} held for gang {self.gang}'s plan"
+        if self.kind == PREEMPTION:
+            return (f"{amount} on {where} {verb} held for gang {self.gang}, which preempts "
+                    "to fit there")
         who = f"of gang {self.gang} " if self.gang is not None else "outside any gang "
         pods = f"{self.pods} pod{'s' if self.pods != 1 else ''}"
         return f"{amount} on {where} {verb} held by {pods} {who}in flight at bind"
@@ -81,7 +87,8 @@ def holders_in_the_way(
     """The plans and pods in flight that keep ``gang`` from fitting now, largest first;
     empty when there are none, or when the gang would not fit without them either."""
     gpu = settings.gpu_resource
-    plans = [(k, r) for k, r in ledger.reservations() if k != gang.key]
+    plans = [(PLAN, k, r) for k, r in ledger.reservations() if k != gang.key] + [
+        (PREEMPTION, k, r) for k, r in ledger.holds() if k != gang.key]
     flights = {}
     for uid, flight in ledger.in_flight().items():
         pod = snapshot.pods.get(uid)
@@ -93,8 +100,11 @@ def holders_in_the_way(
         return ()
     # What if nobody else held anything? On a copy: the session's ledger must not change.
     twin = ledger.clone()
-    for key, _ in plans:
-        twin.drop_plan(key)
+    for kind, key, _ in plans:
+        if kind == PLAN:
+            twin.drop_plan(key)
+        else:
+            twin.unhold(key)
     for uid in flights:
         twin.forget_pod(uid)
     plan = plan_gang(gang, snapshot=snapshot, capacity=free_capacity(snapshot, twin, gpu=gpu,
@@ -106,13 +116,13 @@ def holders_in_the_way(
         return ()
     wanted = {n for n, _, _ in plan.slots}
     found: dict[tuple[str, GangKey | None], dict[NodeName, list[int]]] = {}
-    for key, res in plans:
+    for kind, key, res in plans:
         counted = ledger.placed(key, snapshot, gpu=gpu)
         gpus = {role: demand_of(shape, gpu=gpu).gpu_milli for role, shape in res.plan.shapes}
         for node, role, count in res.plan.slots:
             left = count - counted.get((node, role), 0)
             if left > 0 and role in gpus:
-                held = found.setdefault((PLAN, key), {}).setdefault(node, [0, 0])
+                held = found.setdefault((kind, key), {}).setdefault(node, [0, 0])
                 held[0] += left * gpus[role]
                 held[1] += left
     for uid, (node, owner) in flights.items():

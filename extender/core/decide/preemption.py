@@ -7,7 +7,8 @@ victims (:func:`extender.core.decide.decisions.decide_preempt`).
 
 A *victim* is a unit that is evicted whole: every bound pod of a gang, or one pod outside any
 gang. A unit may be a victim only if its priority (its highest pod's, or its gang's) is
-below the preemptor's, it is not the preemptor's own gang, and none of its gang's pods is in
+below the preemptor's (its pods' own, as admission resolved their PriorityClass), it is
+not the preemptor's own gang, and none of its gang's pods is in
 flight (a gang being admitted is left alone: evicting its bound pods would leave it partial).
 A preemptor whose pods say ``preemptionPolicy: Never`` gets no plan at all: in Kubernetes
 that policy stops a pod from preempting others (it may still be preempted itself).
@@ -33,6 +34,7 @@ from extender.core.gang.capacity import (
     CapacityView,
     NodeCapacity,
     demand_of,
+    gang_priority,
     index_of,
     node_capacity,
 )
@@ -85,10 +87,25 @@ class PreemptionPlan:
         return frozenset(uid for v in self.victims for uid, _ in v.pods)
 
 
+def preemptor(gang: Gang, snapshot: ClusterSnapshot, *, gpu: str) -> tuple[int, bool]:
+    """The priority ``gang`` preempts with, and whether it may preempt at all.
+
+    Its pods' own values when it has pods: admission resolves a ``priorityClassName`` into
+    ``spec.priority`` and ``spec.preemptionPolicy``, which an operator's pod template (read for
+    the gang before its pods exist) names only by class. Otherwise its templates'."""
+    pods = [snapshot.pods[u] for u in index_of(snapshot, gpu=gpu).gang_pods.get(gang.key, ())
+            if u in snapshot.pods]
+    priority = gang_priority(gang, snapshot, gpu=gpu)
+    preempts = all(m.shape.preempts for m in gang.members) and all(
+        p.shape.preempts for p in pods)
+    return priority, preempts
+
+
 def candidates(gang: Gang, snapshot: ClusterSnapshot, ledger: Ledger, *, gpu: str,
                pdb_nodes: Collection[NodeName] = ()) -> list[Victim]:
     """Every unit the gang may evict, in the order the greedy tries them."""
     index = index_of(snapshot, gpu=gpu)
+    above, _ = preemptor(gang, snapshot, gpu=gpu)
     flying = ledger.in_flight()
     units: dict[str, list[tuple[str, NodeName]]] = {}
     prio: dict[str, int] = {}
@@ -101,7 +118,8 @@ def candidates(gang: Gang, snapshot: ClusterSnapshot, ledger: Ledger, *, gpu: st
             key = owner.key if owner is not None else f"pod:{pod.key}"
             units.setdefault(key, []).append((uid, node))
             gangs[key] = owner.key if owner is not None else None
-            base = owner.priority if owner is not None else pod.shape.priority
+            base = (gang_priority(owner, snapshot, gpu=gpu) if owner is not None
+                    else pod.shape.priority)
             prio[key] = max(prio.get(key, base), pod.shape.priority, base)
             if owner is not None and owner.key == gang.key:
                 barred.add(key)
@@ -112,7 +130,7 @@ def candidates(gang: Gang, snapshot: ClusterSnapshot, ledger: Ledger, *, gpu: st
     pdb = set(pdb_nodes)
     out = [Victim(key, gangs[key], prio[key], tuple(sorted(pods)),
                   any(n in pdb for _, n in pods))
-           for key, pods in units.items() if key not in barred and prio[key] < gang.priority]
+           for key, pods in units.items() if key not in barred and prio[key] < above]
 
     def size(v: Victim) -> tuple[int, int]:
         milli = sum(demand_of(snapshot.pods[u].shape, gpu=gpu).gpu_milli for u, _ in v.pods)
@@ -153,9 +171,10 @@ def plan_preemption(gang: Gang, *, snapshot: ClusterSnapshot, ledger: Ledger,
                     pdb_nodes: Collection[NodeName] = ()) -> PreemptionPlan | None:
     """The victims that let ``gang`` fit whole, or ``None`` when evicting every unit it may
     evict would not (or its pods may not preempt). See the module docstring."""
-    if not all(m.shape.preempts for m in gang.members):
-        return None
     gpu = settings.gpu_resource
+    priority, preempts = preemptor(gang, snapshot, gpu=gpu)
+    if not preempts:
+        return None
     free = free_capacity(snapshot, ledger, gpu=gpu, exclude=gang.key)
     placed = per_role(placed_counts(gang.key, snapshot, ledger, gpu=gpu))
     within = placed_domain(gang, snapshot, per_node(ledger.placed(gang.key, snapshot, gpu=gpu)))
@@ -187,5 +206,5 @@ def plan_preemption(gang: Gang, *, snapshot: ClusterSnapshot, ledger: Ledger,
             chosen = rest
     placement = attempt(chosen)
     assert placement is not None  # the last set kept was one that fits
-    return PreemptionPlan(gang.key, gang.priority, tuple(chosen), placement,
+    return PreemptionPlan(gang.key, priority, tuple(chosen), placement,
                           now + settings.plan_ttl)

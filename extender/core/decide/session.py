@@ -45,6 +45,7 @@ from extender.core.decide.effects import (
     BindStep,
     Effect,
     Emit,
+    Evict,
     FailHeld,
     PlanExpired,
     Release,
@@ -323,7 +324,7 @@ class GangSession:
             self.turned_away[pod.uid] = TurnedAway(
                 PodRef(pod.namespace, pod.name, pod.uid), untrusted=False,
                 unresolved=pod.uid in snapshot.unresolved,
-                plans=frozenset(g for g, _ in self.ledger.reservations()))
+                plans=self.ledger.holding())
         self._log("filter", now, pod.key, str(decision.outcome), decision.reason, out=out)
         return FilterStep(decision, tuple(out))
 
@@ -364,7 +365,7 @@ class GangSession:
         plan away from nodes where evicting would break a PodDisruptionBudget."""
         out: list[Effect] = []
         self._prepare(snapshot, now, out)
-        plan = self._preemption_plan(pod, snapshot, now, pdb_violations or {})
+        plan = self._preemption_plan(pod, snapshot, now, pdb_violations or {}, out)
         chosen = decide_preempt(pod, victims, snapshot=snapshot, ledger=self.ledger,
                                 settings=self.settings, plan=plan)
         gang = snapshot.gang_of(pod.uid)
@@ -374,15 +375,19 @@ class GangSession:
         return PreemptStep(chosen, tuple(out))
 
     def _preemption_plan(self, pod: PodInfo, snapshot: ClusterSnapshot, now: float,
-                         pdb_violations: Mapping[NodeName, int]) -> PreemptionPlan | None:
-        """The pod's gang's preemption plan: the one kept, or a new one past its deadline."""
+                         pdb_violations: Mapping[NodeName, int],
+                         out: list[Effect]) -> PreemptionPlan | None:
+        """The pod's gang's preemption plan: the one kept, or a new one past its deadline.
+        A new plan's victims are all evicted at once (:class:`Evict`), and what they free is
+        held for the gang."""
         for key in [k for k, p in self.preemptions.items()
                     if p.deadline <= now or k not in snapshot.gangs]:
             del self.preemptions[key]
+            self.ledger.unhold(key)
         gang = snapshot.gang_of(pod.uid)
         if gang is None or self.ledger.plan_for(gang.key) is not None:
-            if gang is not None:
-                self.preemptions.pop(gang.key, None)  # it fits now: nothing more to evict
+            if gang is not None and self.preemptions.pop(gang.key, None) is not None:
+                self.ledger.unhold(gang.key)  # it fits now: nothing more to evict
             return None
         kept = self.preemptions.get(gang.key)
         if kept is not None:
@@ -392,6 +397,13 @@ class GangSession:
                                pdb_nodes={n for n, c in pdb_violations.items() if c > 0})
         if plan is not None:
             self.preemptions[gang.key] = plan
+            # What its victims free is the gang's: others see it taken until it is planned.
+            self.ledger.hold(plan.placement, now=now, deadline=plan.deadline)
+            pods = tuple(PodRef(p.namespace, p.name, p.uid) for p in (
+                snapshot.pods[u] for u in sorted(plan.pods())))
+            out.append(Evict(gang.key, pods, f"preempted by gang {gang.key} (priority "
+                                              f"{plan.preemptor_priority}), which evicts "
+                                              f"{len(plan.victims)} whole victims to fit"))
         return plan
 
     def _tell_preemption(self, pod: PodInfo, gang: GangKey, plan: PreemptionPlan | None,
@@ -614,7 +626,7 @@ class GangSession:
         if trusted:
             self._prepare(snapshot, now, out)
             self._break_deadlocks(snapshot, now, out)
-        plans = {g for g, _ in self.ledger.reservations()}
+        plans = self.ledger.holding()
         due: dict[str, list[PodRef]] = {}
         for uid, away in list(self.turned_away.items()):
             pod = snapshot.pods.get(uid)

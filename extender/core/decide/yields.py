@@ -21,6 +21,7 @@ import networkx as nx
 
 from extender.core.decide.graph import wait_for_graph, yielder
 from extender.core.decide.settings import CoreSettings
+from extender.core.gang.capacity import gang_priority
 from extender.core.gang.ledger import Ledger
 from extender.core.model.snapshot import ClusterSnapshot
 from extender.core.model.values import GangKey
@@ -54,7 +55,8 @@ def decide_yields(
         if not stuck:
             return out
         for component in stuck:
-            gang = yielder(component, snapshot.gangs)
+            gang = yielder(component, snapshot.gangs, lambda g: gang_priority(
+                g, snapshot, gpu=settings.gpu_resource))
             cycle = _cycle_from(g, gang)
             path = " -> ".join([*cycle, cycle[0]])
             reason = (f"gang {gang} yields to end a deadlock at the bind barrier ({path}: each "

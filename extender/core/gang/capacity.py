@@ -26,7 +26,7 @@ from types import MappingProxyType
 
 from extender.core.model.resources import EMPTY, GPU, PODS, Resources
 from extender.core.model.snapshot import ClusterSnapshot
-from extender.core.model.values import NodeInfo, NodeName, PodInfo, PodShape
+from extender.core.model.values import Gang, NodeInfo, NodeName, PodInfo, PodShape
 
 DEVICE = 1000
 """Milli of one GPU device."""
@@ -351,6 +351,18 @@ def index_of(snapshot: ClusterSnapshot, *, gpu: str = GPU) -> SnapshotIndex:
     index = _build_index(snapshot, gpu)
     snapshot.derived[key] = index
     return index
+
+
+def gang_priority(gang: Gang, snapshot: ClusterSnapshot, *, gpu: str = GPU) -> int:
+    """The gang's priority: the highest of its templates' and its pods' own.
+
+    Operators' pod templates name a ``priorityClassName``, rarely a number; admission writes
+    the class's value into each pod's ``spec.priority``. So a gang read from its templates
+    alone has priority 0 until its pods exist, and every decision about a gang is made once
+    they do."""
+    pods = index_of(snapshot, gpu=gpu).gang_pods.get(gang.key, ())
+    return max([gang.priority, *(snapshot.pods[u].shape.priority for u in pods
+                                 if u in snapshot.pods)])
 
 
 def attach_index(snapshot: ClusterSnapshot, index: SnapshotIndex, *, gpu: str = GPU) -> None:

@@ -41,6 +41,7 @@ from extender.core.gang.capacity import (
     Demand,
     NodeCapacity,
     demand_of,
+    gang_priority,
     index_of,
     take,
 )
@@ -86,6 +87,12 @@ class Ledger:
         self._stage: dict[GangKey, int] = {}
         """Gang -> the last stage its barrier released (a staged gang is released stage by
         stage as its operator creates the pods of each)."""
+        self._seen: dict[GangKey, set[str]] = {}
+        """Gang -> members seen since its plan was made (filtered onto it or at bind): a
+        member seen for the first time is progress, and keeps the plan alive."""
+        self._holds: dict[GangKey, Reservation] = {}
+        """Gang -> the capacity its preemption plan frees, held for it while its victims are
+        evicted, so that no other gang or pod takes what was freed for it."""
         self.version = 0
         """Bumped on every change, so callers may cache what they derive from the ledger."""
         self.plans_ended = 0
@@ -116,6 +123,8 @@ class Ledger:
         twin._waiting = {g: dict(w) for g, w in self._waiting.items()}
         twin._admitted = dict(self._admitted)
         twin._stage = dict(self._stage)
+        twin._holds = dict(self._holds)
+        twin._seen = {g: set(s) for g, s in self._seen.items()}
         twin.version = self.version
         return twin
 
@@ -132,7 +141,46 @@ class Ledger:
 
     def reserve(self, plan: Plan, *, now: float, ttl: float) -> None:
         self._plans[plan.gang] = Reservation(plan=plan, reserved_at=now, deadline=now + ttl)
+        self._seen.pop(plan.gang, None)
+        self._holds.pop(plan.gang, None)  # admitted: its plan holds what it needs now
         self.version += 1
+
+    # capacity held for a preemptor ---------------------------------------------------------
+    def hold(self, placement: Plan, *, now: float, deadline: float) -> None:
+        """Hold ``placement`` for its gang, which is evicting victims to fit: other gangs
+        and pods see that capacity as taken (even while the victims still use it) until the
+        gang is planned, the hold is dropped, or ``deadline`` passes."""
+        self._holds[placement.gang] = Reservation(plan=placement, reserved_at=now,
+                                                  deadline=deadline)
+        self.version += 1
+
+    def unhold(self, gang: GangKey) -> None:
+        if self._holds.pop(gang, None) is not None:
+            self.version += 1
+            self.plans_ended += 1
+
+    def holds(self) -> list[tuple[GangKey, Reservation]]:
+        """Preemptors' holds, sorted by gang."""
+        return sorted(self._holds.items())
+
+    def holding(self) -> frozenset[GangKey]:
+        """The gangs holding capacity others may not use: by a plan, or by a hold."""
+        return frozenset(self._plans) | frozenset(self._holds)
+
+    def progress(self, gang: GangKey, pod_uid: str, *, now: float, ttl: float) -> bool:
+        """A member of the gang was filtered onto its plan or reached bind. The first time
+        since the plan was made is progress: the plan then lasts ``ttl`` from ``now`` at
+        least, so a gang whose members keep arriving (a slow scheduler queue, a large gang)
+        is not expired and planned over again while it gathers. A member retrying is not
+        progress. Returns whether it was."""
+        if gang not in self._plans:
+            return False
+        seen = self._seen.setdefault(gang, set())
+        if pod_uid in seen:
+            return False
+        seen.add(pod_uid)
+        self.extend(gang, deadline=now + ttl)
+        return True
 
     def extend(self, gang: GangKey, *, deadline: float) -> None:
         """Keep the gang's plan until ``deadline`` at least: a staged gang's plan holds the
@@ -146,12 +194,14 @@ class Ledger:
         """End the gang's plan only; its barrier and held members stay. For a plan the cluster
         no longer honours (a slot taken behind Muster's back): the next member's filter plans
         the rest of the gang again around the members already held."""
+        self._seen.pop(gang, None)
         if self._plans.pop(gang, None) is not None:
             self.version += 1
             self.plans_ended += 1
 
     def release(self, gang: GangKey) -> None:
         """Drop the gang's plan and barrier (its in-flight pods stay until observed)."""
+        self._seen.pop(gang, None)
         if self._plans.pop(gang, None) is not None:
             self.plans_ended += 1
         self._barrier.pop(gang, None)
@@ -163,11 +213,16 @@ class Ledger:
         gone = sorted(g for g, r in self._plans.items() if r.deadline <= now)
         for gang in gone:
             del self._plans[gang]
+            self._seen.pop(gang, None)
         self.plans_ended += len(gone)
+        lapsed = [g for g, r in self._holds.items() if r.deadline <= now]
+        for gang in lapsed:
+            del self._holds[gang]
+        self.plans_ended += len(lapsed)
         stale = [uid for uid, f in self._inflight.items() if f.deadline <= now]
         for uid in stale:
             self.forget_pod(uid)
-        if gone or stale:
+        if gone or lapsed or stale:
             self.version += 1
         return gone
 
@@ -293,6 +348,7 @@ class Ledger:
             # With every pod of the gang deleted, nothing can use the plan any more.
             if filled or not members.get(gang):
                 del self._plans[gang]
+                self._seen.pop(gang, None)
                 self.plans_ended += 1
                 self._barrier.pop(gang, None)
                 done.append(gang)
@@ -320,6 +376,7 @@ class Ledger:
     def forget_gang(self, gang: GangKey) -> None:
         """The gang's workload is gone."""
         self.release(gang)
+        self._holds.pop(gang, None)
         self._admitted.pop(gang, None)
         self._stage.pop(gang, None)
 
@@ -332,13 +389,16 @@ class Ledger:
         before the restart (the barrier released them), and a gang left below its minimum
         (a crash between two binds) gets a plan for the rest of its minimum."""
         self._plans.clear()
+        self._seen.clear()
         self._placed_memo.clear()
         self._inflight.clear()
         self._barrier.clear()
         self._waiting.clear()
         self._admitted.clear()
         self._stage.clear()
-        order = sorted(snapshot.gangs.values(), key=lambda g: (-g.priority, g.created, g.key))
+        self._holds.clear()  # a preemptor's plan is made again at its next preempt call
+        order = sorted(snapshot.gangs.values(),
+                       key=lambda g: (-gang_priority(g, snapshot, gpu=gpu), g.created, g.key))
         for gang in order:
             bound = placed_counts(gang.key, snapshot, self, gpu=gpu)  # nothing is in flight
             placed, nodes = per_role(bound), per_node(bound)
@@ -448,7 +508,8 @@ def free_capacity(
     snapshot: ClusterSnapshot, ledger: Ledger, *, gpu: str = GPU,
     exclude: GangKey | None = None, reservations: bool = True, without: str | None = None,
 ) -> CapacityView:
-    """Per node: allocatable - bound - in flight - other gangs' unfilled reservations.
+    """Per node: allocatable - bound - in flight - other gangs' unfilled reservations and
+    preemption holds.
 
     ``exclude`` leaves one gang's reservation out (its own members may use it); ``without``
     leaves one pod in flight out (the pod whose bind is being decided, when it retries).
@@ -480,7 +541,7 @@ def _free_changes(
     if not reservations:
         return flights
     changes = dict(flights)
-    for gang, res in ledger.reservations():
+    for gang, res in [*ledger.reservations(), *ledger.holds()]:
         if gang == exclude:
             continue
         placed = ledger.placed(gang, snapshot, gpu=gpu)

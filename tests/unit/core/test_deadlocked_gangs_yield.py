@@ -8,6 +8,8 @@ member sits on: a deadlock, until one barrier times out and both fail together.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from extender.core.decide.decisions import (
     BindOutcome,
     CoreSettings,
@@ -169,3 +171,19 @@ def test_bound_members_are_not_holdings_a_yield_could_free() -> None:
     ledger.rebuild(snap, now=0, ttl=60)
     assert ledger.is_admitted(old.key) and ledger.is_admitted(new.key)
     assert decide_yields(snapshot=snap, ledger=ledger, now=1, settings=SETTINGS) == []
+
+
+def test_priority_admitted_into_the_pods_counts_where_the_templates_name_only_a_class() -> None:
+    """Both gangs' templates say priority 0 (an operator's template names a
+    ``priorityClassName``); admission gave the new gang's pods 10. The old gang yields."""
+    gangs = _two_gangs()
+    snap = make_snapshot(NODES, gangs=list(gangs))
+    ledger = Ledger()
+    where = _held_halfway(snap, ledger, gangs)
+    lost = {w[1] for w in where.values()}
+    admitted = [replace(p, shape=replace(p.shape, priority=10)) if "-new-" in p.uid else p
+                for p in snap.pods.values()]
+    after = ClusterSnapshot.of([n for n in NODES if n.name not in lost], admitted,
+                               snap.workloads.values(), snap.memberships)
+    assert [y.gang for y in decide_yields(snapshot=after, ledger=ledger, now=5,
+                                          settings=SETTINGS)] == ["ml/old"]

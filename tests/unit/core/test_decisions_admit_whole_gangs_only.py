@@ -255,3 +255,24 @@ def test_several_gangs_compete_and_the_first_planned_keeps_its_capacity() -> Non
     observed = _bound(snap, [(uid(a, "worker", 0), ledger.plan_for(a.key).slots[0][0])])  # type: ignore[union-attr]
     ledger.confirm_bound(uid(a, "worker", 0), NodeName("n1"))
     assert _filter(observed, ledger, uid(c, "worker", 0)).outcome is FilterOutcome.WAITING
+
+
+def test_a_plan_lives_while_new_members_keep_arriving_and_expires_when_they_stop() -> None:
+    # A slow scheduler queue: members reach filter 20 s apart, 60 s in all, past the 30 s
+    # plan TTL. Each new member is progress and keeps the plan; a retry is not.
+    gang = make_gang("g", roles=[("worker", 4, make_shape(gpus=4))])
+    snap = make_snapshot(TWO_BY_EIGHT, gangs=[gang])
+    ledger = Ledger()
+    assert _filter(snap, ledger, uid(gang, "worker", 0), now=0).outcome is FilterOutcome.PLANNED
+    for i, now in ((1, 20.0), (2, 40.0), (3, 55.0)):
+        decision = _filter(snap, ledger, uid(gang, "worker", i), now=now)
+        assert decision.outcome is FilterOutcome.PINNED, (i, decision.reason)
+    _filter(snap, ledger, uid(gang, "worker", 3), now=80)  # a retry: no longer than 55 + 30
+    reservation = ledger.reservation(gang.key)
+    assert reservation is not None and reservation.deadline == 85
+    # Reaching bind is progress too, once per member.
+    assert decide_bind(uid(gang, "worker", 0), NodeName("n1"), snapshot=snap, ledger=ledger,
+                       now=84, settings=SETTINGS).outcome is BindOutcome.WAIT
+    assert ledger.reservation(gang.key).deadline == 114  # type: ignore[union-attr]
+    ledger.expire(114)
+    assert ledger.plan_for(gang.key) is None

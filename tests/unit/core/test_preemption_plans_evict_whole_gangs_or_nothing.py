@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from extender.core.decide.effects import Emit
+from extender.core.decide.effects import Emit, Evict, Requeue
 from extender.core.decide.preemption import plan_preemption
 from extender.core.decide.session import GangSession
 from extender.core.decide.settings import CoreSettings
 from extender.core.gang.ledger import Ledger
+from extender.core.model.snapshot import ClusterSnapshot
 from extender.core.model.values import Gang, NodeName
 
-from .builders import make_gang, make_node, make_pod, make_shape, make_snapshot
+from .builders import gang_pods, make_gang, make_node, make_pod, make_shape, make_snapshot, tree_of
 
 SETTINGS = CoreSettings(plan_ttl=30, bind_timeout=30)
 FOUR = [make_node(f"n{i}", gpus=8) for i in range(4)]
@@ -101,9 +102,17 @@ def test_every_members_preempt_call_evicts_only_the_plans_whole_victims_and_says
                             "n2": ("uid-ml-b-w-0",)}
     [event] = [e.event for e in step.effects if isinstance(e, Emit)]
     assert event.reason == "GangPreempting" and "ml/b, ml/a" in event.message
-    # The next member gets the same plan (kept until its deadline), not a new per-pod choice.
+    # Every victim pod of the plan is evicted at once, not only those of the node kube-
+    # scheduler picks: a victim gang spanning nodes is never left partly running.
+    [evict] = [e for e in step.effects if isinstance(e, Evict)]
+    assert evict.gang == "ml/high"
+    assert sorted(p.uid for p in evict.pods) == ["uid-ml-a-w-0", "uid-ml-a-w-1",
+                                                 "uid-ml-b-w-0"]
+    # The next member gets the same plan (kept until its deadline), not a new per-pod choice,
+    # and nothing is evicted twice.
     again = session.preempt(snap.pods["uid-ml-high-w-1"], offered, snapshot=snap, now=1)
     assert again.victims == step.victims
+    assert not [e for e in again.effects if isinstance(e, Evict)]
 
 
 def test_a_gang_no_plan_can_fit_evicts_nothing_even_where_kube_scheduler_offers_victims() -> None:
@@ -115,3 +124,74 @@ def test_a_gang_no_plan_can_fit_evicts_nothing_even_where_kube_scheduler_offers_
                                          now=0)
     assert step.victims == {}
     assert [e.event.reason for e in step.effects if isinstance(e, Emit)] == ["GangNotPreempting"]
+    assert not [e for e in step.effects if isinstance(e, Evict)]
+
+
+def _after_eviction() -> tuple[GangSession, Gang, Gang]:
+    """The plan of ``high`` evicted a and b (n0-n2); c still runs on n3. ``late`` (priority 0,
+    one 8-GPU pod) arrives and would fit in what the eviction freed."""
+    a, b, c = _low("a", ["n0", "n1"], 1), _low("b", ["n2"], 0), _low("c", ["n3"], 2)
+    high = make_gang("high", roles=[("w", 3, make_shape(gpus=8, priority=100))], priority=100)
+    session = GangSession(SETTINGS)
+    before = _cluster(a, b, c, high=high)
+    offered = {NodeName("n0"): ("uid-ml-a-w-0",)}
+    assert session.preempt(before.pods["uid-ml-high-w-0"], offered, snapshot=before, now=0).victims
+    late = make_gang("late", roles=[("w", 1, make_shape(gpus=8, priority=0))], priority=0)
+    return session, high, late
+
+
+def test_the_capacity_a_preemption_frees_is_held_for_the_preemptor_not_taken_by_others() -> None:
+    session, high, late = _after_eviction()
+    c = _low("c", ["n3"], 2)
+    after = make_snapshot(FOUR, gangs=[c[0], high, late], bound=c[1])
+    nodes = list(after.nodes)
+    refused = session.filter(after.pods["uid-ml-late-w-0"], nodes, snapshot=after, now=2)
+    assert not refused.decision.passed
+    assert "held for gang ml/high, which preempts" in refused.decision.reason
+    # The preemptor itself fits in what was freed and is planned there.
+    planned = session.filter(after.pods["uid-ml-high-w-0"], nodes, snapshot=after, now=3)
+    assert planned.decision.passed and set(planned.decision.passed) <= {"n0", "n1", "n2"}
+    assert session.ledger.holds() == [] and session.ledger.plan_for(high.key) is not None
+    # Its plan now holds the capacity: the late gang still waits.
+    again = session.filter(after.pods["uid-ml-late-w-0"], nodes, snapshot=after, now=4)
+    assert not again.decision.passed
+
+
+def test_a_hold_the_preemptor_never_uses_lapses_at_its_deadline_and_requeues_who_it_kept_off(
+) -> None:
+    session, high, late = _after_eviction()
+    c = _low("c", ["n3"], 2)
+    after = make_snapshot(FOUR, gangs=[c[0], high, late], bound=c[1])
+    nodes = list(after.nodes)
+    assert not session.filter(after.pods["uid-ml-late-w-0"], nodes, snapshot=after,
+                              now=2).decision.passed
+    early = session.tick(after, now=SETTINGS.plan_ttl - 1)
+    assert not [e for e in early if isinstance(e, Requeue)] and session.ledger.holds()
+    effects = session.tick(after, now=SETTINGS.plan_ttl + 1)
+    [requeue] = [e for e in effects if isinstance(e, Requeue)]
+    assert [p.uid for p in requeue.pods] == ["uid-ml-late-w-0"]
+    assert session.ledger.holds() == []
+    assert session.filter(after.pods["uid-ml-late-w-0"], nodes, snapshot=after,
+                          now=SETTINGS.plan_ttl + 2).decision.passed
+
+
+def test_the_preemptor_preempts_with_its_pods_admitted_priority_not_its_templates() -> None:
+    """An operator's template names only ``priorityClassName``; admission writes the number
+    (and ``preemptionPolicy``) into each pod. The pods' values are the preemptor's."""
+    template = make_gang("high", roles=[("w", 1, make_shape(gpus=8, priority=0))], priority=0)
+    victims = [_low(n, [f"n{i}"], 5) for i, n in enumerate("abcd")]
+    admitted = make_snapshot(FOUR, gangs=[g for g, _ in victims],
+                             bound={k: v for _, b in victims for k, v in b.items()})
+    pods, members = gang_pods(template)
+    as_admitted = [replace(p, shape=replace(p.shape, priority=100)) for p in pods]
+    snap = ClusterSnapshot.of(FOUR, [*admitted.pods.values(), *as_admitted],
+                              [*admitted.workloads.values(), tree_of(template)],
+                              {**admitted.memberships, **members})
+    plan = plan_preemption(template, snapshot=snap, ledger=Ledger(), settings=SETTINGS, now=0)
+    assert plan is not None and plan.preemptor_priority == 100 and len(plan.victims) == 1
+    never = [replace(p, shape=replace(p.shape, preempts=False)) for p in as_admitted]
+    snap = ClusterSnapshot.of(FOUR, [*admitted.pods.values(), *never],
+                              [*admitted.workloads.values(), tree_of(template)],
+                              {**admitted.memberships, **members})
+    assert plan_preemption(template, snapshot=snap, ledger=Ledger(), settings=SETTINGS,
+                           now=0) is None

@@ -35,7 +35,7 @@ def pod_spec(name: str) -> dict[str, Any]:
 
 def muster_env() -> dict[str, str]:
     [muster] = pod_spec("deployment.yaml")["containers"]
-    return {e["name"]: e["value"] for e in muster["env"]}
+    return {e["name"]: e["value"] for e in muster["env"] if "value" in e}  # not valueFrom
 
 
 def mounted_secret(spec: dict[str, Any], path: str) -> tuple[str, str]:
@@ -179,3 +179,20 @@ def test_kubectl_kustomize_renders_both_deployments_and_both_accounts() -> None:
     assert {("Deployment", "muster"), ("Deployment", "muster-scheduler"),
             ("ServiceAccount", "muster"), ("ServiceAccount", "muster-scheduler"),
             ("ClusterRole", "muster-extender")} <= objects
+
+
+def test_two_replicas_of_each_on_different_nodes_with_one_always_left_by_a_drain() -> None:
+    budgets = {d["metadata"]["name"]: d for d in docs("pdb.yaml")}
+    for name, deployment in (("muster", "deployment.yaml"),
+                             ("muster-scheduler", "scheduler-deployment.yaml")):
+        [deploy] = docs(deployment)
+        assert deploy["spec"]["replicas"] == 2
+        selector = deploy["spec"]["selector"]
+        assert budgets[name]["spec"] == {"minAvailable": 1, "selector": selector}
+        [term] = deploy["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"][
+            "preferredDuringSchedulingIgnoredDuringExecution"]
+        assert term["podAffinityTerm"] == {"topologyKey": "kubernetes.io/hostname",
+                                           "labelSelector": selector}
+    # Both replicas of Muster elect a leader; kube-scheduler's pair has its own lease.
+    assert muster_env()["MUSTER_LEADER_ELECT"] == "true"
+    assert scheduler_config()["leaderElection"]["leaderElect"] is True

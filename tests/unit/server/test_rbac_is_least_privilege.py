@@ -54,10 +54,26 @@ USES: dict[tuple[str, str, str], tuple[Use, ...]] = {
     ("", "pods/status", "patch"): (Use(
         "extender.kube.requeue:KubeRequeuer._write",
         '"PATCH", f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/status"'),),
+    ("", "pods/eviction", "create"): (Use(
+        "extender.kube.evict:KubeEvictor._write",
+        '"POST", f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/eviction"'),),
     ("", "events", "create"): (Use(
         "extender.kube.events:KubeEvents._write",
         '"POST", f"/api/v1/namespaces/{namespace}/events"'),),
 }
+LEASE = "coordination.k8s.io"
+LEASE_USES: dict[tuple[str, str, str], tuple[Use, ...]] = {
+    (LEASE, "leases", "get"): (Use("extender.kube.lease:LeaseLock.get",
+                                   '"GET", f"{self.path}/{self.name}"'),),
+    (LEASE, "leases", "create"): (Use("extender.kube.lease:LeaseLock.create",
+                                      '"POST", self.path'),),
+    (LEASE, "leases", "update"): (Use("extender.kube.lease:LeaseLock.update",
+                                      '"PUT", f"{self.path}/{self.name}"'),),
+}
+"""Leader election (``--leader-elect``): the elector's Lease, in Muster's namespaced Role."""
+ELECTION_MODULES = ("extender.kube.lease", "extender.kube.elector")
+"""Modules ``muster serve --leader-elect`` uses besides those live.py imports."""
+
 for _name in FIXED_INFORMERS:
     _type = getattr(live, _name)
     _started = Use("extender.kube.live:Watches.start", _name)
@@ -140,11 +156,12 @@ def test_every_rule_of_musters_core_role_is_a_request_its_code_makes() -> None:
 def test_every_api_request_of_the_serving_code_is_in_the_table() -> None:
     """The modules ``muster serve`` talks to the API through (those live.py imports) make
     requests only in functions the table justifies: a new request needs a rule and a row."""
-    justified = {use.where for uses in USES.values() for use in uses}
+    justified = {use.where for uses in (*USES.values(), *LEASE_USES.values()) for use in uses}
     tree = ast.parse(inspect.getsource(live))
     modules = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
                and node.module and node.module.startswith("extender.kube.")
                and node.module != "extender.kube.client"}  # the facade: its callers count
+    modules |= set(ELECTION_MODULES)
     found = set()
     for module in sorted(modules):
         source = Path(importlib.import_module(module).__file__ or "").read_text()
@@ -172,7 +189,31 @@ def test_musters_role_is_the_aggregate_of_the_labelled_roles_only() -> None:
     assert role["aggregationRule"] == {"clusterRoleSelectors": [
         {"matchLabels": {AGGREGATE: "true"}}]}
     assert role["rules"] == []
-    assert bindings_of("muster") == {("ClusterRoleBinding", "ClusterRole", "muster-extender")}
+    assert bindings_of("muster") == {("ClusterRoleBinding", "ClusterRole", "muster-extender"),
+                                     ("RoleBinding", "Role", "muster-extender-leader-election")}
+
+
+def test_musters_lease_role_is_the_requests_its_elector_makes_on_its_one_lease() -> None:
+    from extender.server.settings import Settings  # noqa: PLC0415
+
+    [role] = [d for d in rbac() if d["kind"] == "Role"
+              and d["metadata"]["name"] == "muster-extender-leader-election"]
+    assert rules_of(role) == set(LEASE_USES)
+    for rule, uses in LEASE_USES.items():
+        for use in uses:
+            source = inspect.getsource(function(use.where))
+            assert use.needle in source, f"{rule}: {use.where} no longer has {use.needle!r}"
+    [muster] = documents("deployment.yaml")
+    env = {e["name"]: e for e in muster["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["MUSTER_LEADER_ELECT"]["value"] == "true"
+    lease_name = env.get("MUSTER_LEASE_NAME", {}).get("value") or Settings().lease_name
+    named = [r for r in role["rules"] if r.get("resourceNames")]
+    assert named == [{"apiGroups": [LEASE], "resources": ["leases"],
+                      "resourceNames": [lease_name], "verbs": ["get", "update"]}]
+    # The Lease is in the pod's namespace, which is the Role's.
+    assert env["MUSTER_LEASE_NAMESPACE"]["valueFrom"] == {
+        "fieldRef": {"fieldPath": "metadata.namespace"}}
+    assert role["metadata"]["namespace"] == muster["metadata"]["namespace"]
 
 
 def test_kube_scheduler_holds_the_scheduler_roles_and_its_own_lease_only() -> None:
@@ -184,7 +225,8 @@ def test_kube_scheduler_holds_the_scheduler_roles_and_its_own_lease_only() -> No
     }
     [cm] = documents("scheduler-config.yaml")
     election = yaml.safe_load(cm["data"]["scheduler-config.yaml"])["leaderElection"]
-    [lease] = [d for d in rbac() if d["kind"] == "Role"]
+    [lease] = [d for d in rbac() if d["kind"] == "Role"
+               and d["metadata"]["name"] == "muster-leader-election"]
     assert lease["metadata"]["namespace"] == election["resourceNamespace"]
     named = [r for r in lease["rules"] if r.get("resourceNames")]
     assert named == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
