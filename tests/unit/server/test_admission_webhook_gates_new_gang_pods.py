@@ -245,3 +245,18 @@ def test_a_rotated_certificate_is_read_again_and_a_broken_one_keeps_the_last_goo
     assert files.context() is rotated
     with pytest.raises(SurfaceError):
         CertFiles(str(cert), str(key)).context()
+
+
+def test_a_replica_that_no_longer_leads_ungates_nothing() -> None:
+    store = store_of([gpu_node("n0"), gpu_node("n1"), jobset("train", workers=3, gpus=4),
+                      job_of("train"), *(gated_pod("train", i, 4) for i in range(3))])
+    leading = [False]
+    ungater = MemoryUngater()
+    svc = GangService(store, settings=SETTINGS, clock=Clock(), binder=MemoryBinder(store),
+                      events=MemoryEvents(), ungater=ungater, may_act=lambda: leading[0])
+    svc.housekeep()
+    assert ungater.ungated() == []
+    leading[0] = True
+    svc.session.gates.asked.clear()  # as a new leader, which rebuilds its session
+    svc.housekeep()
+    assert len(ungater.ungated()) == 3
