@@ -58,6 +58,10 @@ def register(subparsers: Any) -> None:
         up.add_argument(f"--{name}", action=argparse.BooleanOptionalAction, default=True,
                         help=f"run {what} (default: on; --no-{name} leaves it out, and its kind "
                              "is then stored but gets no pods)")
+    up.add_argument("--gating", action=argparse.BooleanOptionalAction, default=True,
+                    help="serve Muster's admission webhook on loopback and gate new gang pods "
+                         "until their gang is planned (default: on; --no-gating leaves pods "
+                         "ungated, decided by filter and bind alone)")
     up.add_argument("--no-kwok", action="store_true",
                     help="leave KWOK out: bound pods stay Pending, never finish, and deleted "
                          "bound pods stay Terminating unless deleted with --grace-period=0")
@@ -91,6 +95,7 @@ def _spec(args: argparse.Namespace) -> SandboxSpec:
         bind_timeout=args.bind_timeout, extra_descriptor_dirs=tuple(args.descriptors),
         controller_manager=not args.no_controller_manager, kwok=not args.no_kwok,
         jobset=args.jobset, lws=args.lws, kuberay=args.kuberay, image=args.image,
+        gating=args.gating,
     )
 
 

@@ -21,10 +21,12 @@ from extender.core.workloads.catalog import Catalog
 from extender.core.workloads.descriptor import Descriptor
 from extender.files.catalog import CatalogError, load_descriptors, packaged_catalog
 from extender.files.snapshot import SnapshotFileError, load_snapshot
+from extender.server.admission import Admission
 from extender.server.app import create_app
 from extender.server.runner import serve
+from extender.server.service import core_settings
 from extender.server.settings import Settings, SettingsError, build_settings
-from extender.server.surface import SurfaceError, check_tls
+from extender.server.surface import CertFiles, SurfaceError, check_tls
 from extender.state.build import CatalogSnapshots
 from extender.state.memory import MemoryBinder
 from extender.state.ports import MemoryEvents
@@ -54,6 +56,16 @@ def register(subparsers: Any) -> None:
     p.add_argument("--tls-client-ca", metavar="PATH", help="CA bundle client certificates must "
                    "chain to; a client without one is refused (kube-scheduler presents one "
                    "through its extender tlsConfig)")
+    p.add_argument("--webhook-port", type=int, metavar="PORT",
+                   help="serve the admission webhook that puts Muster's scheduling gate on new "
+                        "gang pods, over TLS on this port (default 0: none)")
+    p.add_argument("--webhook-host", help="listen address of the webhook (default 0.0.0.0)")
+    p.add_argument("--webhook-cert", metavar="PATH", help="the webhook's serving certificate "
+                   "(PEM); re-read when the file changes")
+    p.add_argument("--webhook-key", metavar="PATH", help="the webhook certificate's key (PEM)")
+    p.add_argument("--gate-bound", type=duration, metavar="DURATION",
+                   help="how long a gated pod may wait without a gang Muster can resolve "
+                        "before its gate is removed anyway: 2m, or seconds (default 2m0s)")
     p.add_argument("--kubeconfig", metavar="PATH", help="kubeconfig (default: in-cluster, "
                    "$KUBECONFIG, ~/.kube/config)")
     p.add_argument("--context", metavar="NAME", help="kubeconfig context")
@@ -118,7 +130,8 @@ def settings_from(args: argparse.Namespace, env: dict[str, str]) -> Settings:
         "kubeconfig", "context", "snapshot", "bind_timeout", "plan_ttl", "stage_ttl",
         "scoring", "log_level", "max_request_bytes", "threads", "max_workload_pods",
         "max_workload_gangs", "scheduler_names", "lease_name", "lease_namespace",
-        "lease_duration", "renew_deadline", "retry_period", "leader_identity")}
+        "lease_duration", "renew_deadline", "retry_period", "leader_identity",
+        "webhook_port", "webhook_host", "webhook_cert", "webhook_key", "gate_bound")}
     given["descriptors"] = tuple(args.descriptors or ())
     given["no_builtin"] = getattr(args, "no_builtin", None) or None  # unset: the environment
     given["leader_elect"] = getattr(args, "leader_elect", None) or None
@@ -164,7 +177,11 @@ def live_app(settings: Settings, catalog: Catalog) -> Flask:
 
     snapshots = CatalogSnapshots(catalog, settings.workload_limits)
     store = StateStore(snapshots, expected=[NODES, PODS, DESCRIPTORS])
-    live = start_live(store, snapshots, kubeconfig=settings.kubeconfig, context=settings.context)
+    gate = core_settings(settings).gate
+    live = start_live(store, snapshots, kubeconfig=settings.kubeconfig, context=settings.context,
+                      gate=gate)
+    admission = (Admission(store, catalog=snapshots.current, settings=settings, gate=gate)
+                 if settings.webhook else None)
     elector = None
     if settings.leader_elect:
         from extender.kube.elector import start_elector  # noqa: PLC0415 - election only
@@ -175,7 +192,8 @@ def live_app(settings: Settings, catalog: Catalog) -> Flask:
     app = create_app(settings, store, time.time, binder=live.binder, events=live.events,
                      requeuer=live.requeuer, evictor=live.evictor,
                      housekeeping=HOUSEKEEPING_SECONDS, leadership=elector,
-                     gang_objects=live.gang_objects)
+                     gang_objects=live.gang_objects, ungater=live.ungater,
+                     admission=admission)
     if elector is not None:
         elector.start()  # after the app subscribed: it hears the first transition
         stop_on_exit(elector)
@@ -230,15 +248,21 @@ def run(args: argparse.Namespace) -> int:
         def factory() -> Flask:
             return live_app(settings, catalog)
     log.info("event=start mode=%s host=%s port=%d tls=%s probe_port=%d bind_timeout=%g "
-             "plan_ttl=%g descriptors=%d builtin=%s leader_elect=%s",
+             "plan_ttl=%g descriptors=%d builtin=%s leader_elect=%s webhook_port=%d",
              "live" if settings.live else "snapshot",
              settings.host, settings.port, "client-certificates" if tls else "off",
              settings.probe_port, settings.bind_timeout, settings.plan_ttl, len(catalog),
-             str(not settings.no_builtin).lower(), str(settings.leader_elect).lower())
+             str(not settings.no_builtin).lower(), str(settings.leader_elect).lower(),
+             settings.webhook_port)
     probe = (settings.probe_host, settings.probe_port) if settings.probe_port else None
+    webhook = None
+    if settings.webhook:
+        assert settings.webhook_cert is not None and settings.webhook_key is not None
+        webhook = (settings.webhook_host, settings.webhook_port,
+                   CertFiles(settings.webhook_cert, settings.webhook_key))
     try:
         serve(factory, host=settings.host, port=settings.port, threads=settings.threads,
-              log_level=settings.log_level, tls=tls, probe=probe)
+              log_level=settings.log_level, tls=tls, probe=probe, webhook=webhook)
     except SurfaceError as err:
         raise CliError(str(err), exit_code=EXIT_ERROR) from err
     return 0

@@ -24,6 +24,7 @@ from extender.kube.evict import KubeEvictor
 from extender.kube.gangobjects import KubeGangObjects
 from extender.kube.informer import Backoff, Informer, source_name
 from extender.kube.requeue import KubeRequeuer
+from extender.kube.ungate import KubeUngater
 from extender.state.build import CatalogSnapshots
 from extender.state.store import DESCRIPTORS, KARTAS, NODES, PODS, StateStore
 
@@ -143,14 +144,16 @@ class LiveState:
     binder: KubeBinder
     events: KubeEvents
     requeuer: KubeRequeuer
+    ungater: KubeUngater
     evictor: KubeEvictor
     gang_objects: KubeGangObjects
 
 
 def start_live(store: StateStore, snapshots: CatalogSnapshots, *, kubeconfig: str | None,
-               context: str | None) -> LiveState:
+               context: str | None, gate: str) -> LiveState:
     conn = connect(kubeconfig, context)
     watches = Watches(conn, store, snapshots).start()
     return LiveState(conn=conn, watches=watches, binder=KubeBinder(conn),
                      events=KubeEvents(conn), requeuer=KubeRequeuer(conn),
+                     ungater=KubeUngater(conn, gate=gate),
                      evictor=KubeEvictor(conn), gang_objects=KubeGangObjects(conn))

@@ -19,7 +19,7 @@ import logging
 from collections.abc import Sequence
 
 from extender.kube.client import Connection, NotFound
-from extender.kube.writer import QueueWriter
+from extender.kube.writer import PodWrites
 from extender.state.ports import PodRef
 
 log = logging.getLogger("muster.requeue")
@@ -36,24 +36,13 @@ def requeue_patch(reason: str, *, now: datetime.datetime) -> dict[str, object]:
     }]}}
 
 
-class KubeRequeuer:
+class KubeRequeuer(PodWrites):
     def __init__(self, conn: Connection, *, capacity: int = 10_000) -> None:
-        self.conn = conn
-        self._writer: QueueWriter[tuple[PodRef, str]] = QueueWriter(
-            self._write, name="requeue", capacity=capacity, log=log,
-            describe=lambda item: f"pod={item[0].key}")
-
-    @property
-    def written(self) -> int:
-        return self._writer.written
+        super().__init__(conn, name="requeue", capacity=capacity, log=log)
 
     def requeue(self, pods: Sequence[PodRef], reason: str) -> None:
         # A dropped requeue is not lost work: kube-scheduler's own flush retries the pod.
-        for pod in pods:
-            self._writer.put((pod, reason))
-
-    def flush(self, timeout: float = 5.0) -> None:
-        self._writer.flush(timeout)
+        self._put(pods, reason)
 
     def _write(self, item: tuple[PodRef, str]) -> None:
         pod, reason = item

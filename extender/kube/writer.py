@@ -7,10 +7,11 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Generic, TypeVar
 
-from extender.kube.client import KubeError
+from extender.kube.client import Connection, KubeError
+from extender.state.ports import PodRef
 
 T = TypeVar("T")
 
@@ -57,3 +58,29 @@ class QueueWriter(Generic[T]):
                 self._log.exception("%s event=not-written", self._describe(item))
             finally:
                 self._queue.task_done()
+
+
+class PodWrites:
+    """Writes about pods (``(pod, reason)`` pairs) queued on a :class:`QueueWriter`; a
+    subclass says what one write is (``_write``)."""
+
+    def __init__(self, conn: Connection, *, name: str, capacity: int,
+                 log: logging.Logger) -> None:
+        self.conn = conn
+        self._writer: QueueWriter[tuple[PodRef, str]] = QueueWriter(
+            self._write, name=name, capacity=capacity, log=log,
+            describe=lambda item: f"pod={item[0].key}")
+
+    @property
+    def written(self) -> int:
+        return self._writer.written
+
+    def _put(self, pods: Sequence[PodRef], reason: str) -> None:
+        for pod in pods:
+            self._writer.put((pod, reason))
+
+    def flush(self, timeout: float = 5.0) -> None:
+        self._writer.flush(timeout)
+
+    def _write(self, item: tuple[PodRef, str]) -> None:
+        raise NotImplementedError

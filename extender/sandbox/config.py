@@ -34,6 +34,7 @@ class Ports:
     apiserver: int = 0
     scheduler: int = 0
     muster: int = 0
+    muster_webhook: int = 0
     controller_manager: int = 0
     kwok: int = 0
     jobset_webhook: int = 0

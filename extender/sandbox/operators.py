@@ -74,6 +74,8 @@ def make_certs(directory: Path) -> Path:
     """A CA and a serving certificate for 127.0.0.1 (``tls.crt``/``tls.key``, as
     controller-runtime's webhook server reads them); returns the certificate directory."""
     certs = directory / CERT_DIR
+    if all((certs / f).is_file() for f in ("ca.crt", "tls.crt", "tls.key")):
+        return certs  # one CA for every webhook on loopback (operators' and Muster's)
     certs.mkdir(parents=True, exist_ok=True)
 
     def run(*argv: str) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -81,6 +82,12 @@ class SandboxSpec:
     kuberay: bool = False
     """Run the real KubeRay operator (its RayCluster, RayJob and RayService CRDs): it makes a
     RayCluster's head and worker pods; no Ray stand-in then runs."""
+
+    gating: bool = False
+    """Serve Muster's admission webhook on loopback (a certificate the sandbox makes) and
+    install its MutatingWebhookConfiguration: new gang pods are gated until their gang is
+    planned. Off here and on in ``muster sandbox up``, like the real operators; not with
+    :attr:`image`."""
 
     def real_operators(self) -> tuple[operators.Operator, ...]:
         """The real operators this sandbox runs, in start order."""
@@ -302,6 +309,13 @@ class Sandbox:
         serve = ["--bind-timeout", str(spec.bind_timeout), "--plan-ttl", str(spec.plan_ttl),
                  # The sandbox's kube-scheduler calls Muster from both of its profiles.
                  "--scheduler-names", ",".join(SCHEDULER_NAMES)]
+        gating = spec.gating and not spec.image
+        if gating:
+            certs = operators.make_certs(self.dir)
+            serve += ["--webhook-host", "127.0.0.1",
+                      "--webhook-port", str(self.ports.muster_webhook),
+                      "--webhook-cert", str(certs / "tls.crt"),
+                      "--webhook-key", str(certs / "tls.key")]
         if spec.image:
             argv = image.muster_argv(spec.image, directory=self.dir, port=port,
                                      serve_args=serve, descriptor_dirs=spec.extra_descriptor_dirs)
@@ -313,6 +327,22 @@ class Sandbox:
         muster = self.table.start("muster", argv)
         wait_for("muster", lambda: http_ok(f"http://127.0.0.1:{port}/readyz"),
               timeout=60, log=Path(muster.log))
+        if gating:
+            self._install_gate_webhook()
+
+    def _install_gate_webhook(self) -> None:
+        """manifests/webhook.yaml, pointed at Muster's webhook on loopback with the sandbox's
+        CA, for the sandbox's scheduler names (created once; a restarted Muster reuses it)."""
+        conn = self.connection()
+        path = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
+        hook = gate_webhook(port=self.ports.muster_webhook,
+                            ca=(self.dir / operators.CERT_DIR / "ca.crt").read_bytes())
+        try:
+            conn.request("GET", f"{path}/{hook['metadata']['name']}")
+        except KubeError:
+            self.say(f"muster: gating new gang pods (webhook on "
+                     f"https://127.0.0.1:{self.ports.muster_webhook})")
+            conn.request("POST", path, body=hook)
 
     def kill(self, name: str) -> None:
         """SIGKILL one component (a crash, for tests); it stays down until started again."""
@@ -385,6 +415,20 @@ class Sandbox:
         if left:
             raise SandboxError(f"processes still running after down: {left}")
         return stopped
+
+
+def gate_webhook(*, port: int, ca: bytes) -> dict[str, Any]:
+    """Muster's MutatingWebhookConfiguration as installed (manifests/webhook.yaml), served
+    at ``https://127.0.0.1:port`` with ``ca`` and matching the sandbox's scheduler names."""
+    [hook] = _yaml_docs([manifests_dir() / "webhook.yaml"])
+    names = ", ".join(f"'{n}'" for n in SCHEDULER_NAMES)
+    for entry in hook["webhooks"]:
+        path = entry["clientConfig"]["service"]["path"]
+        entry["clientConfig"] = {"url": f"https://127.0.0.1:{port}{path}",
+                                 "caBundle": base64.b64encode(ca).decode()}
+        entry["matchConditions"] = [{"name": "muster-scheduler",
+                                     "expression": f"object.spec.schedulerName in [{names}]"}]
+    return hook
 
 
 def _require_workload_api(conn: Connection) -> None:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from flask import Flask
 
+from extender.server.admission import Admission, admission_bp
 from extender.server.decider import Decider
 from extender.server.housekeeping import Housekeeper
 from extender.server.metrics import GangWaitObserver, Metrics
@@ -21,6 +22,7 @@ from extender.state.ports import (
     GangObjectSink,
     MemoryEvents,
     Requeuer,
+    Ungater,
 )
 from extender.state.store import StateStore
 
@@ -33,7 +35,8 @@ def create_app(settings: Settings, state: StateStore, clock: Clock, *,
                decider: Decider | None = None, prefix: str = "",
                requeuer: Requeuer | None = None, evictor: Evictor | None = None,
                housekeeping: float | None = None,
-               leadership: Leadership | None = None,
+               leadership: Leadership | None = None, ungater: Ungater | None = None,
+               admission: Admission | None = None,
                gang_objects: GangObjectSink | None = None) -> Flask:
     """An app answering the extender verbs under ``prefix`` (empty: at the root).
 
@@ -46,7 +49,9 @@ def create_app(settings: Settings, state: StateStore, clock: Clock, *,
     clock rather than only when a request comes.
     ``gang_objects`` receives the Gang objects (``kubectl get gangs``) housekeeping makes.
     ``leadership`` (leader election) lets the service decide only while this replica
-    leads (:mod:`extender.server.leading`).
+    leads (:mod:`extender.server.leading`). ``ungater`` removes Muster's scheduling gate
+    from pods whose gang is planned (in housekeeping); ``admission`` answers the webhook
+    that adds it (``/admission/gate``, served on its own TLS port).
     """
     metrics = Metrics()
     metrics.watch_sources(state.source_states)
@@ -66,7 +71,7 @@ def create_app(settings: Settings, state: StateStore, clock: Clock, *,
         service = GangService(state, settings=settings, clock=clock,
                               binder=binder or MemoryBinder(state), events=observed,
                               count=metrics.count, requeuer=requeuer, evictor=evictor,
-                              may_act=deciding if leadership else None,
+                              may_act=deciding if leadership else None, ungater=ungater,
                               gang_objects=gang_objects)
         decider = service
         if leadership is not None:
@@ -88,7 +93,11 @@ def create_app(settings: Settings, state: StateStore, clock: Clock, *,
     app.extensions["muster.decider"] = decider
     app.extensions["muster.metrics"] = metrics
     app.extensions["muster.settings"] = settings
+    app.extensions["muster.admission"] = admission
+    if admission is not None:
+        admission.count_with(metrics.count)
     app.register_blueprint(bp, url_prefix=prefix or None)
+    app.register_blueprint(admission_bp)
     if prefix:  # probes and metrics stay reachable at the root too
         app.register_blueprint(bp, url_prefix=None, name="extender_root")
     return app

@@ -14,7 +14,13 @@ from typing import Any
 
 from gunicorn.app.base import BaseApplication
 
-from extender.server.surface import bind_probe_socket, serve_probes, tls_options
+from extender.server.surface import (
+    CertFiles,
+    bind_probe_socket,
+    serve_probes,
+    serve_webhook,
+    tls_options,
+)
 
 WSGIApp = Callable[..., Any]
 
@@ -27,10 +33,12 @@ class EmbeddedGunicorn(BaseApplication):  # type: ignore[misc]
     """
 
     def __init__(self, factory: Callable[[], WSGIApp], options: Mapping[str, Any], *,
-                 probe: socket.socket | None = None, verb_port: int = 0) -> None:
+                 probe: socket.socket | None = None, verb_port: int = 0,
+                 webhook: tuple[socket.socket, CertFiles] | None = None) -> None:
         self._factory = factory
         self._options = dict(options)
         self._probe = probe
+        self._webhook = webhook
         self._verb_port = verb_port
         super().__init__()
 
@@ -43,6 +51,8 @@ class EmbeddedGunicorn(BaseApplication):  # type: ignore[misc]
         app = self._factory()
         if self._probe is not None:  # in the worker: the probes must see its state
             serve_probes(app, self._probe, verb_port=self._verb_port)
+        if self._webhook is not None:
+            serve_webhook(app, *self._webhook)
         return app
 
 
@@ -73,13 +83,20 @@ def gunicorn_options(*, host: str, port: int, threads: int, log_level: str) -> d
 
 def serve(factory: Callable[[], WSGIApp], *, host: str, port: int, threads: int,
           log_level: str, tls: tuple[str, str, str] | None = None,
-          probe: tuple[str, int] | None = None) -> None:
+          probe: tuple[str, int] | None = None,
+          webhook: tuple[str, int, CertFiles] | None = None) -> None:
     """Run until SIGTERM/SIGINT; blocks. ``tls`` (certificate, key, client CA) puts the verb
     port on TLS that requires client certificates; ``probe`` (host, port) adds the probe
-    port. Raises :class:`~extender.server.surface.SurfaceError` before serving when the probe
-    port cannot be bound."""
+    port; ``webhook`` (host, port, certificate files) the admission webhook's TLS port.
+    Raises :class:`~extender.server.surface.SurfaceError` before serving when a side port
+    cannot be bound or the webhook's certificate cannot be used."""
     options = gunicorn_options(host=host, port=port, threads=threads, log_level=log_level)
     if tls is not None:
         options.update(tls_options(*tls))
     sock = bind_probe_socket(*probe) if probe is not None else None
-    EmbeddedGunicorn(factory, options, probe=sock, verb_port=port).run()
+    hook = None
+    if webhook is not None:
+        host_, port_, certs = webhook
+        certs.context()  # a certificate that cannot be used fails here, not at the first pod
+        hook = (bind_probe_socket(host_, port_, what="the webhook port"), certs)
+    EmbeddedGunicorn(factory, options, probe=sock, verb_port=port, webhook=hook).run()

@@ -26,6 +26,7 @@ from extender.core.decide.effects import (
     Release,
     Requeue,
     Step,
+    Ungate,
     Withdrawn,
     WorkloadRefused,
 )
@@ -60,8 +61,10 @@ from extender.state.ports import (
     GangObjectSink,
     MemoryEvictor,
     MemoryRequeuer,
+    MemoryUngater,
     PodRef,
     Requeuer,
+    Ungater,
 )
 from extender.state.store import StateStore
 
@@ -91,7 +94,8 @@ def core_settings(settings: Settings) -> CoreSettings:
     """The session's settings from the server's: every held bind takes a gunicorn thread,
     so at most the threads less those kept free for filters may hold one."""
     return CoreSettings(plan_ttl=settings.plan_ttl, bind_timeout=settings.bind_timeout,
-                        stage_ttl=settings.stage_ttl,
+                        stage_ttl=settings.stage_ttl, gate_bound=settings.gate_bound,
+                        scheduler_names=settings.scheduler_names,
                         scoring=settings.scoring, workload_limits=settings.workload_limits,
                         max_held=max(1, settings.threads - max(2, settings.threads // 8)))
 
@@ -102,6 +106,7 @@ class GangService:
                  requeuer: Requeuer | None = None, evictor: Evictor | None = None,
                  session: GangSession | None = None,
                  may_act: Callable[[], bool] | None = None,
+                 ungater: Ungater | None = None,
                  gang_objects: GangObjectSink | None = None) -> None:
         self._state = state
         self._count = count
@@ -111,6 +116,7 @@ class GangService:
         """Where the Gang objects go (``kubectl get gangs``); none in snapshot-file mode."""
         self._published: tuple[object, ...] | None = None
         self._published_at = float("-inf")
+        self._ungater: Ungater = ungater or MemoryUngater()
         self._binds = ThreadPoolExecutor(max_workers=4, thread_name_prefix="parked-bind")
         """Binds Muster makes itself, for parked members, off the request threads."""
         self._settings = settings
@@ -207,6 +213,14 @@ class GangService:
             elif isinstance(effect, Requeue):
                 log.info("event=requeue pods=%d reason=%r", len(effect.pods), effect.reason)
                 self._requeuer.requeue(effect.pods, effect.reason)
+            elif isinstance(effect, Ungate):
+                if not self._may_act():  # its plan is in a ledger no longer leading
+                    log.warning("event=ungate-skipped gang=%s pods=%d reason=not-leader",
+                                effect.gang or "-", len(effect.pods))
+                    continue
+                log.info("event=ungate gang=%s pods=%d reason=%r", effect.gang or "-",
+                         len(effect.pods), effect.reason)
+                self._ungater.ungate(effect.pods, effect.reason)
         if wake:
             self._cond.notify_all()
         return parked
@@ -415,12 +429,15 @@ class GangService:
     # --- housekeeping: time passes and state changes without requests ------------------------
 
     def housekeep(self) -> int:
-        """Expire what is due, and requeue turned-away pods whose obstacle is gone; returns
-        how many were requeued. Run every second or so by the server's housekeeper."""
+        """Expire what is due, requeue turned-away pods whose obstacle is gone, and ungate
+        gated gangs whose plan is made; returns how many were requeued. Run every second or
+        so by the server's housekeeper."""
         ready = self._state.readiness().ready
-        now = self._clock()
         with self._cond:
-            effects = self.session.tick(self._state.snapshot(), now=now, trusted=ready)
+            snapshot, now = self._state.snapshot(), self._clock()
+            effects = self.session.tick(snapshot, now=now, trusted=ready)
+            if ready:  # gated gangs are planned only on a state that can be trusted
+                effects += self.session.ungate(snapshot, now=now)
             parked = self._apply(effects)
             objects = self._gang_objects_due(now)
         if objects is not None and self._gang_objects is not None:

@@ -54,6 +54,20 @@ class Settings:
     tls_client_ca: str | None = None
     """CA bundle (PEM) client certificates must chain to: kube-scheduler presents one through
     its extender ``tlsConfig``; a client without one is refused in the TLS handshake."""
+    webhook_host: str = "0.0.0.0"
+    """Address of the admission webhook's port (the API server calls it through a Service)."""
+    webhook_port: int = 0
+    """TLS port of the mutating admission webhook that puts Muster's scheduling gate on new
+    gang pods (docs/operations.md, "Scheduling gates"); 0: no webhook served. Whatever this
+    says, Muster removes its gate from the pods it serves once their gang is planned."""
+    webhook_cert: str | None = None
+    """The webhook's serving certificate (PEM), for the Service's DNS name; re-read when the
+    file changes (a rotated Secret)."""
+    webhook_key: str | None = None
+    """The private key of ``webhook_cert`` (PEM)."""
+    gate_bound: float = _CORE.gate_bound
+    """Seconds a gated pod may wait without a gang Muster can resolve (its owner never
+    observed, its workload refused) before its gate is removed anyway."""
     kubeconfig: str | None = None
     """Kubeconfig for the live mode; in a pod the service account is used when unset."""
     context: str | None = None
@@ -125,6 +139,10 @@ class Settings:
     @property
     def tls(self) -> bool:
         return self.tls_cert is not None
+
+    @property
+    def webhook(self) -> bool:
+        return self.webhook_port != 0
 
     @property
     def workload_limits(self) -> WorkloadLimits:
@@ -207,6 +225,19 @@ def _check_surface(s: Settings) -> Sequence[str]:
     elif s.probe_port == s.port:
         out.append(f"{_flag('probe_port')} / {_env_name('probe_port')}: must differ from "
                    f"--port ({s.port}): the probe port must not serve the verbs")
+    if not 0 <= s.webhook_port < 65536:
+        out.append(f"{_flag('webhook_port')} / {_env_name('webhook_port')}: must be between 0 "
+                   f"(none) and 65535, got {s.webhook_port}")
+    elif s.webhook_port and s.webhook_port in (s.port, s.probe_port):
+        out.append(f"{_flag('webhook_port')} / {_env_name('webhook_port')}: must differ from "
+                   f"--port ({s.port}) and --probe-port ({s.probe_port})")
+    elif s.webhook_port and not (s.webhook_cert and s.webhook_key):
+        out.append(f"{_flag('webhook_port')} / {_env_name('webhook_port')}: the API server "
+                   "calls admission webhooks over TLS only: give --webhook-cert and "
+                   "--webhook-key")
+    elif s.webhook_port and s.snapshot is not None:
+        out.append(f"{_flag('webhook_port')} / {_env_name('webhook_port')}: a snapshot file "
+                   "has no API server to call the webhook")
     given = [name for name in TLS_FILES if getattr(s, name)]
     if given and len(given) < len(TLS_FILES):
         missing = ", ".join(_flag(n) for n in TLS_FILES if n not in given)
@@ -243,7 +274,7 @@ def _check(s: Settings) -> Sequence[str]:
     if not 0 < s.port < 65536:
         bad("port", f"must be between 1 and 65535, got {s.port}")
     out.extend(_check_surface(s))
-    for name in ("bind_timeout", "plan_ttl", "stage_ttl"):
+    for name in ("bind_timeout", "plan_ttl", "stage_ttl", "gate_bound"):
         value = getattr(s, name)
         if not math.isfinite(value) or value <= 0:
             bad(name, f"must be a positive duration, got {_shown(value)}")

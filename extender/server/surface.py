@@ -13,6 +13,7 @@ a request for ``/bind`` there never reaches the app.
 from __future__ import annotations
 
 import logging
+import os
 import socket
 import socketserver
 import ssl
@@ -60,8 +61,9 @@ def _reason(err: OSError | ssl.SSLError) -> str:
     return err.strerror or str(err)
 
 
-def bind_probe_socket(host: str, port: int) -> socket.socket:
-    """The probe port's listening socket, bound now (in the process that starts gunicorn)."""
+def bind_probe_socket(host: str, port: int, *, what: str = "the probe port") -> socket.socket:
+    """A side port's listening socket (the probes', the webhook's), bound now (in the process
+    that starts gunicorn)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -70,7 +72,7 @@ def bind_probe_socket(host: str, port: int) -> socket.socket:
         sock.listen(64)
     except OSError as err:
         sock.close()
-        raise SurfaceError(f"cannot listen on the probe port {host}:{port}: "
+        raise SurfaceError(f"cannot listen on {what} {host}:{port}: "
                            f"{err.strerror or err}") from None
     return sock
 
@@ -80,11 +82,16 @@ def probe_only(app: WSGIApp, *, verb_port: int) -> WSGIApp:
     where the verbs are, without the app seeing the request."""
     refusal = (f'{{"error": "not served on the probe port; the extender verbs answer on '
                f'port {verb_port} only"}}').encode()
+    return _restricted(app, PROBE_PATHS, ("GET", "HEAD"), refusal)
+
+
+def _restricted(app: WSGIApp, paths: frozenset[str], methods: tuple[str, ...],
+                refusal: bytes) -> WSGIApp:
+    """``app`` for ``methods`` of ``paths`` only; a 404 with ``refusal`` for the rest."""
 
     def restricted(environ: dict[str, Any],
                    start_response: Callable[..., Any]) -> Iterable[bytes]:
-        if (environ.get("PATH_INFO") in PROBE_PATHS
-                and environ.get("REQUEST_METHOD") in ("GET", "HEAD")):
+        if environ.get("PATH_INFO") in paths and environ.get("REQUEST_METHOD") in methods:
             result: Iterable[bytes] = app(environ, start_response)
             return result
         start_response("404 Not Found", [("Content-Type", "application/json"),
@@ -123,5 +130,89 @@ def serve_probes(app: WSGIApp, sock: socket.socket, *, verb_port: int) -> thread
     server = _ProbeServer(sock)
     server.set_app(probe_only(app, verb_port=verb_port))
     thread = threading.Thread(target=server.serve_forever, name="probe-port", daemon=True)
+    thread.start()
+    return thread
+
+
+WEBHOOK_PATHS = frozenset({"/admission/gate"})
+
+
+class CertFiles:
+    """A serving certificate and key read from files, read again when either changes (a
+    Secret that cert-manager or a person rotated), the last good pair kept otherwise."""
+
+    def __init__(self, cert: str, key: str) -> None:
+        self.cert, self.key = cert, key
+        self._lock = threading.Lock()
+        self._stamp: tuple[float, ...] | None = None
+        self._context: ssl.SSLContext | None = None
+
+    def load(self) -> ssl.SSLContext:
+        """A new server context from the files; raises :class:`SurfaceError`."""
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        try:
+            context.load_cert_chain(certfile=self.cert, keyfile=self.key)
+        except (OSError, ssl.SSLError) as err:
+            raise SurfaceError(f"cannot use --webhook-cert {self.cert} with --webhook-key "
+                               f"{self.key}: {_reason(err)}") from None
+        return context
+
+    def context(self) -> ssl.SSLContext:
+        with self._lock:
+            try:
+                stamp = tuple(x for p in (self.cert, self.key)
+                              for x in (os.stat(p).st_mtime, os.stat(p).st_size))
+            except OSError:
+                stamp = self._stamp or ()
+            if self._context is None or stamp != self._stamp:
+                try:
+                    self._context = self.load()
+                    self._stamp = stamp
+                except SurfaceError as err:
+                    if self._context is None:
+                        raise
+                    log.warning("event=webhook-cert-not-reloaded problem=%r", str(err))
+                    self._stamp = stamp
+            return self._context
+
+
+def webhook_only(app: WSGIApp) -> WSGIApp:
+    """``app`` restricted to POST of the admission path; anything else is a 404."""
+    return _restricted(app, WEBHOOK_PATHS, ("POST",),
+                       b'{"error": "the webhook port answers only POST /admission/gate"}')
+
+
+class _WebhookServer(_ProbeServer):
+    """The probe server's shape, with TLS: the handshake runs on the request's thread, so a
+    client that connects and stalls holds no other request up."""
+
+    def __init__(self, sock: socket.socket, certs: CertFiles) -> None:
+        super().__init__(sock)
+        self._certs = certs
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        try:
+            tls = self._certs.context().wrap_socket(request, server_side=True,
+                                                    do_handshake_on_connect=False)
+        except (OSError, ssl.SSLError, SurfaceError) as err:
+            log.warning("event=webhook-tls-failed problem=%r", str(err))
+            return
+        try:
+            tls.settimeout(_QuietHandler.timeout)
+            tls.do_handshake()
+            self.RequestHandlerClass(tls, client_address, self)  # type: ignore[arg-type]
+        except (OSError, ssl.SSLError) as err:
+            log.debug("event=webhook-connection-failed client=%s problem=%r", client_address,
+                      str(err))
+        finally:
+            tls.close()
+
+
+def serve_webhook(app: WSGIApp, sock: socket.socket, certs: CertFiles) -> threading.Thread:
+    """Answer the admission path of ``app`` over TLS on ``sock`` from a daemon thread."""
+    server = _WebhookServer(sock, certs)
+    server.set_app(webhook_only(app))
+    thread = threading.Thread(target=server.serve_forever, name="webhook-port", daemon=True)
     thread.start()
     return thread

@@ -59,6 +59,11 @@ class CatalogSnapshots:
                 self._compiled_revision = raw.descriptors_revision
             return self._catalog
 
+    def current(self) -> Catalog:
+        """The catalog of the last build (descriptors compiled when they last changed)."""
+        with self._lock:
+            return self._catalog
+
     def __call__(self, raw: RawState) -> ClusterSnapshot:
         """From scratch: every object of ``raw`` is a change to an empty cluster."""
         catalog = self.catalog(raw)

@@ -25,9 +25,11 @@ __all__ = [
     "MemoryEvictor",
     "MemoryGangObjects",
     "MemoryRequeuer",
+    "MemoryUngater",
     "PodEvent",
     "PodRef",
     "Requeuer",
+    "Ungater",
     "WorkloadEvent",
 ]
 
@@ -84,6 +86,28 @@ class MemoryGangObjects:
     def objects(self) -> dict[tuple[str, str], Mapping[str, Any]]:
         with self._lock:
             return dict(self._objects)
+
+
+class Ungater(Protocol):
+    def ungate(self, pods: Sequence[PodRef], reason: str) -> None:
+        """Remove Muster's scheduling gate (and only it) from ``pods``; must not block the
+        caller on the network. A pod recreated under the same name must not be touched."""
+
+
+class MemoryUngater:
+    """Ungatings recorded in memory (snapshot-file mode and tests), oldest first."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._ungated: list[tuple[PodRef, str]] = []
+
+    def ungate(self, pods: Sequence[PodRef], reason: str) -> None:
+        with self._lock:
+            self._ungated.extend((pod, reason) for pod in pods)
+
+    def ungated(self) -> list[tuple[PodRef, str]]:
+        with self._lock:
+            return list(self._ungated)
 
 
 class Evictor(Protocol):

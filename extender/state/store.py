@@ -243,6 +243,17 @@ class StateStore:
             upserted = self._upserted.get(key)
             return self._with_assumption(key, upserted) if upserted is not None else None
 
+    def find_object(self, namespace: str, kind: str, name: str) -> RawObject | None:
+        """A workload or owner object by kind, whatever its API version (owner walks)."""
+        key = f"{namespace}/{name}"
+        with self._lock:
+            for source, entry in self._sources.items():
+                if source.rsplit("/", 1)[-1] == kind and source not in (NODES, PODS):
+                    found = entry.objects.get(key)
+                    if found is not None:
+                        return found
+        return None
+
     # --- readers -----------------------------------------------------------------------------
 
     def source_states(self) -> dict[str, str]:

@@ -34,13 +34,13 @@ def start_sandbox(tmp: Path, *, mode: SchedulerMode = SchedulerMode.MUSTER, node
                   gpus_per_node: int = 8, bind_timeout: float = 15.0,
                   plan_ttl: float = 30.0, controller_manager: bool = True,
                   jobset: bool = False, lws: bool = False, kuberay: bool = False,
-                  nodes_per_rack: int = 4) -> Sandbox:
+                  nodes_per_rack: int = 4, gating: bool = False) -> Sandbox:
     """A sandbox on free ports (``Ports()`` picks them at ``up``), with the real operators
     asked for."""
     spec = SandboxSpec(directory=tmp, nodes=nodes, gpus_per_node=gpus_per_node, mode=mode,
                        ports=Ports(), bind_timeout=bind_timeout, plan_ttl=plan_ttl,
                        controller_manager=controller_manager, jobset=jobset, lws=lws,
-                       kuberay=kuberay, nodes_per_rack=nodes_per_rack)
+                       kuberay=kuberay, nodes_per_rack=nodes_per_rack, gating=gating)
     sandbox = Sandbox(spec, say=lambda _m: None)
     sandbox.up()
     return sandbox

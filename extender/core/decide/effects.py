@@ -65,6 +65,16 @@ class Requeue:
 
 
 @dataclass(frozen=True, slots=True)
+class Ungate:
+    """Remove Muster's scheduling gate (only that one) from these pods: their gang's plan is
+    made (or they turned out to be in no gang), so kube-scheduler may queue them now."""
+
+    pods: tuple[PodRef, ...]
+    reason: str
+    gang: GangKey | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Withdrawn:
     """A gang's barrier was withdrawn: its held members fail and its plan is dropped."""
 
@@ -113,7 +123,7 @@ class WaitUntil:
 
 
 Effect = (Emit | Release | FailHeld | BindParked | Requeue | Withdrawn | PlanExpired
-          | WorkloadRefused | Evict | WaitUntil)
+          | WorkloadRefused | Evict | WaitUntil | Ungate)
 
 
 class Step(StrEnum):

@@ -54,6 +54,7 @@ from extender.core.decide.effects import (
     Withdrawn,
     WorkloadRefused,
 )
+from extender.core.decide.gating import GateBook, decide_ungates
 from extender.core.decide.held import HeldBinds, Hold
 from extender.core.decide.holders import Holder
 from extender.core.decide.preemption import PreemptionPlan, plan_preemption
@@ -154,6 +155,8 @@ class GangSession:
         """(revision, snapshot identity, ledger version, now) of the last complete look."""
         self.preemptions: dict[GangKey, PreemptionPlan] = {}
         """Gang -> its preemption plan, kept until its deadline or until the gang fits."""
+        self.gates = GateBook()
+        """What ungating remembers (:mod:`extender.core.decide.gating`)."""
 
     # --- looking at the cluster ---------------------------------------------------------------
 
@@ -180,8 +183,8 @@ class GangSession:
             out.append(PlanExpired(gang))
             if self._stage_expired(gang, snapshot, out):
                 continue
-            self.last_reason[gang] = ("plan expired: members did not all arrive before the "
-                                      "plan's TTL")
+            self._remember_reason(gang, "plan expired: no new member arrived within the "
+                                        "plan's TTL")
             for pod in snapshot.pods_of_gang(gang):
                 if pod.node_name is None:
                     self._event(pod, EventType.WARNING, "GangPlanExpired",
@@ -205,7 +208,7 @@ class GangSession:
         why = (f"gang {gang_key}: stage {stage + 1} ({roles}) did not appear within "
                f"{self.settings.stage_ttl:g}s of stage {stage} being released; the capacity held "
                "for it is given back, and it is planned again when its pods appear")
-        self.last_reason[gang_key] = why
+        self._remember_reason(gang_key, why)
         ref = gang.workload
         out.append(Emit(WorkloadEvent(ref.api_version, ref.kind, ref.namespace, ref.name,
                                       ref.uid, EventType.WARNING, "GangStageExpired", why)))
@@ -297,9 +300,7 @@ class GangSession:
                                  now=now, settings=self.settings)
         gang = decision.gang
         if gang is not None:
-            if self.last_reason.get(gang) != decision.reason:
-                self.reasons_version += 1
-            self.last_reason[gang] = decision.reason
+            self._remember_reason(gang, decision.reason)
             self.holders[gang] = decision.holders
             # Most core reasons already name the gang; say it once.
             message = (decision.reason if decision.reason.startswith(f"gang {gang}")
@@ -461,7 +462,7 @@ class GangSession:
                                settings=self.settings)
         gang = decision.gang
         if gang is not None:
-            self.last_reason[gang] = decision.reason
+            self._remember_reason(gang, decision.reason)
         if decision.outcome is BindOutcome.REJECT:
             self._fail_held(decision.rejected, decision.reason, snapshot, gang, out)
             return BindStep(Step.REFUSE, "rejected", decision.reason, gang)
@@ -605,7 +606,7 @@ class GangSession:
                 self._fail_ticket(hold, outcome, reason, out)
         if gang is not None:
             out.append(Withdrawn(gang, len(rejected), outcome, reason))
-            self.last_reason[gang] = reason
+            self._remember_reason(gang, reason)
             for pod in snapshot.pods_of_gang(gang):
                 if pod.node_name is None:
                     self._event(pod, EventType.WARNING, event, reason, out)
@@ -667,7 +668,41 @@ class GangSession:
             self._fail_held(gone.rejected, gone.reason, snapshot, y.gang, out,
                             outcome="yielded", event="GangYielded")
 
+    def ungate(self, snapshot: ClusterSnapshot, *, now: float) -> tuple[Effect, ...]:
+        """Ungate the gated pods whose gang is planned (or that are in none); say why the
+        others stay gated (:mod:`extender.core.decide.gating`). Call it with a trusted
+        snapshot, as often as :meth:`tick`: it decides only when something could change."""
+        out: list[Effect] = []
+        self._prepare(snapshot, now, out)
+        found = decide_ungates(snapshot, now=now, ledger=self.ledger, settings=self.settings,
+                               book=self.gates)
+        for still in found.gated:
+            self._remember_reason(still.gang, still.reason)
+            self.holders[still.gang] = still.holders
+            message = (still.reason if still.reason.startswith(f"gang {still.gang}")
+                       else f"gang {still.gang}: {still.reason}")
+            kind = EventType.WARNING if still.event == "GangWaiting" else EventType.NORMAL
+            if still.event == "GangWaiting":
+                for pod in still.pods:
+                    self._event(pod, kind, still.event, message, out)
+            self._tell_workload(still.gang, kind, still.event, message, snapshot=snapshot,
+                                out=out)
+        for ungate in found.ungates:
+            if ungate.gang is not None:
+                self._remember_reason(ungate.gang, ungate.reason)
+                self.holders[ungate.gang] = ()
+                self._tell_workload(ungate.gang, EventType.NORMAL, "GangUngated",
+                                    ungate.reason, snapshot=snapshot, out=out)
+            out.append(ungate)
+        self._log("ungate", now, "", "ungated" if found.ungates else "gated", "", out=out)
+        return tuple(out)
+
     # --- events and the journal ---------------------------------------------------------------
+
+    def _remember_reason(self, gang: GangKey, reason: str) -> None:
+        if self.last_reason.get(gang) != reason:
+            self.reasons_version += 1
+        self.last_reason[gang] = reason
 
     def _event(self, pod: PodInfo, type_: EventType, reason: str, message: str,
                out: list[Effect]) -> None:
@@ -701,7 +736,8 @@ class GangSession:
              out: list[Effect]) -> None:
         if self.journal is None:
             return
-        if not out and (verb in ("tick", "prioritize") or (verb, outcome) == ("poll", "held")):
+        quiet = verb in ("tick", "prioritize", "ungate") or (verb, outcome) == ("poll", "held")
+        if not out and quiet:
             return  # nothing decided: a tick with nothing due, a held request still waiting
         self.journal.append(Entry(verb, now, pod, outcome, reason, tuple(out)))
 

@@ -8,6 +8,7 @@ from extender.core.gang.ledger import INFLIGHT_TTL
 from extender.core.gang.placement import SEARCH_BUDGET
 from extender.core.gang.scoring import Policy, policy_named
 from extender.core.model.resources import GPU
+from extender.core.workloads.admission import GATE
 from extender.core.workloads.workload import DEFAULT_LIMITS, WorkloadLimits
 
 
@@ -41,6 +42,17 @@ class CoreSettings:
     barrier ends by then (members that came together time out together)."""
     yield_every: float = 2.0
     """Seconds between checks for gangs deadlocked at the bind barrier."""
+    gate: str = GATE
+    """The scheduling gate Muster's admission webhook puts on new gang pods and removes once
+    their gang's plan is made (:mod:`extender.core.decide.gating`)."""
+    gate_bound: float = 120.0
+    """Seconds a pod may stay behind :attr:`gate` without a gang Muster can resolve (its
+    owner never observed, its workload refused) before its gate is removed anyway: a gated
+    pod is never stuck for good; filter and bind still treat it as strictly as any."""
+    gate_retry: float = 10.0
+    """Seconds before asking again to remove a gate that is still there (the patch failed)."""
+    scheduler_names: tuple[str, ...] = ("muster",)
+    """The ``schedulerName`` of the pods this Muster serves: it ungates only those."""
     workload_limits: WorkloadLimits = DEFAULT_LIMITS
     """The most pods and gangs one workload may resolve to; a workload beyond either is
     refused whole (reported with its name and the limit) instead of being planned."""
@@ -51,7 +63,8 @@ class CoreSettings:
             raise ValueError(f"CoreSettings.max_held must be at least 1, got {self.max_held}")
         if self.hold_grace < 1:
             raise ValueError(f"CoreSettings.hold_grace must be at least 1, got {self.hold_grace}")
-        for name in ("plan_ttl", "bind_timeout", "inflight_ttl", "yield_every", "stage_ttl"):
+        for name in ("plan_ttl", "bind_timeout", "inflight_ttl", "yield_every", "stage_ttl",
+                     "gate_bound", "gate_retry"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"CoreSettings.{name} must be positive, got {getattr(self, name)}")
 

@@ -130,4 +130,14 @@ def pod_from_api(obj: Mapping[str, Any]) -> PodInfo:
         scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
         created=timestamp(meta.get("creationTimestamp")),
         deleting=meta.get("deletionTimestamp") is not None,
+        gates=scheduling_gates(spec),
     )
+
+
+def scheduling_gates(spec: Mapping[str, Any]) -> tuple[str, ...]:
+    """The names of a pod spec's ``schedulingGates`` (entries without a string name skipped)."""
+    raw = spec.get("schedulingGates")
+    if not isinstance(raw, list):
+        return ()
+    return tuple(g["name"] for g in raw
+                 if isinstance(g, Mapping) and isinstance(g.get("name"), str))

@@ -210,6 +210,9 @@ class PodInfo:
     deleting: bool = False
     gpu_devices: tuple[int, ...] = ()
     """Device indexes the pod holds on its node, when known (GPU sharing); else empty."""
+    gates: tuple[str, ...] = ()
+    """Names of its ``spec.schedulingGates``: while any is left, kube-scheduler keeps the pod
+    out of its queue (no filter, no bind)."""
 
     @property
     def key(self) -> str:

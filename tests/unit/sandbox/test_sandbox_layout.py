@@ -34,7 +34,7 @@ from extender.sandbox.operators import (
     crds,
     webhook_configurations,
 )
-from extender.sandbox.sandbox import SandboxSpec
+from extender.sandbox.sandbox import SandboxSpec, gate_webhook
 
 
 def test_ports_not_given_are_picked_distinct_and_given_ones_are_kept() -> None:
@@ -248,3 +248,23 @@ def test_sandbox_up_runs_every_real_operator_unless_one_is_left_out_by_name() ->
     assert operators("--no-jobset", "--no-lws", "--no-kuberay") == ()
     # Programs (the e2e suite, the demo, the benchmark) ask for them by name.
     assert SandboxSpec().real_operators() == ()
+
+
+def test_the_gate_webhook_is_the_shipped_one_on_loopback_for_the_sandboxs_schedulers() -> None:
+    hook = gate_webhook(port=4443, ca=b"CA PEM")
+    [shipped] = yaml.safe_load_all(
+        (Path(__file__).resolve().parents[3] / "manifests" / "webhook.yaml").read_text())
+    [entry] = hook["webhooks"]
+    [original] = shipped["webhooks"]
+    assert entry["clientConfig"] == {"url": "https://127.0.0.1:4443/admission/gate",
+                                     "caBundle": base64.b64encode(b"CA PEM").decode()}
+    assert {k: v for k, v in entry.items() if k not in ("clientConfig", "matchConditions")} \
+        == {k: v for k, v in original.items() if k not in ("clientConfig", "matchConditions")}
+    [condition] = entry["matchConditions"]
+    assert condition["expression"] == "object.spec.schedulerName in ['default-scheduler', 'muster']"
+
+
+def test_gating_is_on_in_sandbox_up_unless_turned_off() -> None:
+    parser = build_parser()
+    assert _spec(parser.parse_args(["sandbox", "up"])).gating is True
+    assert _spec(parser.parse_args(["sandbox", "up", "--no-gating"])).gating is False

@@ -93,12 +93,13 @@ def test_probes_and_metrics_use_the_probe_port_and_only_kube_scheduler_reaches_t
     [muster] = pod_spec("deployment.yaml")["containers"]
     ports = {p["name"]: p["containerPort"] for p in muster["ports"]}
     assert ports == {"extender": int(env["MUSTER_PORT"]),
-                     "probes": int(env["MUSTER_PROBE_PORT"])}
+                     "probes": int(env["MUSTER_PROBE_PORT"]),
+                     "webhook": int(env["MUSTER_WEBHOOK_PORT"])}
     assert muster["readinessProbe"]["httpGet"]["port"] == "probes"
     assert muster["livenessProbe"]["httpGet"]["port"] == "probes"
     service, policy = docs("service.yaml")
     assert {p["name"]: p["targetPort"] for p in service["spec"]["ports"]} == {
-        "extender": "extender", "metrics": "probes"}
+        "extender": "extender", "metrics": "probes", "webhook": "webhook"}
     [verbs] = [r for r in policy["spec"]["ingress"]
                if r["ports"] == [{"port": ports["extender"]}]]
     [source] = verbs["from"]
@@ -107,6 +108,35 @@ def test_probes_and_metrics_use_the_probe_port_and_only_kube_scheduler_reaches_t
     assert source == {"podSelector": {"matchLabels": scheduler_labels}}
     assert service["spec"]["selector"] == policy["spec"]["podSelector"]["matchLabels"]
     assert service["spec"]["selector"] != scheduler_labels
+
+
+def test_the_gate_webhook_is_reached_through_the_service_with_the_extenders_certificate(
+        ) -> None:
+    env = muster_env()
+    [hook] = docs("webhook.yaml")
+    [entry] = hook["webhooks"]
+    assert entry["failurePolicy"] == "Ignore" and entry["sideEffects"] == "None"
+    assert entry["reinvocationPolicy"] == "Never" and entry["timeoutSeconds"] <= 5
+    assert entry["rules"] == [{"operations": ["CREATE"], "apiGroups": [""],
+                               "apiVersions": ["v1"], "resources": ["pods"],
+                               "scope": "Namespaced"}]
+    service, policy = docs("service.yaml")
+    target = entry["clientConfig"]["service"]
+    assert (target["name"], target["namespace"]) == (service["metadata"]["name"],
+                                                      service["metadata"]["namespace"])
+    assert target["path"] == "/admission/gate"
+    [port] = [p for p in service["spec"]["ports"] if p["port"] == target["port"]]
+    assert port["targetPort"] == "webhook"
+    assert {"ports": [{"port": int(env["MUSTER_WEBHOOK_PORT"])}]} in policy["spec"]["ingress"]
+    muster = pod_spec("deployment.yaml")
+    assert [mounted_secret(muster, env[k]) for k in ("MUSTER_WEBHOOK_CERT",
+                                                     "MUSTER_WEBHOOK_KEY")] == [
+        ("muster-extender-tls", "tls.crt"), ("muster-extender-tls", "tls.key")]
+    names = Settings().scheduler_names
+    assert [c["expression"] for c in entry["matchConditions"]] == [
+        f"object.spec.schedulerName == '{names[0]}'"] and len(names) == 1
+    excluded = entry["namespaceSelector"]["matchExpressions"][0]
+    assert service["metadata"]["namespace"] in excluded["values"]
 
 
 def test_a_held_bind_answers_well_within_the_scheduler_http_timeout() -> None:

@@ -48,6 +48,9 @@ USES: dict[tuple[str, str, str], tuple[Use, ...]] = {
         Use("extender.kube.binder:KubeBinder.bind",
             'path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/binding"'),
         Use("extender.kube.binder:KubeBinder.bind", 'self.conn.request("POST", path')),
+    ("", "pods", "patch"): (Use(
+        "extender.kube.ungate:KubeUngater._write",
+        '"PATCH", f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}",'),),
     ("", "pods/status", "patch"): (Use(
         "extender.kube.requeue:KubeRequeuer._write",
         '"PATCH", f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/status"'),),

@@ -73,3 +73,25 @@ def test_workload_limits_come_from_flags_or_environment_and_must_be_positive() -
     with pytest.raises(SettingsError, match="--max-workload-pods / MUSTER_MAX_WORKLOAD_PODS: "
                                             "must be at least 1, got 0"):
         build_settings({"max_workload_pods": 0}, {})
+
+
+@pytest.mark.parametrize(("given", "problem"), [
+    ({"webhook_port": 8443}, "give --webhook-cert and --webhook-key"),
+    ({"webhook_port": 8443, "webhook_cert": "c"}, "give --webhook-cert and --webhook-key"),
+    ({"webhook_port": 8888, "webhook_cert": "c", "webhook_key": "k"}, "must differ"),
+    ({"webhook_port": 70000}, "between 0 (none) and 65535"),
+    ({"gate_bound": 0.0}, "--gate-bound / MUSTER_GATE_BOUND: must be a positive duration"),
+], ids=["no-certificate", "no-key", "the-verb-port", "out-of-range", "no-bound"])
+def test_the_webhook_needs_its_own_port_and_a_certificate(given: dict[str, object],
+                                                          problem: str) -> None:
+    with pytest.raises(SettingsError, match=r"webhook|gate") as err:
+        build_settings(given, {})
+    assert problem in str(err.value)
+
+
+def test_the_webhook_settings_come_from_the_environment() -> None:
+    s = build_settings({}, {"MUSTER_WEBHOOK_PORT": "8443", "MUSTER_WEBHOOK_CERT": "/c",
+                            "MUSTER_WEBHOOK_KEY": "/k", "MUSTER_GATE_BOUND": "90s"})
+    assert (s.webhook, s.webhook_port, s.webhook_cert, s.webhook_key, s.gate_bound) == (
+        True, 8443, "/c", "/k", 90.0)
+    assert not Settings().webhook

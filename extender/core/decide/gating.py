@@ -1,0 +1,238 @@
+"""Ungating: when the pods Muster's webhook gated may enter kube-scheduler's queue.
+
+A gated pod costs kube-scheduler nothing (its SchedulingGates PreEnqueue plugin keeps it out
+of the queue), so a gang that cannot be placed waits behind its gates instead of coming back
+to filter on every retry. :func:`decide_ungates` looks at every gated pod this Muster serves:
+
+- a gang whose members have reached its minimum (of the stages that exist) is planned exactly
+  as its first member's filter would plan it (:func:`decide_filter`: the same placement, the
+  same ledger reservation); once the plan is made, every gated member is ungated together;
+- a gang that does not fit stays gated with the reason the filter would give, and is looked
+  at again only when the cluster changed in a way that could help: free capacity grew
+  somewhere (a pod ended, a plan ended, a node came), its own members changed, or its plan
+  appeared (its ungated members were filtered);
+- a member of a gang already planned or admitted (a later stage of a staged gang) is
+  ungated as it appears: its filter is pinned to the plan;
+- a gang that does not fit but would by evicting lower-priority units is ungated: only pods in
+  kube-scheduler's queue reach its preemption (and the extender's preempt verb, which evicts
+  that gang's one preemption plan);
+- a pod that turned out to be in no gang is ungated at once; one whose workload Muster cannot
+  resolve is ungated after ``gate_bound`` seconds, never stuck for good.
+
+Filter and bind do not trust the gates: an ungated pod is decided exactly as strictly as one
+that was never gated. Pure: time is ``now``, effects are values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from extender.core.decide.decisions import FilterOutcome, decide_filter
+from extender.core.decide.effects import Ungate
+from extender.core.decide.holders import Holder
+from extender.core.decide.preemption import plan_preemption
+from extender.core.decide.settings import CoreSettings
+from extender.core.gang.capacity import NodeCapacity, index_of
+from extender.core.gang.ledger import Ledger, free_capacity
+from extender.core.model.notices import PodRef
+from extender.core.model.snapshot import ClusterSnapshot
+from extender.core.model.values import Gang, GangKey, NodeName, PodInfo, PodPhase
+
+_PLACED = (FilterOutcome.PLANNED, FilterOutcome.PINNED, FilterOutcome.SURPLUS)
+_TERMINAL = (PodPhase.SUCCEEDED, PodPhase.FAILED)
+
+
+@dataclass
+class GateBook:
+    """What ungating remembers between looks; owned by the session."""
+
+    since: dict[str, float] = field(default_factory=dict)
+    """Pod UID -> when it was first seen gated."""
+    asked: dict[str, float] = field(default_factory=dict)
+    """Pod UID -> when its ungating was last asked for (until the gate is seen gone)."""
+    looked: dict[GangKey, tuple[object, ...]] = field(default_factory=dict)
+    """Gang -> what it was looked at with when it was left gated."""
+    epoch: int = 0
+    """Bumped whenever free capacity grew anywhere since the last look."""
+    free: Mapping[NodeName, NodeCapacity] | None = None
+    seen: tuple[int, int, int] | None = None
+    """(revision, snapshot identity, ledger version) of the last look."""
+    due: float = float("inf")
+    """The earliest time a look may decide something although nothing changed."""
+    evaluated: int = 0
+    """Gangs planned (or tried) so far: what the tests count to see a gang looked at once."""
+
+
+@dataclass(frozen=True, slots=True)
+class StillGated:
+    """A gang left behind its gates, and why."""
+
+    gang: GangKey
+    pods: tuple[PodInfo, ...]
+    reason: str
+    event: str
+    """``GangWaiting`` (it does not fit; said on its pods too) or ``GangGathering`` (too few
+    members exist yet; said on the workload only)."""
+    holders: tuple[Holder, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Ungating:
+    ungates: tuple[Ungate, ...] = ()
+    gated: tuple[StillGated, ...] = ()
+    planned: tuple[GangKey, ...] = ()
+    """Gangs this look planned (their plan's reservation is in the ledger now)."""
+
+
+def _grew(before: Mapping[NodeName, NodeCapacity], now: Mapping[NodeName, NodeCapacity]) -> bool:
+    """Whether any node has more of anything free than before (or is new)."""
+    for name, cap in now.items():
+        old = before.get(name)
+        if old is None:
+            return True
+        if any(cap.free.get(k, 0) > old.free.get(k, 0) for k in cap.free):
+            return True
+        if cap.pods is not None and (old.pods is None or cap.pods > old.pods):
+            return True
+        if len(cap.devices) > len(old.devices) or any(
+                a > b for a, b in zip(cap.devices, old.devices, strict=False)):
+            return True
+    return False
+
+
+def _gated(snapshot: ClusterSnapshot, settings: CoreSettings) -> list[PodInfo]:
+    names = settings.scheduler_names
+    return [p for p in snapshot.pods.values()
+            if p.gates and settings.gate in p.gates and p.node_name is None
+            and not p.deleting and p.scheduler_name in names]
+
+
+def _gathered(gang: Gang, snapshot: ClusterSnapshot, uids: tuple[str, ...]) -> tuple[int, int]:
+    """(members that exist, members needed) over the stages that exist: a later stage's pods
+    are created only after an earlier one is Ready, and the plan holds them all anyway."""
+    counts: dict[str, int] = {}
+    for uid in uids:
+        pod = snapshot.pods[uid]
+        if pod.deleting or pod.phase in _TERMINAL:
+            continue
+        role = snapshot.memberships[uid].role
+        counts[role] = counts.get(role, 0) + 1
+    stages = [gang.stage_of(r) for r in counts if gang.member(r) is not None]
+    last = max(stages, default=0)
+    wanted = [m for m in gang.members if m.stage <= last]
+    return (sum(min(counts.get(m.role, 0), m.min_count) for m in wanted),
+            sum(m.min_count for m in wanted))
+
+
+def decide_ungates(snapshot: ClusterSnapshot, *, now: float, ledger: Ledger,
+                   settings: CoreSettings, book: GateBook) -> Ungating:
+    """Which gated pods to ungate now, and which gangs stay gated and why (module doc)."""
+    seen = (snapshot.revision, id(snapshot), ledger.version)
+    if seen == book.seen and now < book.due:
+        return Ungating()
+    book.seen, book.due = seen, float("inf")
+    gated = _gated(snapshot, settings)
+    live = {p.uid for p in gated}
+    for table in (book.since, book.asked):
+        for uid in [u for u in table if u not in live]:
+            del table[uid]
+    for key in [k for k in book.looked if k not in snapshot.gangs]:
+        del book.looked[key]
+    ungates: list[Ungate] = []
+    loose: dict[str, list[PodRef]] = {}
+    by_gang: dict[GangKey, list[PodInfo]] = {}
+    for pod in sorted(gated, key=lambda p: p.key):
+        since = book.since.setdefault(pod.uid, now)
+        asked = book.asked.get(pod.uid)
+        if asked is not None and now < asked + settings.gate_retry:
+            book.due = min(book.due, asked + settings.gate_retry)
+            continue
+        gang = snapshot.gang_of(pod.uid)
+        if gang is not None:
+            by_gang.setdefault(gang.key, []).append(pod)
+            continue
+        ref = PodRef(pod.namespace, pod.name, pod.uid)
+        why = snapshot.unresolved.get(pod.uid)
+        if why is None:
+            loose.setdefault("the pod is in no gang", []).append(ref)
+            continue
+        start = min(since, pod.created) if pod.created > 0 else since
+        if now >= start + settings.gate_bound:
+            loose.setdefault(f"no gang resolved within {settings.gate_bound:g}s ({why}); "
+                             "filter and bind still decide for it", []).append(ref)
+        else:
+            book.due = min(book.due, start + settings.gate_bound)
+    for reason, refs in sorted(loose.items()):
+        ungates.append(Ungate(tuple(refs), reason))
+    gated_out: list[StillGated] = []
+    planned: list[GangKey] = []
+    if by_gang:
+        free = free_capacity(snapshot, ledger, gpu=settings.gpu_resource)
+        if book.free is None or _grew(book.free, free):
+            book.epoch += 1
+        book.free = dict(free)
+    index = index_of(snapshot, gpu=settings.gpu_resource)
+    for key, pods in sorted(by_gang.items()):
+        gang = snapshot.gangs[key]
+        uids = index.gang_pods.get(key, ())
+        look = (book.epoch, gang, uids, tuple(p.uid for p in pods),
+                ledger.plan_for(key) is not None, ledger.admitted_stage(key))
+        if book.looked.get(key) == look:
+            continue  # nothing changed that could let it fit
+        outcome = _look(gang, pods, uids, snapshot=snapshot, now=now, ledger=ledger,
+                        settings=settings, book=book)
+        if isinstance(outcome, StillGated):
+            # Remembered as it was before this look (planning may change the ledger).
+            book.looked[key] = look
+            gated_out.append(outcome)
+            continue
+        book.looked.pop(key, None)
+        ungate, made = outcome
+        if made:
+            planned.append(key)
+        for pod in pods:
+            book.asked[pod.uid] = now
+        ungates.append(ungate)
+    for ungate in ungates:
+        for ref in ungate.pods:
+            book.asked[ref.uid] = now
+    if ungates:
+        book.due = min(book.due, now + settings.gate_retry)
+    return Ungating(tuple(ungates), tuple(gated_out), tuple(planned))
+
+
+def _look(gang: Gang, pods: list[PodInfo], uids: tuple[str, ...], *,
+          snapshot: ClusterSnapshot, now: float, ledger: Ledger, settings: CoreSettings,
+          book: GateBook) -> StillGated | tuple[Ungate, bool]:
+    """One gang with gated members: plan it as filter would, or say why it stays gated."""
+    key = gang.key
+    started = ledger.plan_for(key) is not None or ledger.admitted_stage(key) >= 0
+    if not started:
+        have, need = _gathered(gang, snapshot, uids)
+        if have < need:
+            return StillGated(key, tuple(pods),
+                              f"gang {key}: {have} of its minimum {need} members exist; its "
+                              "pods stay gated until the rest are created, then it is "
+                              "planned whole", "GangGathering")
+    first = min(pods, key=lambda p: (gang.stage_of(snapshot.memberships[p.uid].role), p.key))
+    book.evaluated += 1
+    decision = decide_filter(first, (), snapshot=snapshot, ledger=ledger, now=now,
+                             settings=settings)
+    refs = tuple(PodRef(p.namespace, p.name, p.uid) for p in pods)
+    if decision.outcome is FilterOutcome.WAITING:
+        # Preemption happens only for pods in kube-scheduler's queue (its PostFilter calls the
+        # extender's preempt): a gang that could fit by evicting lower-priority units must
+        # leave its gates, or it would wait behind them for good.
+        victims = plan_preemption(gang, snapshot=snapshot, ledger=ledger, settings=settings,
+                                  now=now)
+        if victims is not None:
+            return Ungate(refs, f"gang {key}: does not fit ({decision.reason}); evicting "
+                                f"{len(victims.victims)} lower-priority units would let it "
+                                "fit whole: ungated for kube-scheduler's preemption", key), False
+    if decision.outcome not in _PLACED:
+        return StillGated(key, tuple(pods), decision.reason, "GangWaiting", decision.holders)
+    made = decision.outcome is FilterOutcome.PLANNED
+    why = (f"gang {key}: planned whole; ungating {len(refs)} members together" if made else
+           f"gang {key}: its plan holds these members; ungating {len(refs)}")
+    return Ungate(refs, why, key), made

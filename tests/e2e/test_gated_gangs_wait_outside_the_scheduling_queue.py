@@ -1,0 +1,164 @@
+"""Gang pods wait behind Muster's scheduling gate, not in kube-scheduler's queue, on the real
+control plane with the real JobSet controller.
+
+Muster's admission webhook (on loopback, installed from manifests/webhook.yaml) gates every
+pod the JobSet controller's Jobs create; Muster plans the gang once all its pods exist and
+removes the gates of all of them together; kube-scheduler then filters and binds them whole.
+A gang that cannot fit stays gated (``kubectl get pods`` shows ``SchedulingGated``), its
+reason on its pods and its JobSet, until capacity is freed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import yaml
+
+from extender.kube.client import Connection
+from extender.kube.ungate import KubeUngater
+from extender.sandbox.sandbox import Sandbox
+from extender.state.ports import PodRef
+from tests.e2e.conftest import (
+    bound,
+    describe,
+    pods_in,
+    scratch_namespace,
+    start_sandbox,
+    wait_until,
+)
+from tests.e2e.test_real_pod_lifecycle import kubectl, muster_gangs
+
+pytestmark = pytest.mark.e2e
+GATE = "muster.dev/gang"
+
+
+@pytest.fixture(scope="module")
+def gated_box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
+    box = start_sandbox(tmp_path_factory.mktemp("gating"), jobset=True, gating=True)
+    try:
+        yield box
+    finally:
+        box.down()
+
+
+@pytest.fixture()
+def ns(gated_box: Sandbox) -> Iterator[str]:
+    with scratch_namespace(gated_box.connection(), "gate") as name:
+        yield name
+
+
+def jobset(name: str, namespace: str, *, pods: int, gpus: int = 8) -> dict[str, Any]:
+    return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"replicatedJobs": [{"name": "workers", "replicas": 1, "template": {
+                "spec": {"parallelism": pods, "completions": pods, "backoffLimit": 0,
+                         "template": {"spec": {
+                             "schedulerName": "muster", "restartPolicy": "Never",
+                             "containers": [{"name": "main", "image": "trainer",
+                                             "resources": {"limits": {
+                                                 "nvidia.com/gpu": gpus}}}]}}}}}]}}
+
+
+def blocker(name: str) -> dict[str, Any]:
+    """A bare pod (no gang, never gated) holding a whole 8-GPU node."""
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"schedulerName": "muster", "containers": [{
+                "name": "main", "image": "hold",
+                "resources": {"limits": {"nvidia.com/gpu": 8}}}]}}
+
+
+def events(conn: Connection, namespace: str, reason: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = conn.request(
+        "GET", f"/api/v1/namespaces/{namespace}/events").get("items", [])
+    return [e for e in items if e.get("reason") == reason]
+
+
+def gates(pod: dict[str, Any]) -> list[str]:
+    return [g["name"] for g in pod["spec"].get("schedulingGates") or []]
+
+
+def statuses(box: Sandbox, namespace: str) -> dict[str, str]:
+    out = kubectl(box, "get", "pods", "-n", namespace, "--no-headers")
+    return {line.split()[0]: line.split()[2] for line in out.splitlines() if line.strip()}
+
+
+def test_a_jobset_applied_with_kubectl_is_gated_then_ungated_together_and_bound_whole(
+        gated_box: Sandbox, ns: str) -> None:
+    conn = gated_box.connection()
+    kubectl(gated_box, "apply", "-f", "-", stdin=yaml.safe_dump(jobset("fits", ns, pods=3)))
+    assert wait_until(lambda: len(bound(pods_in(conn, ns))) == 3, timeout=90), \
+        describe(conn, ns)
+    pods = pods_in(conn, ns)
+    assert all(gates(p) == [] for p in pods)
+    # Each pod was created gated and Muster removed the gate of all three together.
+    [ungated] = [e for e in events(conn, ns, "GangUngated")
+                 if e["involvedObject"]["kind"] == "JobSet"]
+    assert "ungating 3 members together" in ungated["message"], ungated
+    # None was bound before the last of them existed (the gang was planned whole).
+    created = max(p["metadata"]["creationTimestamp"] for p in pods)
+    scheduled = [c["lastTransitionTime"] for p in pods for c in p["status"]["conditions"]
+                 if c["type"] == "PodScheduled" and c["status"] == "True"]
+    assert len(scheduled) == 3 and min(scheduled) >= created
+    assert muster_gangs(gated_box)[f"{ns}/fits"]["bound"] == 3
+
+
+def test_an_unfit_gang_stays_gated_saying_why_until_its_blockers_go(
+        gated_box: Sandbox, ns: str) -> None:
+    conn = gated_box.connection()
+    for i in range(3):
+        conn.request("POST", f"/api/v1/namespaces/{ns}/pods", body=blocker(f"blocker-{i}"))
+    assert wait_until(lambda: len(bound(pods_in(conn, ns))) == 3, timeout=60), \
+        describe(conn, ns)
+    kubectl(gated_box, "apply", "-f", "-", stdin=yaml.safe_dump(jobset("big", ns, pods=2)))
+
+    def members() -> list[dict[str, Any]]:
+        return [p for p in pods_in(conn, ns) if p["metadata"]["name"].startswith("big-")]
+
+    assert wait_until(lambda: len(members()) == 2, timeout=60), describe(conn, ns)
+    assert wait_until(lambda: bool(events(conn, ns, "GangWaiting")), timeout=30), \
+        describe(conn, ns)
+    assert not wait_until(lambda: bool(bound(members())), timeout=6)
+    assert all(gates(p) == [GATE] for p in members())
+    shown = statuses(gated_box, ns)
+    assert {shown[p["metadata"]["name"]] for p in members()} == {"SchedulingGated"}, shown
+    waiting = events(conn, ns, "GangWaiting")
+    kinds = {e["involvedObject"]["kind"] for e in waiting}
+    assert kinds == {"Pod", "JobSet"}, waiting
+    assert all(f"gang {ns}/big" in e["message"] for e in waiting), waiting
+    for i in range(2):
+        conn.request("DELETE", f"/api/v1/namespaces/{ns}/pods/blocker-{i}",
+                     body={"gracePeriodSeconds": 0})
+    assert wait_until(lambda: len(bound(members())) == 2, timeout=90), describe(conn, ns)
+    assert muster_gangs(gated_box)[f"{ns}/big"]["bound"] == 2
+
+
+def gated_bare(name: str, *, scheduler: str) -> dict[str, Any]:
+    pod = blocker(name)
+    pod["spec"]["schedulerName"] = scheduler
+    pod["spec"]["schedulingGates"] = [{"name": "example.com/other"}, {"name": GATE}]
+    return pod
+
+
+def test_ungating_removes_only_musters_gate_and_only_from_the_pod_it_names(
+        gated_box: Sandbox, ns: str) -> None:
+    conn = gated_box.connection()
+    # A pod of Muster's scheduler in no gang, gated by someone: Muster removes its own gate
+    # at once and leaves the other one, so the pod still waits (SchedulingGated).
+    conn.request("POST", f"/api/v1/namespaces/{ns}/pods",
+                 body=gated_bare("lone", scheduler="muster"))
+    path = f"/api/v1/namespaces/{ns}/pods"
+    assert wait_until(lambda: gates(conn.request("GET", f"{path}/lone"))
+                      == ["example.com/other"], timeout=30)
+    assert statuses(gated_box, ns)["lone"] == "SchedulingGated"
+    # The patch carries the pod's UID: one naming another UID (a pod recreated under the same
+    # name) changes nothing. A pod of another scheduler, which Muster leaves alone.
+    made = conn.request("POST", path, body=gated_bare("theirs", scheduler="other-scheduler"))
+    ungater = KubeUngater(conn, gate=GATE)
+    ungater.ungate([PodRef(ns, "theirs", "not-its-uid")], "test")
+    ungater.flush()
+    assert gates(conn.request("GET", f"{path}/theirs")) == ["example.com/other", GATE]
+    ungater.ungate([PodRef(ns, "theirs", made["metadata"]["uid"])], "test")
+    ungater.flush()
+    assert gates(conn.request("GET", f"{path}/theirs")) == ["example.com/other"]

@@ -1,0 +1,253 @@
+"""Ungating: a gated gang leaves its gates together once its whole plan is made, exactly as
+its first member's filter would have made it; a gang that does not fit stays gated, says why,
+and is looked at again only when something could help; ungated pods are decided as strictly."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+
+from extender.core.decide.decisions import FilterOutcome
+from extender.core.decide.effects import BindStep, Effect, Emit, Step, Ungate
+from extender.core.decide.session import GangSession
+from extender.core.decide.settings import CoreSettings
+from extender.core.model.notices import PodEvent, PodRef, WorkloadEvent
+from extender.core.model.snapshot import ClusterSnapshot
+from extender.core.model.values import Gang, Membership, NodeInfo, NodeName, PodInfo
+from tests.unit.core.builders import gang_pods, make_gang, make_node, make_pod, make_shape, tree_of
+
+GATE = "muster.dev/gang"
+SETTINGS = CoreSettings(scheduler_names=("muster",), gate_bound=60.0, gate_retry=10.0)
+NODES = [make_node("n1"), make_node("n2")]
+
+
+def gated(pod: PodInfo, *, gate: bool = True, scheduler: str = "muster") -> PodInfo:
+    return replace(pod, gates=(GATE, "other.io/keep") if gate else ("other.io/keep",),
+                   scheduler_name=scheduler)
+
+
+def world(gangs: Sequence[Gang], *, nodes: Iterable[NodeInfo] = NODES,
+          present: set[str] | None = None, ungated: set[str] = frozenset(),  # type: ignore[assignment]
+          bound: dict[str, str] | None = None, extra: Sequence[PodInfo] = (),
+          revision: int = 1, unresolved: dict[str, str] | None = None) -> ClusterSnapshot:
+    """Each gang's pods (those named in ``present``, or all), gated unless named in
+    ``ungated`` or ``bound``."""
+    pods: list[PodInfo] = list(extra)
+    members: dict[str, Membership] = {}
+    for gang in gangs:
+        gp, gm = gang_pods(gang, bound=bound)
+        for pod in gp:
+            if present is not None and pod.name not in present:
+                continue
+            keep = pod.name in ungated or pod.node_name is not None
+            pods.append(gated(pod, gate=not keep))
+            members[pod.uid] = gm[pod.uid]
+    return ClusterSnapshot.of(nodes, pods, [tree_of(g) for g in gangs], members,
+                              revision=revision, unresolved=unresolved)
+
+
+def ungates(effects: Iterable[Effect]) -> list[Ungate]:
+    return [e for e in effects if isinstance(e, Ungate)]
+
+
+def ungated_names(effects: Iterable[Effect]) -> list[str]:
+    return sorted(p.name for u in ungates(effects) for p in u.pods)
+
+
+def pod_events(effects: Iterable[Effect], reason: str) -> list[PodEvent]:
+    return [e.event for e in effects if isinstance(e, Emit) and isinstance(e.event, PodEvent)
+            and e.event.reason == reason]
+
+
+def workload_events(effects: Iterable[Effect], reason: str) -> list[WorkloadEvent]:
+    return [e.event for e in effects if isinstance(e, Emit)
+            and isinstance(e.event, WorkloadEvent) and e.event.reason == reason]
+
+
+def trio() -> Gang:
+    return make_gang("trio", roles=[("worker", 3, make_shape(gpus=4))])
+
+
+def test_a_gang_of_three_is_ungated_together_only_once_all_exist_and_its_plan_is_made() -> None:
+    gang = trio()
+    session = GangSession(SETTINGS)
+    two = world([gang], present={"trio-worker-0", "trio-worker-1"})
+    effects = session.ungate(two, now=0.0)
+    assert ungates(effects) == []
+    assert session.ledger.plan_for(gang.key) is None  # nothing reserved for a gathering gang
+    assert workload_events(effects, "GangGathering")
+    assert "2 of its minimum 3" in session.last_reason[gang.key]
+
+    effects = session.ungate(world([gang], revision=2), now=1.0)
+    [ungate] = ungates(effects)
+    assert sorted(p.name for p in ungate.pods) == [f"trio-worker-{i}" for i in range(3)]
+    assert ungate.gang == gang.key
+    plan = session.ledger.plan_for(gang.key)
+    assert plan is not None
+    # The same plan and reservation the first member's filter would have made.
+    twin = GangSession(SETTINGS)
+    snap = world([gang], revision=2)
+    first = next(p for p in snap.pods.values() if p.name == "trio-worker-0")
+    step = twin.filter(first, list(snap.nodes), snapshot=snap, now=1.0)
+    assert step.decision.outcome is FilterOutcome.PLANNED
+    twin_plan = twin.ledger.plan_for(gang.key)
+    assert twin_plan is not None and sorted(twin_plan.slots) == sorted(plan.slots)
+    assert session.ledger.reservation(gang.key) == twin.ledger.reservation(gang.key)
+    assert workload_events(effects, "GangUngated")
+
+
+def test_members_ungated_are_pinned_by_filter_to_the_plan_ungating_made() -> None:
+    gang = trio()
+    session = GangSession(SETTINGS)
+    session.ungate(world([gang]), now=0.0)
+    plan = session.ledger.plan_for(gang.key)
+    assert plan is not None
+    after = world([gang], ungated={f"trio-worker-{i}" for i in range(3)}, revision=2)
+    for pod in sorted(after.pods.values(), key=lambda p: p.key):
+        step = session.filter(pod, list(after.nodes), snapshot=after, now=1.0)
+        assert step.decision.outcome is FilterOutcome.PINNED
+        assert set(step.decision.passed) <= set(plan.nodes_for("worker"))
+
+
+def test_a_gang_that_does_not_fit_stays_gated_saying_what_filter_would_say() -> None:
+    gang = make_gang("big", roles=[("worker", 2, make_shape(gpus=8))])
+    blocker = make_pod("blocker", shape=make_shape(gpus=8), node="n2")
+    snap = world([gang], extra=[blocker])
+    session = GangSession(SETTINGS)
+    effects = session.ungate(snap, now=0.0)
+    assert ungates(effects) == []
+    assert session.ledger.plan_for(gang.key) is None
+    twin = GangSession(SETTINGS)
+    first = next(p for p in snap.pods.values() if p.name == "big-worker-0")
+    told = twin.filter(first, list(snap.nodes), snapshot=snap, now=0.0).decision
+    assert told.outcome is FilterOutcome.WAITING
+    waiting = pod_events(effects, "GangWaiting")
+    assert sorted(e.pod.name for e in waiting) == ["big-worker-0", "big-worker-1"]
+    assert all(told.reason in e.message for e in waiting)
+    assert session.last_reason[gang.key] == told.reason
+    assert workload_events(effects, "GangWaiting")
+
+
+def test_an_unfit_gang_is_looked_at_again_only_when_capacity_grew() -> None:
+    gang = make_gang("big", roles=[("worker", 2, make_shape(gpus=8))])
+    blocker = make_pod("blocker", shape=make_shape(gpus=8), node="n2")
+    session = GangSession(SETTINGS)
+    session.ungate(world([gang], extra=[blocker]), now=0.0)
+    looked = session.gates.evaluated
+    assert looked == 1
+    # Nothing changed, time passes: not planned again, nothing said again.
+    for t in (1.0, 2.0, 3.0):
+        assert session.ungate(world([gang], extra=[blocker]), now=t) == ()
+    # The cluster changed, but nothing that frees room: a new pending pod elsewhere.
+    other = replace(make_pod("lone", shape=make_shape(gpus=1)), scheduler_name="muster")
+    effects = session.ungate(world([gang], extra=[blocker, other], revision=2), now=4.0)
+    assert session.gates.evaluated == looked and ungates(effects) == []
+    # A bound pod elsewhere takes more room: still no reason to look.
+    taker = make_pod("taker", shape=make_shape(gpus=1), node="n1")
+    session.ungate(world([gang], extra=[blocker, taker], revision=3), now=5.0)
+    assert session.gates.evaluated == looked
+    # The blocker goes: room grew; the gang is planned and ungated whole.
+    effects = session.ungate(world([gang], revision=4), now=6.0)
+    assert session.gates.evaluated == looked + 1
+    assert ungated_names(effects) == ["big-worker-0", "big-worker-1"]
+
+
+def test_a_staged_gangs_later_stage_is_ungated_as_it_appears() -> None:
+    gang = make_gang("lws", roles=[("leader", 1, make_shape(gpus=8)),
+                                   ("worker", 1, make_shape(gpus=8))],
+                     stages={"worker": 1})
+    session = GangSession(SETTINGS)
+    leader_only = world([gang], present={"lws-leader-0"})
+    effects = session.ungate(leader_only, now=0.0)
+    assert ungated_names(effects) == ["lws-leader-0"]  # stage 0 is all that exists yet
+    plan = session.ledger.plan_for(gang.key)
+    assert plan is not None and plan.nodes_for("worker")  # the whole gang is held
+    leader_node = plan.nodes_for("leader")[0]
+    running = world([gang], present={"lws-leader-0"}, ungated={"lws-leader-0"}, revision=2)
+    leader = next(iter(running.pods.values()))
+    session.filter(leader, list(running.nodes), snapshot=running, now=1.0)
+    step: BindStep = session.bind(PodRef(leader.namespace, leader.name, leader.uid),
+                                  leader_node, snapshot=running, now=1.0)
+    assert step.step is Step.BIND
+    session.bound(leader.uid, leader_node, snapshot=running)
+    later = world([gang], bound={"lws-leader-0": str(leader_node)}, revision=3)
+    effects = session.ungate(later, now=5.0)
+    assert ungated_names(effects) == ["lws-worker-0"]
+
+
+def test_a_pod_in_no_gang_is_ungated_at_once_and_one_never_resolved_after_the_bound() -> None:
+    lone = gated(make_pod("lone", shape=make_shape(gpus=1)))
+    orphan = gated(make_pod("orphan", shape=make_shape(gpus=1)))
+    why = {orphan.uid: "its owner Job ml/x is not observed yet"}
+    session = GangSession(SETTINGS)
+    snap = ClusterSnapshot.of(NODES, [lone, orphan], revision=1, unresolved=why)
+    effects = session.ungate(snap, now=100.0)
+    assert ungated_names(effects) == ["lone"]
+    snap = ClusterSnapshot.of(NODES, [replace(lone, gates=()), orphan], revision=2,
+                              unresolved=why)  # the lone pod's gate is gone
+    assert session.ungate(snap, now=130.0) == ()  # the orphan waits for the bound
+    effects = session.ungate(snap, now=160.0)
+    assert ungated_names(effects) == ["orphan"]
+    [ungate] = ungates(effects)
+    assert "within 60s" in ungate.reason and why[orphan.uid] in ungate.reason
+    # Ungated, it is still held back by filter: it may be a gang member.
+    ungated_orphan = replace(orphan, gates=())
+    after = ClusterSnapshot.of(NODES, [ungated_orphan], revision=3, unresolved=why)
+    step = session.filter(ungated_orphan, list(after.nodes), snapshot=after, now=161.0)
+    assert step.decision.outcome is FilterOutcome.WAITING and not step.decision.passed
+
+
+def test_pods_of_other_schedulers_and_pods_without_musters_gate_are_left_alone() -> None:
+    other = gated(make_pod("theirs"), scheduler="default-scheduler")
+    foreign = replace(make_pod("foreign"), gates=("other.io/keep",), scheduler_name="muster")
+    session = GangSession(SETTINGS)
+    snap = ClusterSnapshot.of(NODES, [other, foreign], revision=1)
+    assert ungates(session.ungate(snap, now=0.0)) == []
+
+
+def test_an_ungating_not_yet_seen_is_asked_again_only_after_the_retry() -> None:
+    gang = trio()
+    session = GangSession(SETTINGS)
+    assert len(ungated_names(session.ungate(world([gang]), now=0.0))) == 3
+    # The gates are still there (the patch failed or the informer lags).
+    assert ungates(session.ungate(world([gang], revision=2), now=5.0)) == []
+    assert len(ungated_names(session.ungate(world([gang], revision=3), now=10.0))) == 3
+
+
+def test_ungated_gang_members_are_still_held_whole_by_filter_and_bind() -> None:
+    """Pods that were never gated (webhook down, created before install): a gang that does
+    not fit is refused by filter on every node, and bind still waits for the whole gang."""
+    gang = make_gang("big", roles=[("worker", 2, make_shape(gpus=8))])
+    blocker = make_pod("blocker", shape=make_shape(gpus=8), node="n2")
+    names = {"big-worker-0", "big-worker-1"}
+    session = GangSession(SETTINGS)
+    snap = world([gang], extra=[blocker], ungated=names)
+    assert ungates(session.ungate(snap, now=0.0)) == []
+    pod = next(p for p in snap.pods.values() if p.name == "big-worker-0")
+    step = session.filter(pod, list(snap.nodes), snapshot=snap, now=0.0)
+    assert step.decision.outcome is FilterOutcome.WAITING and step.decision.passed == ()
+    free = world([gang], ungated=names, revision=2)
+    pod = next(p for p in free.pods.values() if p.name == "big-worker-0")
+    step = session.filter(pod, list(free.nodes), snapshot=free, now=1.0)
+    assert step.decision.outcome is FilterOutcome.PLANNED
+    held = session.bind(PodRef(pod.namespace, pod.name, pod.uid),
+                        NodeName(step.decision.passed[0]), snapshot=free, now=1.0)
+    assert held.step is Step.HOLD  # one member alone never binds
+
+
+def test_a_gang_that_fits_only_by_preempting_is_ungated_for_kube_schedulers_preemption() -> None:
+    """Preemption runs only for queued pods: a gated gang that could evict lower-priority
+    pods to fit whole must reach kube-scheduler; one whose pods may not preempt stays."""
+    low = [make_pod(f"low-{n}", shape=make_shape(gpus=8), node=n) for n in ("n1", "n2")]
+    for preempts, expected in ((True, ["vip-worker-0", "vip-worker-1"]), (False, [])):
+        shape = replace(make_shape(gpus=8, priority=100), preempts=preempts)
+        gang = make_gang("vip", roles=[("worker", 2, shape)], priority=100)
+        session = GangSession(SETTINGS)
+        effects = session.ungate(world([gang], extra=low), now=0.0)
+        assert ungated_names(effects) == expected
+        assert session.ledger.plan_for(gang.key) is None  # nothing reserved: it must preempt
+        if preempts:
+            [ungate] = ungates(effects)
+            assert "kube-scheduler's preemption" in ungate.reason
+        else:
+            assert pod_events(effects, "GangWaiting")
