@@ -192,8 +192,25 @@ class Demo:
                     "--field-selector", f"involvedObject.name={waiting[0]['metadata']['name']}",
                     "-o", "custom-columns=REASON:.reason,FROM:.source.component,"
                     "MESSAGE:.message"])
+        self.step("Every gang Muster serves, as kubectl lists it (one Gang object each):")
+        self.wait_gang_states({"jobset-demo": "Bound", "jobset-too-big": "Waiting"})
+        self.kubectl("get", "gangs", "-n", NAMESPACE, "-o", "wide")
         self.out("\nDemo complete: one gang admitted and bound whole, stage by stage; one gang "
                  "waiting whole.")
+
+    def wait_gang_states(self, want: dict[str, str], timeout: float = 20) -> None:
+        """Until the Gang objects Muster writes say ``want`` (name -> state)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            items = self.conn.request(
+                "GET", f"/apis/muster.dev/v1alpha1/namespaces/{NAMESPACE}/gangs")["items"]
+            seen = {g["metadata"]["name"]: g.get("status", {}).get("state") for g in items}
+            if all(seen.get(name) == state for name, state in want.items()):
+                return
+            if time.monotonic() > deadline:
+                raise CliError(f"Muster's Gang objects say {seen}, not {want}",
+                               exit_code=EXIT_NO)
+            time.sleep(0.5)
 
 
 def register(subparsers: Any) -> None:
