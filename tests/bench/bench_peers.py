@@ -13,7 +13,9 @@ mode (real etcd, kube-apiserver and kube-scheduler v1.37.2, fake GPU nodes; ``ex
   Workload-aware controller would create, and its pods name the PodGroup in
   ``spec.schedulingGroup.podGroupName``;
 * ``muster``: kube-scheduler with Muster as its extender; ``muster:THREADS`` runs Muster with
-  that many server threads (``MUSTER_THREADS``) instead of the default 32.
+  that many server threads (``MUSTER_THREADS``) instead of the default 32;
+* ``muster+gates``: the same, with Muster's admission webhook: each gang pod is created behind
+  a scheduling gate and enters kube-scheduler's queue only once its whole gang is planned.
 
 First every workload and what its operator makes before pods (Jobs, and in gang mode Workload
 and PodGroups) is created; then all pods, as the stand-ins for their controllers would make them
@@ -367,32 +369,37 @@ def create_pods(box: Sandbox, pods: list[dict[str, Any]], *, workers: int) -> No
         t.join()
 
 
-def parse_mode(text: str) -> tuple[SchedulerMode, int | None]:
-    """``default``, ``gang``, ``muster`` or ``muster:THREADS`` (Muster's gunicorn threads)."""
+def parse_mode(text: str) -> tuple[SchedulerMode, int | None, bool]:
+    """``default``, ``gang``, ``muster`` or ``muster:THREADS`` (Muster's gunicorn threads);
+    ``muster+gates`` (or ``muster+gates:THREADS``) also serves Muster's admission webhook,
+    so gang pods wait behind a scheduling gate until their gang is planned."""
     name, _, threads = text.strip().partition(":")
+    name, plus, extra = name.partition("+")
+    if plus and extra != "gates":
+        raise ValueError(f"{text}: the only addition is +gates")
     mode = SchedulerMode(name)
-    if threads and mode is not SchedulerMode.MUSTER:
-        raise ValueError(f"{text}: only muster takes :THREADS")
-    return mode, int(threads) if threads else None
+    if (threads or plus) and mode is not SchedulerMode.MUSTER:
+        raise ValueError(f"{text}: only muster takes :THREADS or +gates")
+    return mode, int(threads) if threads else None, bool(plus)
 
 
 def run_mode(label: str, mix: list[dict[str, Any]], spec: MixSpec, *,
              catalog: Catalog, options: argparse.Namespace,
              say: Callable[[str], None]) -> tuple[ModeResult, list[Sample], list[GangRecord]]:
-    mode, threads = parse_mode(label)
+    mode, threads, gated = parse_mode(label)
     with contextlib.ExitStack() as stack:
         if threads is not None:  # muster serve reads MUSTER_THREADS; the sandbox passes it on
             previous = os.environ.get("MUSTER_THREADS")
             os.environ["MUSTER_THREADS"] = str(threads)
             stack.callback(_restore_env, "MUSTER_THREADS", previous)
         if options.workdir:
-            directory = Path(options.workdir) / label.replace(":", "-")
+            directory = Path(options.workdir) / label.replace(":", "-").replace("+", "-")
         else:
             directory = Path(stack.enter_context(
                 tempfile.TemporaryDirectory(prefix=f"bench-peers-{mode.value}-")))
         box = Sandbox(SandboxSpec(directory=directory, nodes=spec.nodes,
                                   gpus_per_node=spec.gpus_per_node, mode=mode,
-                                  ports=Ports()), say=lambda _m: None)
+                                  ports=Ports(), gating=gated), say=lambda _m: None)
         try:
             return _observe(box, label, mix, spec, catalog=catalog, options=options, say=say)
         finally:
