@@ -52,6 +52,7 @@ from extender.core.gang.ledger import (
     per_node,
     per_role,
     placed_counts,
+    placed_subgroups,
 )
 from extender.core.gang.placement import (
     Infeasible,
@@ -144,12 +145,35 @@ def open_slots(
     planned member's filter can pass, whatever else is offered."""
     placed = ledger.placed(gang.key, snapshot, gpu=settings.gpu_resource)
     own = _where(pod, ledger)
+    domain = _subgroup_domain(pod, gang, plan, snapshot)
     open_nodes = set()
     for n in plan.nodes_for(role):
         have = placed.get((n, role), 0) - (1 if own == n else 0)
-        if plan.count(n, role) > have and n in snapshot.nodes:
+        if plan.count(n, role) > have and n in snapshot.nodes and (
+                domain is None or snapshot.nodes[n].label(domain[0]) == domain[1]):
             open_nodes.add(n)
     return open_nodes
+
+
+def _subgroup_domain(pod: PodInfo, gang: Gang, plan: Plan,
+                     snapshot: ClusterSnapshot) -> tuple[str, str] | None:
+    """``(label key, value)`` of the domain the plan gives the pod's own subgroup, when its
+    pods say which subgroup they are in (a LeaderWorkerSet's): a pod takes only its
+    subgroup's slots, as the pod affinity LeaderWorkerSet writes would have it."""
+    sub = gang.subgroups
+    member = snapshot.memberships.get(pod.uid)
+    if sub is None or sub.label is None or member is None or member.subgroup is None:
+        return None
+    name = sub.unit_name(member.subgroup)
+    domain = dict(plan.subgroup_domains).get(name) if name is not None else None
+    return None if domain is None else (sub.key, domain)
+
+
+def _placed_in(gang: Gang, snapshot: ClusterSnapshot, ledger: Ledger, *, gpu: str,
+               exclude: str) -> dict[tuple[NodeName, str, str], int] | None:
+    if gang.subgroups is None or gang.subgroups.label is None:
+        return None
+    return placed_subgroups(gang.key, snapshot, ledger, gpu=gpu, exclude=exclude)
 
 
 def plan_lost_room(
@@ -262,7 +286,8 @@ def decide_filter(
     result = plan_gang(gang, snapshot=snapshot, capacity=capacity, placed=by_role,
                        policy=settings.policy, gpu=gpu, budget=settings.search_budget,
                        within=domain, occupied=occupants(snapshot, ledger, gpu=gpu),
-                       placed_at=at)
+                       placed_at=at, placed_in=_placed_in(gang, snapshot, ledger, gpu=gpu,
+                                                          exclude=pod.uid))
     if isinstance(result, Infeasible):
         return _infeasible(result, gang, candidates, snapshot=snapshot, ledger=ledger,
                            settings=settings, placed=by_role, within=domain)

@@ -32,7 +32,7 @@ its minimum gets a plan for the rest.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
@@ -422,12 +422,11 @@ class Ledger:
         self.version += 1
 
 
-def placed_counts(
-    gang: GangKey, snapshot: ClusterSnapshot, ledger: Ledger, *, gpu: str = GPU,
-    exclude: str | None = None,
-) -> dict[tuple[NodeName, str], int]:
-    """The gang's pods bound or in flight, per ``(node, role)`` (``exclude`` left out)."""
-    counts: dict[tuple[NodeName, str], int] = {}
+def _placed(
+    gang: GangKey, snapshot: ClusterSnapshot, ledger: Ledger, *, gpu: str,
+    exclude: str | None,
+) -> Iterator[tuple[str, NodeName]]:
+    """``(uid, node)`` of the gang's pods bound or in flight (``exclude`` left out)."""
     inflight = ledger.in_flight()
     for uid in index_of(snapshot, gpu=gpu).gang_pods.get(gang, ()):
         if uid == exclude:
@@ -440,7 +439,32 @@ def placed_counts(
             flight = inflight.get(uid)
             node = None if flight is None else flight.node
         if node is not None:
-            key = (node, snapshot.memberships[uid].role)
+            yield uid, node
+
+
+def placed_counts(
+    gang: GangKey, snapshot: ClusterSnapshot, ledger: Ledger, *, gpu: str = GPU,
+    exclude: str | None = None,
+) -> dict[tuple[NodeName, str], int]:
+    """The gang's pods bound or in flight, per ``(node, role)`` (``exclude`` left out)."""
+    counts: dict[tuple[NodeName, str], int] = {}
+    for uid, node in _placed(gang, snapshot, ledger, gpu=gpu, exclude=exclude):
+        key = (node, snapshot.memberships[uid].role)
+        counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def placed_subgroups(
+    gang: GangKey, snapshot: ClusterSnapshot, ledger: Ledger, *, gpu: str = GPU,
+    exclude: str | None = None,
+) -> dict[tuple[NodeName, str, str], int]:
+    """The gang's pods bound or in flight that say their subgroup, per ``(node, role,
+    subgroup)`` (``exclude`` left out): where each of a LeaderWorkerSet's subgroups runs."""
+    counts: dict[tuple[NodeName, str, str], int] = {}
+    for uid, node in _placed(gang, snapshot, ledger, gpu=gpu, exclude=exclude):
+        member = snapshot.memberships[uid]
+        if member.subgroup is not None:
+            key = (node, member.role, member.subgroup)
             counts[key] = counts.get(key, 0) + 1
     return counts
 

@@ -491,6 +491,7 @@ def plan_gang(
     within: str | None = None,
     occupied: Mapping[NodeName, Collection[Gang]] | None = None,
     placed_at: Mapping[tuple[NodeName, str], int] | None = None,
+    placed_in: Mapping[tuple[NodeName, str, str], int] | None = None,
 ) -> Plan | Infeasible:
     """Plan the rest of ``gang`` on ``snapshot``'s nodes with ``capacity`` free.
 
@@ -501,7 +502,9 @@ def plan_gang(
     gangs' domains be kept to them (:func:`exclusive_fences`); without it none are.
     A gang whose subgroups each keep to a domain of their own is planned by
     :func:`_by_subgroups`; ``placed_at`` (``(node, role)`` -> pods bound or in flight) says
-    where its placed pods run (without it, the bound ones are read off ``snapshot``).
+    where its placed pods run, and ``placed_in`` (``(node, role, subgroup)`` -> pods) which
+    subgroup each is in when the pods say it (without them, the bound ones are read off
+    ``snapshot``).
     """
     demands = gang_demands(gang, placed)
     eligible = {rd.role: eligible_for(rd.shape, snapshot, gpu=gpu) for rd in demands}
@@ -517,9 +520,12 @@ def plan_gang(
                     for role, nodes in eligible.items()}
     if gang.subgroups is not None:
         at = placed_at if placed_at is not None else _bound_at(gang, snapshot, gpu=gpu)
+        inside = (None if gang.subgroups.label is None else
+                  placed_in if placed_in is not None else
+                  _bound_in(gang, snapshot, gpu=gpu))
         return _by_subgroups(gang, gang.subgroups, eligible, snapshot=snapshot,
-                             capacity=capacity, placed_at=at, taken=taken, policy=policy,
-                             gpu=gpu, budget=budget, fenced=len(fenced))
+                             capacity=capacity, placed_at=at, placed_in=inside, taken=taken,
+                             policy=policy, gpu=gpu, budget=budget, fenced=len(fenced))
     domains = None
     if gang.topology is not None:
         union = sorted({n for nodes in eligible.values() for n in nodes})
@@ -545,11 +551,23 @@ def _bound_at(gang: Gang, snapshot: ClusterSnapshot, *, gpu: str,
     return counts
 
 
+def _bound_in(gang: Gang, snapshot: ClusterSnapshot, *, gpu: str,
+              ) -> dict[tuple[NodeName, str, str], int]:
+    counts: dict[tuple[NodeName, str, str], int] = {}
+    for uid in index_of(snapshot, gpu=gpu).gang_pods.get(gang.key, ()):
+        pod, member = snapshot.pods[uid], snapshot.memberships[uid]
+        if pod.node_name is not None and pod.holds_resources and member.subgroup is not None:
+            key = (pod.node_name, member.role, member.subgroup)
+            counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
 def _by_subgroups(
     gang: Gang, sub: SubgroupTopology, eligible: Mapping[str, Sequence[NodeName]], *,
     snapshot: ClusterSnapshot, capacity: Mapping[NodeName, NodeCapacity],
-    placed_at: Mapping[tuple[NodeName, str], int], taken: Mapping[str, str], policy: Policy,
-    gpu: str, budget: int, fenced: int,
+    placed_at: Mapping[tuple[NodeName, str], int],
+    placed_in: Mapping[tuple[NodeName, str, str], int] | None, taken: Mapping[str, str],
+    policy: Policy, gpu: str, budget: int, fenced: int,
 ) -> Plan | Infeasible:
     """Each subgroup in a domain of its own (:func:`~extender.core.gang.subgroups.
     assign_domains`); the plan is their slots together. Nodes without the label take none."""
@@ -561,8 +579,17 @@ def _by_subgroups(
         if value is not None and n > 0:
             by_role = placed.setdefault(value, {})
             by_role[role] = by_role.get(role, 0) + n
+    by_value: dict[str, dict[str, dict[str, int]]] | None = None
+    if placed_in is not None:
+        by_value = {}
+        for (node, role, value), n in sorted(placed_in.items()):
+            info = nodes.get(node)
+            domain = None if info is None else info.label(sub.key)
+            if domain is not None and n > 0:
+                by_role = by_value.setdefault(value, {}).setdefault(domain, {})
+                by_role[role] = by_role.get(role, 0) + n
     needed = gang.min_member - sum(placed_at.values())
-    units, broken = units_of(sub, placed)
+    units, broken = units_of(sub, placed, by_value=by_value)
     if broken is not None:
         return Infeasible(gang.key, f"gang {gang.key}: {broken}", 0, needed)
     union = sorted({n for names in eligible.values() for n in names})

@@ -8,9 +8,12 @@ the choice is a bipartite matching of subgroups to the domains each fits
 (:func:`assign_domains`, augmenting paths): if any assignment exists it is found.
 
 A subgroup whose pods are already placed keeps the domain they run in (JobSet pins a Job's
-followers to its leader's domain). Whether a subgroup fits a domain is asked of a callable the
-planner passes in (:data:`TryIn`), once per kind of subgroup and domain, so the work is bounded
-by kinds x domains planning attempts, each within its share of the search budget.
+followers to its leader's domain). A LeaderWorkerSet's subgroups share its roles, so its pods
+say which subgroup they are in (``subgroup-index``) and each placed pod is tied to its own
+subgroup (:attr:`~extender.core.model.values.SubgroupTopology.label`). Whether a subgroup
+fits a domain is asked of a callable the planner passes in (:data:`TryIn`), once per kind of
+subgroup and domain, so the work is bounded by kinds x domains planning attempts, each within
+its share of the search budget.
 
 Nothing here reads a clock or does I/O.
 """
@@ -66,11 +69,16 @@ class Assignment:
         return not self.reason
 
 
-def units_of(sub: SubgroupTopology, placed: Mapping[str, Mapping[str, int]],
+def units_of(sub: SubgroupTopology, placed: Mapping[str, Mapping[str, int]], *,
+             by_value: Mapping[str, Mapping[str, Mapping[str, int]]] | None = None,
              ) -> tuple[list[Unit], str | None]:
     """The subgroups to plan, given the gang's pods placed per domain (domain -> role ->
-    pods): a domain holding a kind's pods is that subgroup's. ``None`` or why the placed pods
-    break the rule (one subgroup's pods in two domains, two subgroups in one)."""
+    pods): a domain holding a kind's pods is that subgroup's. Under ``sub.label`` the pods say
+    which subgroup they are in instead: ``by_value`` (subgroup value -> domain -> role ->
+    pods) ties each placed pod to its own subgroup. ``None`` or why the placed pods break the
+    rule (one subgroup's pods in two domains, two subgroups in one)."""
+    if sub.label is not None and by_value is not None:
+        return _owned(sub, _labelled(sub, by_value))
     units: list[Unit] = []
     for kind in sub.kinds:
         roles = {r for r, _ in kind.pods}
@@ -85,6 +93,36 @@ def units_of(sub: SubgroupTopology, placed: Mapping[str, Mapping[str, int]],
             units.append(Unit(f"{kind.name}-{i}", kind, need, domain))
         units += [Unit(f"{kind.name}-{i}", kind, kind.pods)
                   for i in range(len(held), kind.copies)]
+    return _owned(sub, (units, None))
+
+
+def _labelled(sub: SubgroupTopology, by_value: Mapping[str, Mapping[str, Mapping[str, int]]],
+              ) -> tuple[list[Unit], str | None]:
+    """One unit per subgroup value, in the domain its placed pods run in, if any."""
+    units: list[Unit] = []
+    for kind in sub.kinds:
+        for value in kind.values:
+            name = f"subgroup-{value}"
+            held = by_value.get(value, {})
+            domains = sorted(d for d, by_role in held.items() if any(by_role.values()))
+            if len(domains) > 1:
+                return [], (f"pods of {name} run in {len(domains)} {sub.key} domains "
+                            f"({', '.join(domains)})")
+            if not domains:
+                units.append(Unit(name, kind, kind.pods))
+                continue
+            here = held[domains[0]]
+            need = tuple((r, max(0, n - here.get(r, 0))) for r, n in kind.pods)
+            units.append(Unit(name, kind, need, domains[0]))
+    return units, None
+
+
+def _owned(sub: SubgroupTopology, found: tuple[list[Unit], str | None],
+           ) -> tuple[list[Unit], str | None]:
+    """``found``, or why two of its subgroups run in one domain."""
+    units, broken = found
+    if broken is not None:
+        return [], broken
     owners: dict[str, str] = {}
     for unit in units:
         if unit.domain is not None:

@@ -113,6 +113,15 @@ class SubgroupKind:
     """Names the copies in reasons: copy ``j`` is ``<name>-<j>`` (a JobSet Job's index)."""
     pods: tuple[tuple[str, int], ...]
     copies: int
+    values: tuple[str, ...] = ()
+    """Under a :attr:`SubgroupTopology.label`, the label value of each copy (the subgroup
+    indexes LeaderWorkerSet writes on its pods); ``copies`` of them. Copy ``v`` is then named
+    ``subgroup-<v>``."""
+
+    def __post_init__(self) -> None:
+        if self.values and len(self.values) != self.copies:
+            raise ValueError(f"subgroup kind {self.name}: {len(self.values)} values for "
+                             f"{self.copies} copies")
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +131,10 @@ class SubgroupTopology:
 
     key: str
     kinds: tuple[SubgroupKind, ...]
+    label: str | None = None
+    """A pod label naming each pod's subgroup (LeaderWorkerSet's ``subgroup-index``), when
+    subgroups share roles and only the pods can say which one they are in; ``None`` when a
+    subgroup is told by its roles and domain alone (JobSet's Jobs)."""
 
     @property
     def count(self) -> int:
@@ -133,6 +146,12 @@ class SubgroupTopology:
             if any(r == role for r, _ in kind.pods):
                 return kind
         return None
+
+    def unit_name(self, value: str) -> str | None:
+        """The name of the subgroup whose pods carry ``value`` in :attr:`label`, or ``None``
+        when no copy has that value."""
+        return (f"subgroup-{value}"
+                if any(value in kind.values for kind in self.kinds) else None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -413,3 +432,6 @@ class Membership:
     role: str
     replica: int | None = None
     gang: GangKey | None = None
+    subgroup: str | None = None
+    """The pod's subgroup, read from the descriptor's ``pods.subgroup.label`` (the value of
+    LeaderWorkerSet's ``subgroup-index``); ``None`` when the pod has none."""

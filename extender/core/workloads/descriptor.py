@@ -34,7 +34,7 @@ from extender.core.workloads.expressions import (
     expect_str,
 )
 from extender.core.workloads.named import expand_named_conditions
-from extender.core.workloads.topology import TopologyRule, bad_label_key
+from extender.core.workloads.topology import Slices, TopologyRule, bad_label_key
 
 __all__ = [
     "API_VERSION",
@@ -236,6 +236,9 @@ class PodMatch:
     replica_label: str | None = None
     sub_replica_label: str | None = None
     """A label holding a pod's sub-replica index (Grove's PodCliqueScalingGroup replica)."""
+    subgroup_label: str | None = None
+    """A label naming the subgroup a pod is in, for ``per: subgroup`` topology
+    (LeaderWorkerSet's ``subgroup-index``)."""
     leader_key: str | None = None
     """A label (or else annotation) whose value ``leader_value`` marks a replica's leader
     pod; the others are its followers when a ``createdAfter`` rule splits the role."""
@@ -472,9 +475,11 @@ def _role(raw: object, at: str) -> RoleSpec:
 
 def _topology_rule(raw: object, at: str) -> TopologyRule:
     """``{required: <key>}`` or ``{preferred: <key>}`` (a label key, or ``{path: ...}`` read
-    on the object), with ``exclusive: true`` for a required domain no other gang may share."""
+    on the object), with ``exclusive: true`` for a required domain no other gang may share;
+    ``per: replica`` or ``per: subgroup`` (with ``subgroups``) for a domain per replica or
+    per subgroup instead of one for the whole gang."""
     spec = expect_mapping(raw, at)
-    check_fields(spec, at, ("required", "preferred", "exclusive", "per", "when"))
+    check_fields(spec, at, ("required", "preferred", "exclusive", "per", "subgroups", "when"))
     chosen = [k for k in ("required", "preferred") if k in spec]
     if len(chosen) != 1:
         raise DescriptorError(at, "needs exactly one of required or preferred (a node label "
@@ -486,11 +491,15 @@ def _topology_rule(raw: object, at: str) -> TopologyRule:
     if exclusive and kind != "required":
         raise DescriptorError(f"{at}.exclusive", "only a required domain can be exclusive")
     per = spec.get("per", "gang")
-    if per not in ("gang", "replica"):
-        raise DescriptorError(f"{at}.per", f"expected gang or replica, got {per!r}")
-    if per == "replica" and not (exclusive and kind == "required"):
-        raise DescriptorError(f"{at}.per", "per: replica keeps each replica alone in its own "
+    if per not in ("gang", "replica", "subgroup"):
+        raise DescriptorError(f"{at}.per", f"expected gang, replica or subgroup, got {per!r}")
+    if per != "gang" and not (exclusive and kind == "required"):
+        raise DescriptorError(f"{at}.per", f"per: {per} keeps each {per} alone in its own "
                               "domain: it needs required and exclusive: true")
+    if (per == "subgroup") != ("subgroups" in spec):
+        raise DescriptorError(f"{at}.subgroups", "required with per: subgroup, and read only "
+                              "with it: how the gang is cut into subgroups")
+    slices = _slices(spec["subgroups"], f"{at}.subgroups") if per == "subgroup" else None
     when = (compile_condition(spec["when"], f"{at}.when", _OBJECT_ONLY)
             if "when" in spec else None)
     value = spec[kind]
@@ -499,10 +508,24 @@ def _topology_rule(raw: object, at: str) -> TopologyRule:
         if why is not None:
             raise DescriptorError(f"{at}.{kind}", why)
         return TopologyRule(required=kind == "required", exclusive=exclusive, literal=value,
-                            per_replica=per == "replica", when=when)
+                            per_replica=per == "replica", when=when, slices=slices)
     ref = _path_ref(value, f"{at}.{kind}", _OBJECT_ONLY, OBJECT)
     return TopologyRule(required=kind == "required", exclusive=exclusive, ref=ref,
-                        per_replica=per == "replica", when=when)
+                        per_replica=per == "replica", when=when, slices=slices)
+
+
+def _slices(raw: object, at: str) -> Slices:
+    """``{size: <count>, leader: <role>, leaderExcluded: <condition>}``."""
+    spec = expect_mapping(raw, at)
+    check_fields(spec, at, ("size", "leader", "leaderExcluded"))
+    for name in ("size", "leader"):
+        if name not in spec:
+            raise DescriptorError(f"{at}.{name}", "required")
+    return Slices(size=compile_count(spec["size"], f"{at}.size", _OBJECT_ONLY),
+                  leader=expect_str(spec["leader"], f"{at}.leader"),
+                  leader_excluded=(compile_condition(spec["leaderExcluded"],
+                                                     f"{at}.leaderExcluded", _OBJECT_ONLY)
+                                   if "leaderExcluded" in spec else None))
 
 
 def _gangs(raw: object, at: str) -> GangSpec:
@@ -523,7 +546,7 @@ def _gangs(raw: object, at: str) -> GangSpec:
 def _pods(raw: object, at: str) -> PodMatch:
     spec = expect_mapping(raw, at)
     check_fields(spec, at, ("owners", "workloadLabel", "role", "replica", "subReplica",
-                            "leader"))
+                            "subgroup", "leader"))
     owners = expect_list(spec.get("owners", []), f"{at}.owners")
     role = expect_mapping(spec.get("role", {}), f"{at}.role")
     check_fields(role, f"{at}.role", ("labels", "map", "default", "match"))
@@ -537,6 +560,8 @@ def _pods(raw: object, at: str) -> PodMatch:
     check_fields(replica, f"{at}.replica", ("label",))
     sub = expect_mapping(spec.get("subReplica", {}), f"{at}.subReplica")
     check_fields(sub, f"{at}.subReplica", ("label",))
+    subgroup = expect_mapping(spec.get("subgroup", {}), f"{at}.subgroup")
+    check_fields(subgroup, f"{at}.subgroup", ("label",))
     leader = expect_mapping(spec.get("leader", {}), f"{at}.leader")
     check_fields(leader, f"{at}.leader", ("key", "value"))
     if leader and "key" not in leader:
@@ -556,6 +581,8 @@ def _pods(raw: object, at: str) -> PodMatch:
                        if "label" in replica else None),
         sub_replica_label=(expect_str(sub["label"], f"{at}.subReplica.label")
                            if "label" in sub else None),
+        subgroup_label=(expect_str(subgroup["label"], f"{at}.subgroup.label")
+                        if "label" in subgroup else None),
         leader_key=expect_str(leader["key"], f"{at}.leader.key") if leader else None,
         leader_value=expect_str(leader.get("value", "0"), f"{at}.leader.value"),
     )
@@ -580,6 +607,22 @@ def _check_sub_replicas(roles: tuple[RoleSpec, ...], gangs: GangSpec, pods: PodM
     elif pods.sub_replica_label is not None:
         raise DescriptorError("spec.pods.subReplica", "is read only with spec.gangs.policy "
                               "baseAndScaled")
+
+
+def _check_subgroups(roles: tuple[RoleSpec, ...], gangs: GangSpec, pods: PodMatch) -> None:
+    """A ``per: subgroup`` rule needs the pod label saying each pod's subgroup, and its
+    leader must be a role."""
+    names = {r.name.literal for r in roles}
+    for i, rule in enumerate(gangs.topology):
+        if rule.slices is None:
+            continue
+        if pods.subgroup_label is None:
+            raise DescriptorError("spec.pods.subgroup.label", f"required: spec.gangs.topology"
+                                  f"[{i}] keeps each subgroup to its own domain, so a pod must "
+                                  "say which subgroup it is in")
+        if None not in names and rule.slices.leader not in names:
+            raise DescriptorError(f"spec.gangs.topology[{i}].subgroups.leader",
+                                  f"no role named {rule.slices.leader!r}")
 
 
 def _phase(raw: object, at: str) -> Phase:
@@ -647,6 +690,7 @@ def compile_descriptor(raw: object) -> Descriptor:
     target = _target(spec.get("target"), "spec.target")
     pods = _pods(spec.get("pods", {}), "spec.pods")
     _check_sub_replicas(roles, gangs, pods)
+    _check_subgroups(roles, gangs, pods)
     return Descriptor(
         name=name,
         target=target,

@@ -164,7 +164,10 @@ def find_membership(pod: PodInfo, *, objects: ObjectIndex, catalog: Catalog,
             if candidate.key == key and (candidate.member(role) is not None or not role):
                 gang = candidate.key
                 break
-    return Membership(workload=tree.ref, role=role, replica=replica, gang=gang)
+    label = descriptor.pods.subgroup_label
+    subgroup = pod.label(label) if label is not None else None
+    return Membership(workload=tree.ref, role=role, replica=replica, gang=gang,
+                      subgroup=subgroup)
 
 
 def refused_owner(pod: PodInfo, *, objects: ObjectIndex,

@@ -14,9 +14,14 @@ In order, the first that names a label key wins for the whole workload:
    pod templates, when every role of the gang asks for the same key: Kueue keeps each pod set
    in one domain, and Muster can keep only a whole gang to one.
 
-Annotations Muster reads but cannot honour (LWS subgroups, a JobSet's exclusive placement
-where no ``per: replica`` rule applies) become warnings on the workload, never a stricter
-constraint that would leave a gang waiting forever.
+   a ``per: subgroup`` rule keeps each *subgroup* alone in its own domain: a group's pods
+   cut in slices as LeaderWorkerSet cuts them (``subGroupSize``; the leader in the first,
+   unless ``leaderExcluded``), each pod saying its slice in ``spec.pods.subgroup.label``
+   (LeaderWorkerSet's ``subgroup-exclusive-topology``);
+
+Annotations Muster reads but cannot honour (LWS subgroups without a ``per: subgroup`` rule,
+a JobSet's exclusive placement where no ``per: replica`` rule applies) become warnings on
+the workload, never a stricter constraint that would leave a gang waiting forever.
 """
 
 from __future__ import annotations
@@ -33,7 +38,14 @@ from extender.core.model.values import (
     SubgroupTopology,
     TopologyConstraint,
 )
-from extender.core.workloads.expressions import OBJECT, Condition, PathRef, Scope, WorkloadError
+from extender.core.workloads.expressions import (
+    OBJECT,
+    Condition,
+    Count,
+    PathRef,
+    Scope,
+    WorkloadError,
+)
 
 __all__ = [
     "KUEUE_PREFERRED",
@@ -41,6 +53,7 @@ __all__ = [
     "MUSTER_EXCLUSIVE",
     "MUSTER_PREFERRED",
     "MUSTER_REQUIRED",
+    "Slices",
     "TopologyRule",
     "bad_label_key",
     "with_topology",
@@ -79,6 +92,19 @@ def bad_label_key(key: str) -> str | None:
 
 
 @dataclass(frozen=True, slots=True)
+class Slices:
+    """How a ``per: subgroup`` rule cuts a gang into subgroups, as LeaderWorkerSet cuts a
+    group (``SubGroupPolicy``): the pods, leader first, in slices of ``size``; when the
+    workers alone divide by ``size`` the leader is an extra pod in the first slice."""
+
+    size: Count
+    leader: str
+    """The role whose one pod is the group's first (index 0)."""
+    leader_excluded: Condition | None = None
+    """Where this holds, the leader is in no subgroup (``LeaderExcluded``)."""
+
+
+@dataclass(frozen=True, slots=True)
 class TopologyRule:
     """One ``spec.gangs.topology`` entry: the label key is a literal or read at a path."""
 
@@ -91,6 +117,13 @@ class TopologyRule:
     own domain, rather than the whole gang in one."""
     when: Condition | None = None
     """The rule applies only where this holds on the object."""
+    slices: Slices | None = None
+    """Each subgroup so cut alone in its own domain (``per: subgroup``)."""
+
+    @property
+    def whole(self) -> bool:
+        """Whether the rule keeps the whole gang to one domain (not per replica or subgroup)."""
+        return not self.per_replica and self.slices is None
 
     def key(self, obj: Mapping[str, Any]) -> str | None:
         if self.when is not None and not self.when.holds(Scope({OBJECT: obj})):
@@ -137,7 +170,7 @@ def _from_muster(notes: Mapping[str, Any]) -> TopologyConstraint | None:
 def _from_rules(obj: Mapping[str, Any], rules: Sequence[TopologyRule],
                 ) -> TopologyConstraint | None:
     for i, rule in enumerate(rules):
-        key = None if rule.per_replica else rule.key(obj)
+        key = rule.key(obj) if rule.whole else None
         if key is not None:
             where = f"spec.gangs.topology[{i}] of the descriptor"
             return TopologyConstraint(_checked(key, where), required=rule.required,
@@ -175,6 +208,48 @@ def _per_replica_key(obj: Mapping[str, Any], rules: Sequence[TopologyRule]) -> s
     return None
 
 
+def _per_subgroup(obj: Mapping[str, Any], rules: Sequence[TopologyRule],
+                  ) -> tuple[str, Slices] | None:
+    for i, rule in enumerate(rules):
+        key = rule.key(obj) if rule.slices is not None else None
+        if key is not None and rule.slices is not None:
+            return _checked(key, f"spec.gangs.topology[{i}] of the descriptor"), rule.slices
+    return None
+
+
+def _sliced(key: str, gang: Gang, *, size: int, leader: str, excluded: bool, label: str,
+            ) -> tuple[SubgroupTopology | None, str | None]:
+    """The gang cut into subgroups as LeaderWorkerSet's pod webhook numbers them
+    (``getSubGroupIndex``), or why it cannot be."""
+    lead = gang.member(leader)
+    workers = [m for m in gang.members if m.role != leader]
+    if len(workers) != 1 or lead is None or lead.count != 1:
+        return None, (f"gang {gang.key}: subgroups are cut from one leader and one role of "
+                      f"workers; its roles are {', '.join(m.role for m in gang.members)}")
+    if any(m.min_count != m.count for m in gang.members):
+        return None, (f"gang {gang.key} is elastic; Muster keeps each subgroup to its own "
+                      f"{key} domain only when every pod must start")
+    worker, n = workers[0].role, workers[0].count
+    if size < 1 or size > n + 1:
+        return None, f"gang {gang.key}: subgroup size {size} is not between 1 and {n + 1}"
+    if excluded:
+        return None, (f"gang {gang.key}: with LeaderExcluded its leader is in no subgroup, "
+                      f"and Muster keeps every pod of a gang with subgroups to one; it keeps "
+                      f"the subgroups to no {key} domain of their own")
+    if n % size == 0:  # the leader is an extra pod in the first slice
+        first, rest = ((leader, 1), (worker, size)), n // size - 1
+    elif (n + 1) % size == 0:
+        first, rest = ((leader, 1), (worker, size - 1)), (n + 1) // size - 1
+    else:
+        return None, (f"gang {gang.key}: neither its {n + 1} pods nor its {n} workers divide "
+                      f"into subgroups of {size}")
+    kinds = [SubgroupKind(leader, tuple(sorted(p for p in first if p[1] > 0)), 1, ("0",))]
+    if rest:
+        kinds.append(SubgroupKind(worker, ((worker, size),), rest,
+                                  tuple(str(i) for i in range(1, rest + 1))))
+    return SubgroupTopology(key, tuple(kinds), label=label), None
+
+
 def _subgroups(key: str, gang: Gang, roles: Mapping[str, Role],
                ) -> tuple[SubgroupTopology | None, str | None]:
     """Each replica of the gang's roles (with its followers' role) as one subgroup, or why
@@ -196,15 +271,18 @@ def _subgroups(key: str, gang: Gang, roles: Mapping[str, Role],
 
 
 def with_topology(obj: Mapping[str, Any], rules: Sequence[TopologyRule],
-                  roles: Sequence[Role], gangs: Sequence[Gang],
+                  roles: Sequence[Role], gangs: Sequence[Gang], *,
+                  subgroup_label: str | None = None,
                   ) -> tuple[tuple[Gang, ...], tuple[str, ...]]:
     """``gangs`` with the domain each keeps to, and warnings for what is not honoured.
+    ``subgroup_label`` is the pod label saying a pod's subgroup (``per: subgroup`` rules).
 
     Raises :class:`WorkloadError` for a malformed key, naming the annotation or rule."""
     notes = _annotations(obj.get("metadata"))
     per_replica = _per_replica_key(obj, rules)
+    per_subgroup = _per_subgroup(obj, rules) if subgroup_label is not None else None
     warnings = [f"annotation {name} {why}" for name, why in _UNHONOURED.items()
-                if notes.get(name) and per_replica is None]
+                if notes.get(name) and per_replica is None and per_subgroup is None]
     if not gangs:
         return tuple(gangs), tuple(warnings)
     whole = _from_muster(notes) or _from_rules(obj, rules)
@@ -220,6 +298,27 @@ def with_topology(obj: Mapping[str, Any], rules: Sequence[TopologyRule],
                 warnings.append(why)
             cut.append(gang if sub is None else replace(gang, subgroups=sub))
         return tuple(cut), tuple(warnings)
+    if per_subgroup is not None and subgroup_label is not None:
+        key, slices = per_subgroup
+        if whole is not None:
+            # LeaderWorkerSet's exclusive-topology and subgroup-exclusive-topology together:
+            # the group keeps to one domain of its own; the subgroups' affinities, which LWS
+            # writes on the pods, still apply within it.
+            warnings.append(f"the whole gang keeps to its own {whole.key} domain, so each "
+                            f"subgroup's own {key} domain is not planned by Muster")
+        else:
+            scope = Scope({OBJECT: obj})
+            size = slices.size.evaluate(scope)
+            excluded = (slices.leader_excluded is not None
+                        and slices.leader_excluded.holds(scope))
+            cut = []
+            for gang in gangs:
+                sub, why = _sliced(key, gang, size=size, leader=slices.leader,
+                                   excluded=excluded, label=subgroup_label)
+                if why is not None:
+                    warnings.append(why)
+                cut.append(gang if sub is None else replace(gang, subgroups=sub))
+            return tuple(cut), tuple(warnings)
     if whole is not None:
         return tuple(replace(g, topology=whole) for g in gangs), tuple(warnings)
     by_name = {r.name: r for r in roles}

@@ -454,7 +454,8 @@ def resolve_workload(obj: Mapping[str, Any], descriptor: Descriptor,
                                 "pods per workload")
         gangs = cut_gangs(descriptor, ref, roles, _created(obj), outside=outside,
                           limit=limits.gangs)
-        gangs, notes = with_topology(obj, descriptor.gangs.topology, roles, gangs)
+        gangs, notes = with_topology(obj, descriptor.gangs.topology, roles, gangs,
+                                     subgroup_label=descriptor.pods.subgroup_label)
     except WorkloadError as err:
         raise WorkloadError(f"{ref.kind}/{ref.name}: {err}") from err
     return WorkloadTree(
