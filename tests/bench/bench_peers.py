@@ -2,6 +2,21 @@
 
     .venv/bin/python tests/bench/bench_peers.py [--nodes 200] [--gangs 100] [--singles 150]
         [--seed 7] [--modes default,gang,muster] [--json FILE]
+    .venv/bin/python tests/bench/bench_peers.py --streamed [--nodes 48] [--arrival-rate 40]
+        [--duration 150] [--drain 60] [--runtime-min 20 --runtime-max 60] [--max-gang 8]
+        [--seed 7] [--modes default,gang,muster,muster+gates] [--json FILE]
+
+Two ways to run. The burst (the default, described below) creates every pod at once and
+nothing finishes: it measures the first admission. ``--streamed`` (``peer_stream.py``, driven
+by ``peer_stream_run.py``) makes JobSets and bare batch pods arrive over time (a seeded
+Poisson process), each running a seeded number of seconds once Ready and then Succeeding
+(KWOK, ``muster.dev/sandbox-runtime``), so later gangs start in the GPUs earlier ones free;
+per mode it reports time-to-start per gang (first pod created to the poll that sees its
+minimum bound and running at once; p50/p95/max, a gang never started counting as infinite),
+GPU utilisation over the arrival window, gangs started whole, partial gangs seen, and Muster's
+figures over the upstream plugin's from the same run. In both, every mode's pods are made by
+the bench's stand-ins, never by the sandbox's real operators, so that the upstream plugin's
+pods can name their PodGroup; ``peer_stream_run.py`` says why.
 
 The same seeded mix of JobSets and LeaderWorkerSets (each gang 2..16 pods of 1, 2, 4 or 8
 GPUs) and bare non-gang pods of 1-2 GPUs goes, in the same order, to one fresh sandbox per
@@ -55,7 +70,7 @@ import tempfile
 import threading
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -95,7 +110,7 @@ def _container(gpus: int) -> dict[str, Any]:
                           "limits": {GPU: str(gpus)}}}
 
 
-def _jobset(name: str, rng: random.Random, pods: int) -> dict[str, Any]:
+def make_jobset(name: str, rng: random.Random, pods: int) -> dict[str, Any]:
     """One gang of ``pods``: one replicatedJob, a leader plus workers, or two workers Jobs."""
     gpus = rng.choices(GPUS_PER_POD, GPU_WEIGHTS)[0]
     shape = rng.choice(("workers", "leader", "replicas") if pods % 2 == 0 and pods >= 4
@@ -130,7 +145,7 @@ def _lws(name: str, rng: random.Random, groups: int) -> dict[str, Any]:
     }
 
 
-def _single(name: str, rng: random.Random) -> dict[str, Any]:
+def make_single(name: str, rng: random.Random) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "namespace": NAMESPACE},
             "spec": {"containers": [_container(rng.choice((1, 1, 2)))]}}
@@ -145,13 +160,13 @@ def generate(spec: MixSpec) -> list[dict[str, Any]]:
         index = len(gang_objects)
         if rng.random() < 0.6:
             pods = rng.randint(spec.min_gang, spec.max_gang)
-            gang_objects.append(_jobset(f"train-{index}", rng, pods))
+            gang_objects.append(make_jobset(f"train-{index}", rng, pods))
             left -= 1
         else:
             groups = min(left, rng.randint(1, 3))
             gang_objects.append(_lws(f"serve-{index}", rng, groups))
             left -= groups
-    singles = [_single(f"single-{i}", rng) for i in range(spec.singles)]
+    singles = [make_single(f"single-{i}", rng) for i in range(spec.singles)]
     order = gang_objects + singles
     rng.shuffle(order)
     return order
@@ -211,13 +226,13 @@ def gang_records(sub: Submitted, catalog: Catalog) -> list[GangRecord]:
         members = [p for p in pods
                    if p["spec"].get("schedulingGroup", {}).get("podGroupName")
                    == group["metadata"]["name"]]
-        gpus = {p["metadata"]["name"]: _pod_gpus(p) for p in members}
+        gpus = {p["metadata"]["name"]: pod_gpus(p) for p in members}
         records.append(GangRecord(gang.key, gang.min_member,
                                   tuple(p["metadata"]["name"] for p in members), gpus))
     return records
 
 
-def _pod_gpus(pod: dict[str, Any]) -> int:
+def pod_gpus(pod: dict[str, Any]) -> int:
     total = 0
     for c in pod["spec"].get("containers", []):
         res = c.get("resources", {})
@@ -386,25 +401,33 @@ def parse_mode(text: str) -> tuple[SchedulerMode, int | None, bool]:
 def run_mode(label: str, mix: list[dict[str, Any]], spec: MixSpec, *,
              catalog: Catalog, options: argparse.Namespace,
              say: Callable[[str], None]) -> tuple[ModeResult, list[Sample], list[GangRecord]]:
+    with mode_sandbox(label, nodes=spec.nodes, gpus_per_node=spec.gpus_per_node,
+                      workdir=options.workdir) as box:
+        return _observe(box, label, mix, spec, catalog=catalog, options=options, say=say)
+
+
+@contextlib.contextmanager
+def mode_sandbox(label: str, *, nodes: int, gpus_per_node: int,
+                 workdir: str | None) -> Iterator[Sandbox]:
+    """A sandbox (not yet up) for one mode label; down, and its temp dir gone, on exit."""
     mode, threads, gated = parse_mode(label)
     with contextlib.ExitStack() as stack:
         if threads is not None:  # muster serve reads MUSTER_THREADS; the sandbox passes it on
             previous = os.environ.get("MUSTER_THREADS")
             os.environ["MUSTER_THREADS"] = str(threads)
             stack.callback(_restore_env, "MUSTER_THREADS", previous)
-        if options.workdir:
-            directory = Path(options.workdir) / label.replace(":", "-").replace("+", "-")
+        if workdir:
+            directory = Path(workdir) / label.replace(":", "-").replace("+", "-")
         else:
             directory = Path(stack.enter_context(
                 tempfile.TemporaryDirectory(prefix=f"bench-peers-{mode.value}-")))
-        box = Sandbox(SandboxSpec(directory=directory, nodes=spec.nodes,
-                                  gpus_per_node=spec.gpus_per_node, mode=mode,
+        box = Sandbox(SandboxSpec(directory=directory, nodes=nodes,
+                                  gpus_per_node=gpus_per_node, mode=mode,
                                   ports=Ports(), gating=gated), say=lambda _m: None)
         try:
-            return _observe(box, label, mix, spec, catalog=catalog, options=options, say=say)
+            yield box
         finally:
             box.down()
-    raise AssertionError("unreachable")
 
 
 def _restore_env(name: str, value: str | None) -> None:
@@ -454,7 +477,7 @@ def _observe(box: Sandbox, label: str, mix: list[dict[str, Any]], spec: MixSpec,
     notes = [f"{poller.errors} polls failed"] if poller.errors else []
     notes.append(f"poll took {poller.mean_poll_ms():.0f} ms on average")
     left = fit_left(conn, submitted, gangs, samples[-1].bound, catalog)
-    gpus_of = {p["metadata"]["name"]: _pod_gpus(p) for p in order}
+    gpus_of = {p["metadata"]["name"]: pod_gpus(p) for p in order}
     result = summarize(label, samples, gangs, gpus_of=gpus_of, up_s=up_s,
                        submit_s=submit_s, timed_out=timed_out, fit_left_count=left,
                        notes=notes)
@@ -471,7 +494,7 @@ def free_gpus(conn: Connection) -> int:
     nodes = conn.request("GET", "/api/v1/nodes").get("items", [])
     pods = conn.request("GET", "/api/v1/pods", query={"fieldSelector": "spec.nodeName!="})
     total = sum(int(n["status"].get("allocatable", {}).get(GPU, 0)) for n in nodes)
-    return total - sum(_pod_gpus(p) for p in pods.get("items", []))
+    return total - sum(pod_gpus(p) for p in pods.get("items", []))
 
 
 def probe(box: Sandbox, catalog: Catalog, *, workload_api: bool, label: str,
@@ -653,18 +676,44 @@ def main(argv: list[str] | None = None) -> int:
                         help="after each mode, submit a gang one GPU larger than the free "
                              "GPUs and count its bound members (n/a on a full cluster)")
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    parser.add_argument("--min-gang", type=int,
+                        help="pods of the smallest JobSet gang (default 2)")
+    parser.add_argument("--max-gang", type=int,
+                        help="pods of the largest JobSet gang (default 16; streamed: 8)")
+    stream = parser.add_argument_group(
+        "streamed mode", "workloads arrive over time and finish (peer_stream.py); "
+        "--gangs, --singles, --quiet, --timeout, --horizon and --probe do not apply")
+    stream.add_argument("--streamed", action="store_true",
+                        help="arrivals over time, each workload running for a seeded time")
+    stream.add_argument("--arrival-rate", type=float, default=40.0,
+                        help="workloads (gangs and singles) per minute, Poisson (default 40)")
+    stream.add_argument("--duration", type=float, default=150.0,
+                        help="seconds of arrivals, and the utilisation window (default 150)")
+    stream.add_argument("--drain", type=float, default=60.0,
+                        help="after the window, seconds more for the last gangs to start")
+    stream.add_argument("--single-fraction", type=float, default=0.4,
+                        help="share of arrivals that are one bare pod (default 0.4)")
+    stream.add_argument("--runtime-min", type=int, default=20,
+                        help="a workload's pods run min..max seconds once Ready (default 20)")
+    stream.add_argument("--runtime-max", type=int, default=60)
     args = parser.parse_args(argv)
+
+    def say(message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
+
+    if args.streamed:  # its own module: imported only when asked for
+        from tests.bench.peer_stream_run import run_streamed  # noqa: PLC0415
+        return run_streamed(args, say)
     spec = MixSpec(nodes=args.nodes, gpus_per_node=args.gpus_per_node, gangs=args.gangs,
-                   singles=args.singles, seed=args.seed)
+                   singles=args.singles, seed=args.seed,
+                   min_gang=args.min_gang or MixSpec.min_gang,
+                   max_gang=args.max_gang or MixSpec.max_gang)
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     for m in modes:
         parse_mode(m)
     catalog = packaged_catalog()
     mix = generate(spec)
     config = configuration(spec, mix, catalog)
-
-    def say(message: str) -> None:
-        print(message, file=sys.stderr, flush=True)
 
     print("configuration: " + ", ".join(f"{k}={v}" for k, v in config.items()), flush=True)
     runs = []
