@@ -175,3 +175,63 @@ def test_each_group_of_an_exclusive_topology_lws_runs_whole_and_alone_in_its_own
     assert sorted(per_group) == ["0", "1"]
     assert all(len(r) == 1 for r in per_group.values()), per_group
     assert per_group["0"] != per_group["1"], per_group
+
+
+SUBGROUP_EXCLUSIVE = "leaderworkerset.sigs.k8s.io/subgroup-exclusive-topology"
+SUBGROUP = "leaderworkerset.sigs.k8s.io/subgroup-index"
+
+
+def muster_log(box: Sandbox) -> str:
+    """Muster's log lines about the JobSet that should wait (what a failed wait shows)."""
+    logs = sorted(box.dir.rglob("muster*.log"))
+    return "\n".join(line for log in logs for line in log.read_text().splitlines()
+                     if "outside" in line)[-4000:]
+
+
+def subgroup_lws(namespace: str, name: str, *, size: int, subgroup: int) -> dict[str, Any]:
+    """One group whose every subgroup must run alone in one rack (LWS
+    subgroup-exclusive-topology); LWS creates the leader and workers at once."""
+    pod = {"spec": {"priorityClassName": "muster-e2e-low", "containers": [gpu_container()]}}
+    return {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+            "metadata": {"name": name, "namespace": namespace,
+                         "annotations": {SUBGROUP_EXCLUSIVE: RACK_LABEL}},
+            "spec": {"replicas": 1,
+                     "leaderWorkerTemplate": {"size": size, "workerTemplate": pod,
+                                              "subGroupPolicy": {"subGroupSize": subgroup}}}}
+
+
+def test_each_subgroup_of_a_subgroup_exclusive_lws_runs_whole_and_alone_in_its_own_rack(
+        real_box: Sandbox, real_ns: str) -> None:
+    """A group of 4 x 8 GPUs in subgroups of 2: the leader with worker 1, then workers 2-3
+    (LWS's pod webhook labels each pod's subgroup-index and writes affinity to its subgroup's
+    rack, anti-affinity to other subgroups'). Muster gives each subgroup a rack of its own,
+    the group is bound whole, and Muster keeps both racks to it: a JobSet, which LWS's
+    anti-affinity does not repel, waits whole until the group is gone (without the
+    per-subgroup rule it was bound into the group's racks)."""
+    conn = real_box.connection()
+    racks = node_racks(real_box)
+    priority_class(real_box, "muster-e2e-low", 10)  # the same for both: no preemption
+    apply(real_box, subgroup_lws(real_ns, "split", size=4, subgroup=2))
+    assert wait_until(lambda: whole(conn, real_ns, 4), timeout=120), describe(conn, real_ns)
+    per_subgroup: dict[str, set[str]] = {}
+    for pod in pods_in(conn, real_ns):
+        per_subgroup.setdefault(pod["metadata"]["labels"][SUBGROUP], set()).add(
+            racks[pod["spec"]["nodeName"]])
+    assert sorted(per_subgroup) == ["0", "1"], per_subgroup
+    assert all(len(r) == 1 for r in per_subgroup.values()), per_subgroup
+    assert per_subgroup["0"] != per_subgroup["1"], per_subgroup
+
+    # Four nodes are free, two in each rack, but each rack is held by a subgroup: a JobSet of
+    # two pods (which LWS's anti-affinity does not repel) waits whole until the group goes.
+    apply(real_box, jobset(real_ns, "outside", pods=2, priority="muster-e2e-low"))
+
+    def outside() -> list[dict[str, Any]]:
+        return by_jobset(pods_in(conn, real_ns)).get("outside", [])
+
+    assert wait_until(lambda: len(outside()) == 2 and all(
+        "exclusive gang holds" in scheduled_message(p) for p in outside()), timeout=60), \
+        ([(p["metadata"]["name"], scheduled_message(p)) for p in outside()],
+         describe(conn, real_ns), muster_log(real_box))
+    assert not bound(outside()), describe(conn, real_ns)
+    kubectl(real_box, "delete", "leaderworkerset", "split", "-n", real_ns, "--wait=true")
+    assert wait_until(lambda: len(live(outside())) == 2, timeout=120), describe(conn, real_ns)

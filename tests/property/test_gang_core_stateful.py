@@ -78,10 +78,31 @@ RACKS = ("a", "b", "c")
 # What a gang asks of racks: nothing (most), one rack, one rack alone, or one rack if any fits.
 # "jobs": a JobSet under exclusive-topology, each Job alone in a rack of its own.
 topologies = st.sampled_from([None, None, "required", "exclusive", "preferred", "jobs",
-                              "jobs"])
+                              "jobs", "lws", "lws"])
+def _lws_subgroups(workers: int) -> SubgroupTopology:
+    """Subgroups of 2 of a group of one leader r0 and ``workers`` r1 (LWS's numbering: the
+    leader is extra in subgroup 0 when the workers alone divide by 2)."""
+    first = 2 if workers % 2 == 0 else 1
+    rest = (workers - first) // 2
+    kinds = [SubgroupKind("r0", (("r0", 1), ("r1", first)), 1, ("0",))]
+    if rest:
+        kinds.append(SubgroupKind("r1", (("r1", 2),), rest,
+                                  tuple(str(i) for i in range(1, rest + 1))))
+    return SubgroupTopology("rack", tuple(kinds), label="subgroup-index")
+
+
+def _lws_subgroup(member: Membership, workers: int) -> str:
+    """The subgroup-index LWS's webhook gives the pod (builders' worker i is index i + 1)."""
+    if member.role == "r0":
+        return "0"
+    index = (member.replica or 0) + 1
+    return str((index - 1) // 2 if workers % 2 == 0 else index // 2)
+
+
 _TOPOLOGY = {
     None: None,
     "jobs": None,
+    "lws": None,
     "required": TopologyConstraint("rack", required=True),
     "exclusive": TopologyConstraint("rack", required=True, exclusive=True),
     "preferred": TopologyConstraint("rack", required=False),
@@ -175,6 +196,12 @@ class GangCoreMachine(RuleBasedStateMachine):
             jobs, gpus, cpu, _, share = roles[0]
             roles = [(jobs, gpus, cpu, False, share)] * 2
             staged = True
+        if topology == "lws":
+            # One LWS group: a leader r0 and workers r1, in subgroups of 2 as LWS's pod
+            # webhook numbers them (the leader in subgroup 0), each subgroup alone in a rack.
+            workers, gpus, cpu, _, share = roles[0]
+            roles = [(1, gpus, cpu, False, share), (workers, gpus, cpu, False, share)]
+            staged = False
         # A staged gang's second role is created only once the first is Ready (JobSet
         # dependsOn, LWS LeaderReady): a later stage, its capacity held meanwhile.
         staged = staged and len(roles) > 1
@@ -189,9 +216,14 @@ class GangCoreMachine(RuleBasedStateMachine):
         if topology == "jobs":
             kind = SubgroupKind("r0", (("r0", 1), ("r1", 1)), roles[0][0])
             gang = replace(gang, subgroups=SubgroupTopology("rack", (kind,)))
+        if topology == "lws":
+            gang = replace(gang, subgroups=_lws_subgroups(roles[1][0]))
         self.gangs[gang.key] = gang
         self.ever_bound[gang.key] = set()
         pods, members = gang_pods(gang)
+        if topology == "lws":
+            members = {u: replace(m, subgroup=_lws_subgroup(m, roles[1][0]))
+                       for u, m in members.items()}
         self.memberships.update(members)
         later = [(p, members[p.uid]) for p in pods if gang.stage_of(members[p.uid].role) > 0]
         if later:
@@ -237,9 +269,13 @@ class GangCoreMachine(RuleBasedStateMachine):
 
     def _other_jobs_racks(self, pod: PodInfo) -> set[str]:
         """A Job leader's required anti-affinity (JobSet's webhook): no rack where a pod of
-        another Job runs or is assumed."""
+        another Job runs or is assumed. An LWS subgroup's pod: the affinities LWS's webhook
+        writes (its subgroup's rack once any of it is placed, no rack of another subgroup)."""
         member = self.memberships.get(pod.uid)
         gang = None if member is None or member.gang is None else self.gangs[member.gang]
+        if gang is not None and member is not None and gang.subgroups is not None \
+                and gang.subgroups.label is not None:
+            return self._other_subgroups_racks(member)
         if gang is None or gang.subgroups is None or member is None or member.role != "r0":
             return set()
         racks = set()
@@ -253,6 +289,21 @@ class GangCoreMachine(RuleBasedStateMachine):
                     other.gang, other.replica) != (member.gang, member.replica):
                 racks.add(self.nodes[node].label("rack") or "")
         return racks
+
+    def _other_subgroups_racks(self, member: Membership) -> set[str]:
+        where = {**{u: p.node_name for u, p in self.pods.items() if p.node_name is not None},
+                 **self.held, **self.assumed}
+        mine, others = set(), set()
+        for uid, node in where.items():
+            other = self.memberships.get(uid)
+            if other is None or other.subgroup is None or node not in self.nodes:
+                continue
+            rack = self.nodes[node].label("rack") or ""
+            same = (other.gang, other.subgroup) == (member.gang, member.subgroup)
+            (mine if same else others).add(rack)
+        if mine:  # pod affinity: only the rack its subgroup is in
+            return {n.label("rack") or "" for n in self.nodes.values()} - mine
+        return others
 
     def pending(self) -> list[str]:
         return sorted(u for u, p in self.pods.items()
@@ -557,7 +608,12 @@ class GangCoreMachine(RuleBasedStateMachine):
             member = self.memberships.get(uid, _NOBODY)
             if member.gang is not None and self.gangs[member.gang].subgroups is not None \
                     and node in self.nodes:
-                racks.setdefault((member.gang, member.replica or 0), set()).add(
+                # a Job is its replica; an LWS subgroup is the one its pod says
+                part = (int(member.subgroup) if member.subgroup is not None
+                        else member.replica or 0)
+                if member.subgroup is not None:
+                    event("an LWS subgroup's pod was bound or held in its subgroup's rack")
+                racks.setdefault((member.gang, part), set()).add(
                     self.nodes[node].label("rack") or "")
         seen: dict[str, tuple[str, int]] = {}
         for job, held in sorted(racks.items()):

@@ -16,7 +16,7 @@ from enum import StrEnum
 
 from extender.core.decide.settings import CoreSettings
 from extender.core.gang.capacity import index_of
-from extender.core.gang.constraints import exclusive_fences
+from extender.core.gang.constraints import exclusive_fences, exclusive_key
 from extender.core.gang.ledger import Ledger, free_capacity, occupants
 from extender.core.gang.room import lack_of_room
 from extender.core.model.snapshot import ClusterSnapshot
@@ -206,11 +206,17 @@ def _no_room(
 def _fenced(gang: Gang, node: NodeName, *, snapshot: ClusterSnapshot, ledger: Ledger,
             gpu: str) -> str | None:
     """Why ``node`` is closed to ``gang`` by exclusivity since its filter passed it (a plan
-    expired meanwhile and an exclusive gang took the domain); ``None`` when it is open."""
-    fenced, _ = exclusive_fences(gang, snapshot, occupants(snapshot, ledger, gpu=gpu))
-    if node not in fenced:
-        return None
-    return f"node {node} is in a domain an exclusive gang holds"
+    expired meanwhile and an exclusive gang took the domain, or, for an exclusive gang,
+    another gang came into the domain); ``None`` when it is open."""
+    fenced, taken = exclusive_fences(gang, snapshot, occupants(snapshot, ledger, gpu=gpu))
+    if node in fenced:
+        return f"node {node} is in a domain an exclusive gang holds"
+    key = exclusive_key(gang)
+    value = None if key is None else snapshot.nodes[node].label(key)
+    if key is not None and value is not None and value in taken:
+        return (f"node {node} is in {key} {value}, which gang {gang.key} must hold alone, "
+                f"and {taken[value]}")
+    return None
 
 
 def lost_node(gang: GangKey, *, snapshot: ClusterSnapshot, ledger: Ledger) -> str | None:

@@ -148,6 +148,16 @@ def topology_domains(
     return {k: tuple(v) for k, v in sorted(domains.items())}
 
 
+def exclusive_key(gang: Gang) -> str | None:
+    """The node label whose domains ``gang`` holds alone, if it holds any: its subgroups'
+    (each alone in one) or its own exclusive domain's."""
+    if gang.subgroups is not None:
+        return gang.subgroups.key
+    if gang.topology is not None and gang.topology.exclusive:
+        return gang.topology.key
+    return None
+
+
 def exclusive_fences(
     gang: Gang, snapshot: ClusterSnapshot, occupied: Mapping[NodeName, Collection[Gang]],
 ) -> tuple[frozenset[NodeName], dict[str, str]]:
@@ -157,8 +167,7 @@ def exclusive_fences(
     subgroups each keep to a domain of their own is exclusive in every domain it is in.
 
     Work is one pass over the occupied nodes, plus one over all nodes per label key fenced."""
-    mine = (gang.subgroups.key if gang.subgroups is not None else
-            gang.topology.key if gang.topology is not None and gang.topology.exclusive else None)
+    mine = exclusive_key(gang)
     fences: dict[str, set[str]] = {}  # label key -> values held by exclusive gangs
     taken: dict[str, str] = {}
     for node in sorted(occupied):
@@ -167,9 +176,7 @@ def exclusive_fences(
         if info is None or not others:
             continue
         for other in others:
-            held = (other.subgroups.key if other.subgroups is not None else
-                    other.topology.key if other.topology is not None
-                    and other.topology.exclusive else None)
+            held = exclusive_key(other)
             if held is not None:
                 value = info.label(held)
                 if value is not None:

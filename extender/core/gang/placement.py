@@ -580,7 +580,9 @@ def _by_subgroups(
             by_role = placed.setdefault(value, {})
             by_role[role] = by_role.get(role, 0) + n
     by_value: dict[str, dict[str, dict[str, int]]] | None = None
-    if placed_in is not None:
+    # Pods tie themselves to subgroups only if every placed pod says its subgroup; else the
+    # placed pods are told apart by role and domain, as for subgroups without a label.
+    if placed_in is not None and sum(placed_in.values()) == sum(placed_at.values()):
         by_value = {}
         for (node, role, value), n in sorted(placed_in.items()):
             info = nodes.get(node)

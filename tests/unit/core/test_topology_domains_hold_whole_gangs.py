@@ -118,3 +118,21 @@ def test_a_bind_into_a_rack_an_exclusive_gang_took_since_the_filter_is_refused()
     fine = decide_bind(uid(gang, "worker", 0), NodeName("x0"), snapshot=snap, ledger=ledger,
                        now=0, settings=CoreSettings())
     assert fine.outcome is BindOutcome.WAIT
+
+
+def test_an_exclusive_gangs_late_bind_into_a_rack_another_gang_came_into_is_refused() -> None:
+    # The exclusive gang's filter passed y0, then its plan expired; another gang was bound in
+    # rack y meanwhile. Found by the stateful property test: binding there would share it.
+    gang = make_gang("g", roles=[("worker", 1, make_shape(gpus=1))], topology=EXCLUSIVE)
+    other = make_gang("other", roles=[("worker", 1, make_shape(gpus=1))])
+    snap = make_snapshot(RACKS, gangs=[gang, other], bound={"other-worker-0": "y1"})
+    ledger = Ledger()
+    decision = decide_bind(uid(gang, "worker", 0), NodeName("y0"), snapshot=snap,
+                           ledger=ledger, now=0, settings=CoreSettings())
+    assert decision.outcome is BindOutcome.REJECT
+    assert decision.reason == ("pod ml/g-worker-0: node y0 is in rack y, which gang ml/g must "
+                               "hold alone, and gang ml/other is there")
+    assert not ledger.in_flight()
+    fine = decide_bind(uid(gang, "worker", 0), NodeName("x0"), snapshot=snap, ledger=ledger,
+                       now=0, settings=CoreSettings())
+    assert fine.outcome is BindOutcome.BIND
