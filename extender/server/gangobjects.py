@@ -22,7 +22,8 @@ from extender.core.model.snapshot import ClusterSnapshot
 API_VERSION = "muster.dev/v1alpha1"
 KIND = "Gang"
 MAX_NAME = 253
-_STATES = {"waiting": "Waiting", "planned": "Planned", "bound": "Bound"}
+_STATES = {"waiting": "Waiting", "planned": "Planned", "bound": "Bound",
+           "finished": "Finished"}
 _BAD = re.compile(r"[^a-z0-9.-]+")
 
 

@@ -14,7 +14,7 @@ from typing import Any
 from extender.core.decide.holders import Holder
 from extender.core.gang.ledger import Ledger
 from extender.core.model.snapshot import ClusterSnapshot
-from extender.core.model.values import Gang, GangKey, PodInfo, PodShape
+from extender.core.model.values import Gang, GangKey, PodInfo, PodPhase, PodShape
 
 DEFAULT_SCHEDULER = "default-scheduler"
 """What a pod without ``schedulerName`` gets (the API server's default)."""
@@ -68,8 +68,12 @@ def describe_gangs(snapshot: ClusterSnapshot, ledger: Ledger, *,
                 reserved += count * (_gpus(shape) if shape is not None else 0.0)
             reserved = max(0.0, reserved - sum(
                 _gpus(p.shape) for p in pods if p.holds_resources))
+        finished = sum(1 for p in pods if p.phase is PodPhase.SUCCEEDED)
         if bound >= gang.min_member:
             state = "bound"
+        elif finished and bound + finished >= gang.min_member:
+            # It ran whole and its pods are ending (a Job's pods Succeed): not waiting.
+            state = "finished"
         elif plan is not None and not held.get(key):
             state = "planned"
         else:
@@ -80,6 +84,7 @@ def describe_gangs(snapshot: ClusterSnapshot, ledger: Ledger, *,
             "minMember": gang.min_member,
             "pods": gang.pods,
             "bound": bound,
+            "succeeded": finished,
             "heldAtBind": held.get(key, 0),
             "state": state,
             "members": [

@@ -23,7 +23,7 @@ from extender.state.ports import AnyEvent, Clock, EventSink, PodEvent
 from extender.state.store import SOURCE_STATES
 
 VERBS = ("filter", "prioritize", "bind", "preempt")
-GANG_STATES = ("waiting", "planned", "bound", "expired")
+GANG_STATES = ("waiting", "planned", "bound", "finished", "expired")
 
 # Filter adds straight to every scheduling cycle, so the buckets resolve sub-millisecond times;
 # bind holds at the barrier for up to --bind-timeout, hence the long tail.

@@ -483,7 +483,7 @@ class GangService:
         snapshot = self._state.snapshot()
         with self._lock_or_busy():
             gangs = self._gangs(snapshot)
-            counts = {"waiting": 0, "planned": 0, "bound": 0,
+            counts = {"waiting": 0, "planned": 0, "bound": 0, "finished": 0,
                       "expired": self.session.expired_total}
             for g in gangs:
                 counts[g["state"]] = counts.get(g["state"], 0) + 1

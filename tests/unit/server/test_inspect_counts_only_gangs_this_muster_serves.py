@@ -43,7 +43,8 @@ def _two_jobsets() -> list[dict[str, Any]]:
 def test_a_gang_of_pods_left_to_another_scheduler_is_neither_listed_nor_counted() -> None:
     svc = _service(_two_jobsets())
     assert [g["gang"] for g in svc.inspect_gangs()] == ["ml/ours"]
-    assert svc.gang_counts() == {"waiting": 1, "planned": 0, "bound": 0, "expired": 0}
+    assert svc.gang_counts() == {"waiting": 1, "planned": 0, "bound": 0, "finished": 0,
+                                 "expired": 0}
 
 
 def test_every_profile_named_is_served() -> None:
@@ -83,3 +84,19 @@ def test_scheduler_names_come_from_a_comma_separated_variable_and_none_is_refuse
     assert settings.scheduler_names == ("muster", "default-scheduler")
     with pytest.raises(SettingsError, match="MUSTER_SCHEDULER_NAMES: needs at least one"):
         build_settings({}, {"MUSTER_SCHEDULER_NAMES": " , "})
+
+
+def test_a_gang_that_ran_whole_and_whose_pods_succeeded_is_finished_not_waiting() -> None:
+    pods = _pods("done", 2, scheduler="muster")
+    for pod, node in zip(pods, ("n0", "n1"), strict=True):
+        pod["spec"]["nodeName"] = node
+        pod["status"] = {"phase": "Succeeded"}
+    pods[1]["status"] = {"phase": "Running"}  # one still ending: bound plus Succeeded cover 2
+    half = _pods("half", 2, scheduler="muster")
+    half[0]["spec"]["nodeName"] = "n0"
+    half[0]["status"] = {"phase": "Succeeded"}  # one Succeeded, one never bound: not whole
+    svc = _service([jobset("done", workers=2, gpus=8), job_of("done"), *pods,
+                    jobset("half", workers=2, gpus=8), job_of("half"), *half])
+    states = {g["gang"]: (g["state"], g["succeeded"]) for g in svc.inspect_gangs()}
+    assert states == {"ml/done": ("finished", 1), "ml/half": ("waiting", 1)}
+    assert svc.gang_counts()["finished"] == 1
