@@ -33,7 +33,7 @@ from extender.core.decide.effects import Ungate
 from extender.core.decide.holders import Holder
 from extender.core.decide.preemption import plan_preemption
 from extender.core.decide.settings import CoreSettings
-from extender.core.gang.capacity import NodeCapacity, index_of
+from extender.core.gang.capacity import NodeCapacity, gang_priority, index_of
 from extender.core.gang.ledger import Ledger, free_capacity
 from extender.core.model.notices import PodRef
 from extender.core.model.snapshot import ClusterSnapshot
@@ -173,7 +173,13 @@ def decide_ungates(snapshot: ClusterSnapshot, *, now: float, ledger: Ledger,
             book.epoch += 1
         book.free = dict(free)
     index = index_of(snapshot, gpu=settings.gpu_resource)
-    for key, pods in sorted(by_gang.items()):
+    gpu = settings.gpu_resource
+    # As kube-scheduler's queue orders pods: higher priority first, then the older gang, so
+    # a gang's place does not depend on its name.
+    order = sorted(by_gang.items(), key=lambda item: (
+        -gang_priority(snapshot.gangs[item[0]], snapshot, gpu=gpu),
+        snapshot.gangs[item[0]].created, item[0]))
+    for key, pods in order:
         gang = snapshot.gangs[key]
         uids = index.gang_pods.get(key, ())
         look = (book.epoch, gang, uids, tuple(p.uid for p in pods),

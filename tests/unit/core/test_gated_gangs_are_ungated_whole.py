@@ -251,3 +251,19 @@ def test_a_gang_that_fits_only_by_preempting_is_ungated_for_kube_schedulers_pree
             assert "kube-scheduler's preemption" in ungate.reason
         else:
             assert pod_events(effects, "GangWaiting")
+
+
+def test_of_two_gated_gangs_only_one_fits_the_older_goes_first_whatever_its_name() -> None:
+    # Two 8-GPU nodes (16 GPUs); each gang needs 12. "aaa" sorts first but is younger: as in
+    # kube-scheduler's queue, the older gang is planned first, and a higher priority first.
+    old = make_gang("zzz", roles=[("worker", 3, make_shape(gpus=4))], created=1.0)
+    young = make_gang("aaa", roles=[("worker", 3, make_shape(gpus=4))], created=2.0)
+    session = GangSession(SETTINGS)
+    session.ungate(world([old, young]), now=0.0)
+    assert session.ledger.plan_for(old.key) is not None
+    assert session.ledger.plan_for(young.key) is None
+    urgent = replace(young, priority=100)
+    first = GangSession(SETTINGS)
+    first.ungate(world([old, urgent]), now=0.0)
+    assert first.ledger.plan_for(urgent.key) is not None
+    assert first.ledger.plan_for(old.key) is None
