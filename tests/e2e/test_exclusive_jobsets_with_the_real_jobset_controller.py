@@ -142,3 +142,33 @@ def test_a_job_depending_on_an_exclusive_job_is_bound_after_all_its_pods_each_in
                      for c in p["status"]["conditions"] if c["type"] == "Ready")
     assert all(p["metadata"]["creationTimestamp"] >= lead_ready for p in pods
                if p["metadata"]["labels"]["jobset.sigs.k8s.io/replicatedjob-name"] == "w")
+
+
+def test_a_replicated_jobs_own_exclusive_topology_runs_its_jobs_each_in_a_rack_and_the_rest_outside(
+        racks_box: Sandbox, ns: str) -> None:
+    """The annotation on one replicatedJob's Job template, as JobSet's docs allow: JobSet
+    copies it onto those Jobs and pods only, so only their followers wait for their leader.
+    Before Muster read it there, the leaders were held at the barrier for followers the
+    webhook would not create until a leader had a node. The other replicatedJob's pods keep
+    out of the exclusive Jobs' racks (the leaders' anti-affinity repels them)."""
+    conn = racks_box.connection()
+    racks = rack_of(racks_box)
+    obj = exclusive(ns, "mixed", jobs=2, pods=2, gpus=8)
+    del obj["metadata"]["annotations"]
+    workers = obj["spec"]["replicatedJobs"][0]
+    workers["template"]["metadata"] = {"annotations": {
+        "alpha.jobset.sigs.k8s.io/exclusive-topology": RACK_LABEL}}
+    ps = yaml.safe_load(yaml.safe_dump(workers))
+    ps.update(name="ps", replicas=1)
+    del ps["template"]["metadata"]
+    ps["template"]["spec"].update(parallelism=1, completions=1)
+    obj["spec"]["replicatedJobs"].append(ps)
+    apply(racks_box, obj)
+    assert wait_until(lambda: len(bound(pods_in(conn, ns))) == 5, timeout=150), \
+        describe(conn, ns)
+    per_job = racks_by_job(pods_in(conn, ns), racks)
+    exclusive_racks = {next(iter(r)) for job, r in per_job.items() if "-w-" in job}
+    assert len(exclusive_racks) == 2 and all(len(r) == 1 for r in per_job.values()), per_job
+    (ps_rack,) = {next(iter(r)) for job, r in per_job.items() if "-ps-" in job}
+    assert ps_rack not in exclusive_racks, per_job
+    assert muster_gangs(racks_box)[f"{ns}/mixed"]["bound"] == 5

@@ -479,7 +479,8 @@ def _topology_rule(raw: object, at: str) -> TopologyRule:
     ``per: replica`` or ``per: subgroup`` (with ``subgroups``) for a domain per replica or
     per subgroup instead of one for the whole gang."""
     spec = expect_mapping(raw, at)
-    check_fields(spec, at, ("required", "preferred", "exclusive", "per", "subgroups", "when"))
+    check_fields(spec, at, ("required", "preferred", "exclusive", "per", "subgroups", "over",
+                            "when"))
     chosen = [k for k in ("required", "preferred") if k in spec]
     if len(chosen) != 1:
         raise DescriptorError(at, "needs exactly one of required or preferred (a node label "
@@ -500,7 +501,15 @@ def _topology_rule(raw: object, at: str) -> TopologyRule:
         raise DescriptorError(f"{at}.subgroups", "required with per: subgroup, and read only "
                               "with it: how the gang is cut into subgroups")
     slices = _slices(spec["subgroups"], f"{at}.subgroups") if per == "subgroup" else None
-    when = (compile_condition(spec["when"], f"{at}.when", _OBJECT_ONLY)
+    over = (_path_ref(spec["over"], f"{at}.over", _OBJECT_ONLY, OBJECT)
+            if "over" in spec else None)
+    if over is not None and (per != "replica" or isinstance(spec[kind], str)):
+        raise DescriptorError(f"{at}.over", "reads the key on each item: it needs per: replica "
+                              "and a {path: ...} key")
+    # With over, the key and when are read on each item (scope item by default).
+    scopes, default = (_OBJECT_ONLY | {ITEM}, ITEM) if over is not None else (_OBJECT_ONLY,
+                                                                                OBJECT)
+    when = (compile_condition(spec["when"], f"{at}.when", scopes)
             if "when" in spec else None)
     value = spec[kind]
     if isinstance(value, str):
@@ -509,9 +518,9 @@ def _topology_rule(raw: object, at: str) -> TopologyRule:
             raise DescriptorError(f"{at}.{kind}", why)
         return TopologyRule(required=kind == "required", exclusive=exclusive, literal=value,
                             per_replica=per == "replica", when=when, slices=slices)
-    ref = _path_ref(value, f"{at}.{kind}", _OBJECT_ONLY, OBJECT)
+    ref = _path_ref(value, f"{at}.{kind}", scopes, default)
     return TopologyRule(required=kind == "required", exclusive=exclusive, ref=ref,
-                        per_replica=per == "replica", when=when, slices=slices)
+                        per_replica=per == "replica", when=when, slices=slices, over=over)
 
 
 def _slices(raw: object, at: str) -> Slices:

@@ -39,6 +39,7 @@ from extender.core.model.values import (
     TopologyConstraint,
 )
 from extender.core.workloads.expressions import (
+    ITEM,
     OBJECT,
     Condition,
     Count,
@@ -119,6 +120,11 @@ class TopologyRule:
     """The rule applies only where this holds on the object."""
     slices: Slices | None = None
     """Each subgroup so cut alone in its own domain (``per: subgroup``)."""
+    over: PathRef | None = None
+    """Items (a JobSet's replicatedJobs) on each of which the key and ``when`` are read; the
+    rule applies when the items that give a key all give the same one, to the roles those
+    items name (their ``name``), the others keeping to no domain (each replicatedJob's own
+    ``exclusive-topology``)."""
 
     @property
     def whole(self) -> bool:
@@ -126,6 +132,9 @@ class TopologyRule:
         return not self.per_replica and self.slices is None
 
     def key(self, obj: Mapping[str, Any]) -> str | None:
+        if self.over is not None:
+            asked = {k for _, k in _item_keys(self, obj) if k is not None}
+            return next(iter(asked)) if len(asked) == 1 else None
         if self.when is not None and not self.when.holds(Scope({OBJECT: obj})):
             return None
         if self.literal is not None:
@@ -133,6 +142,36 @@ class TopologyRule:
         assert self.ref is not None
         found = self.ref.find(Scope({OBJECT: obj}))
         return found[0] if found and isinstance(found[0], str) and found[0] else None
+
+
+def _item_keys(rule: TopologyRule, obj: Mapping[str, Any]) -> list[tuple[str, str | None]]:
+    """``(item name, key or None)`` per item of ``rule.over``."""
+    assert rule.over is not None and rule.ref is not None
+    keys: list[tuple[str, str | None]] = []
+    for item in rule.over.find(Scope({OBJECT: obj})):
+        name = item.get("name") if isinstance(item, Mapping) else None
+        scope = Scope({OBJECT: obj, ITEM: item})
+        key = None
+        if rule.when is None or rule.when.holds(scope):
+            found = rule.ref.find(scope)
+            key = found[0] if found and isinstance(found[0], str) and found[0] else None
+        keys.append((str(name), key))
+    return keys
+
+
+def _partly(obj: Mapping[str, Any], rules: Sequence[TopologyRule]) -> list[str]:
+    """Warnings for rules read per item whose items ask for different keys."""
+    out = []
+    for i, rule in enumerate(rules):
+        if rule.over is None or rule.key(obj) is not None:
+            continue
+        asked = sorted({k for _, k in _item_keys(rule, obj) if k is not None})
+        if asked:
+            out.append(f"spec.gangs.topology[{i}] of the descriptor: {rule.over.text} ask "
+                       f"for domains of different node labels ({', '.join(asked)}); Muster "
+                       "keeps each replica to a domain of its own of one label only, so it "
+                       "keeps them to none (the affinities the operator writes still apply)")
+    return out
 
 
 def _annotations(meta: object) -> Mapping[str, Any]:
@@ -200,11 +239,15 @@ def _from_kueue(gang: Gang, roles: Mapping[str, Role]) -> tuple[TopologyConstrai
                   "Muster keeps a whole gang to one domain or none, so it keeps to none")
 
 
-def _per_replica_key(obj: Mapping[str, Any], rules: Sequence[TopologyRule]) -> str | None:
+def _per_replica_key(obj: Mapping[str, Any], rules: Sequence[TopologyRule],
+                     ) -> tuple[str, frozenset[str] | None] | None:
+    """The key each replica keeps to, and the roles that do (``None``: every role)."""
     for i, rule in enumerate(rules):
         key = rule.key(obj) if rule.per_replica else None
         if key is not None:
-            return _checked(key, f"spec.gangs.topology[{i}] of the descriptor")
+            only = (None if rule.over is None else
+                    frozenset(n for n, k in _item_keys(rule, obj) if k is not None))
+            return _checked(key, f"spec.gangs.topology[{i}] of the descriptor"), only
     return None
 
 
@@ -251,14 +294,16 @@ def _sliced(key: str, gang: Gang, *, size: int, leader: str, excluded: bool, lab
 
 
 def _subgroups(key: str, gang: Gang, roles: Mapping[str, Role],
+               only: frozenset[str] | None = None,
                ) -> tuple[SubgroupTopology | None, str | None]:
     """Each replica of the gang's roles (with its followers' role) as one subgroup, or why
-    the gang cannot be cut so (an elastic role: which replicas start is not known)."""
+    the gang cannot be cut so (an elastic role: which replicas start is not known). With
+    ``only``, just those roles are cut; the others keep to no domain."""
     kinds = []
     members = {m.role for m in gang.members}
     for m in gang.members:
         role = roles.get(m.role)
-        if role is None or role.follows:
+        if role is None or role.follows or (only is not None and role.name not in only):
             continue
         if m.min_count != m.count:
             return None, (f"gang {gang.key}: role {m.role} is elastic; Muster keeps each "
@@ -283,17 +328,19 @@ def with_topology(obj: Mapping[str, Any], rules: Sequence[TopologyRule],
     per_subgroup = _per_subgroup(obj, rules) if subgroup_label is not None else None
     warnings = [f"annotation {name} {why}" for name, why in _UNHONOURED.items()
                 if notes.get(name) and per_replica is None and per_subgroup is None]
+    warnings += _partly(obj, rules)
     if not gangs:
         return tuple(gangs), tuple(warnings)
     whole = _from_muster(notes) or _from_rules(obj, rules)
     if per_replica is not None:
         by_name = {r.name: r for r in roles}
+        key, only = per_replica
         if whole is not None:
-            warnings.append(f"each replica keeps to its own {per_replica} domain, so the "
+            warnings.append(f"each replica keeps to its own {key} domain, so the "
                             f"whole-gang {whole.key} domain is not kept")
         cut = []
         for gang in gangs:
-            sub, why = _subgroups(per_replica, gang, by_name)
+            sub, why = _subgroups(key, gang, by_name, only)
             if why is not None:
                 warnings.append(why)
             cut.append(gang if sub is None else replace(gang, subgroups=sub))

@@ -166,3 +166,39 @@ def test_placed_pods_pin_their_subgroup_and_two_subgroups_in_one_domain_are_refu
         ("lead-0", "y", (("follow", 1), ("lead", 0))), ("lead-1", None, kind.pods)]
     _, broken = units_of(sub, {"x": {"lead": 1}, "y": {"lead": 1}, "z": {"follow": 1}})
     assert broken == "pods of its 2 lead subgroup(s) run in 3 rack domains (x, y, z)"
+
+
+def test_a_role_in_no_subgroup_is_planned_outside_the_subgroups_racks() -> None:
+    # A JobSet whose "workers" replicatedJob asks for exclusive-topology and whose "ps" does
+    # not: each worker Job gets a rack of its own; ps runs in neither (the exclusive leaders'
+    # anti-affinity repels every other Job's pods there), here in the third rack.
+    shape = make_shape(gpus=4)
+    gang = make_gang("js", roles=[("lead", 2, shape), ("follow", 2, shape), ("ps", 2, shape)],
+                     stages={"follow": 1})
+    kind = SubgroupKind("lead", (("follow", 1), ("lead", 1)), 2)
+    gang = replace(gang, subgroups=SubgroupTopology("rack", (kind,)))
+    snap = make_snapshot(RACKS, gangs=[gang])
+    ledger = Ledger()
+    assert _filter(snap, gang, ledger).outcome is FilterOutcome.PLANNED
+    plan = ledger.plan_for(gang.key)
+    assert plan is not None and plan.required == 6
+    per_rack = racks_of(plan)
+    jobs = {d for _, d in plan.subgroup_domains}
+    assert len(jobs) == 2
+    assert all(per_rack[d] == {"lead": 1, "follow": 1} for d in jobs)
+    (ps_rack,) = set(per_rack) - jobs
+    assert per_rack[ps_rack] == {"ps": 2}
+
+
+def test_a_role_in_no_subgroup_that_runs_in_a_rack_keeps_the_jobs_out_of_it() -> None:
+    shape = make_shape(gpus=4)
+    gang = make_gang("js", roles=[("lead", 2, shape), ("follow", 2, shape), ("ps", 1, shape)],
+                     stages={"follow": 1})
+    kind = SubgroupKind("lead", (("follow", 1), ("lead", 1)), 2)
+    gang = replace(gang, subgroups=SubgroupTopology("rack", (kind,)))
+    snap = make_snapshot(RACKS, gangs=[gang], bound={"js-ps-0": "x0"})
+    ledger = Ledger()
+    assert _filter(snap, gang, ledger).outcome is FilterOutcome.PLANNED
+    plan = ledger.plan_for(gang.key)
+    assert plan is not None
+    assert {d for _, d in plan.subgroup_domains} == {"y", "z"}

@@ -131,3 +131,45 @@ def test_a_replicated_job_depending_on_one_split_at_its_leader_waits_for_its_fol
         "leader": 0, "leader/followers": 1, "workers": 2, "workers/followers": 3}
     [role] = [r for r in tree.roles if r.name == "workers"]
     assert role.created_after == (("leader", "Ready"), ("leader/followers", "Ready"))
+
+
+def _on_template(job: dict[str, Any], **annotations: str) -> dict[str, Any]:
+    job["template"]["metadata"] = {"annotations": annotations}
+    return job
+
+
+def test_a_replicated_jobs_own_annotation_stages_its_jobs_and_gives_each_a_domain() -> None:
+    # JobSet copies a replicatedJob template's exclusive-topology onto its Jobs and pods, so
+    # its pod webhook stages their followers exactly as for the JobSet's own annotation.
+    tree = resolve(jobset(_on_template(rjob("workers", 2, 3), **{EXCLUSIVE: "rack"})))
+    assert [(r.name, r.pods_per_replica, r.created_after) for r in tree.roles] == [
+        ("workers", 1, ()), ("workers/followers", 2, (("workers", "Scheduled"),))]
+    (gang,) = tree.gangs
+    assert gang.subgroups == SubgroupTopology("rack", (
+        SubgroupKind("workers", (("workers", 1), ("workers/followers", 2)), 2),))
+    assert tree.warnings == ()
+
+
+def test_only_some_replicated_jobs_asking_cuts_those_into_subgroups_alone() -> None:
+    tree = resolve(jobset(_on_template(rjob("workers", 2, 3), **{EXCLUSIVE: "rack"}),
+                          rjob("ps", 1, 2)))
+    assert [(r.name, r.created_after) for r in tree.roles] == [
+        ("workers", ()), ("workers/followers", (("workers", "Scheduled"),)), ("ps", ())]
+    (gang,) = tree.gangs
+    assert gang.subgroups == SubgroupTopology("rack", (
+        SubgroupKind("workers", (("workers", 1), ("workers/followers", 2)), 2),))
+    assert gang.min_member == 8 and tree.warnings == ()
+
+
+def test_replicated_jobs_asking_for_different_labels_keep_to_none_and_say_so() -> None:
+    tree = resolve(jobset(_on_template(rjob("workers", 2, 3), **{EXCLUSIVE: "rack"}),
+                          _on_template(rjob("ps", 1, 2), **{EXCLUSIVE: "zone"})))
+    assert tree.gangs[0].subgroups is None
+    assert any("different node labels (rack, zone)" in w for w in tree.warnings), tree.warnings
+
+
+def test_a_replicated_jobs_node_selector_strategy_creates_its_pods_at_once() -> None:
+    tree = resolve(jobset(_on_template(rjob("workers", 2, 3), **{EXCLUSIVE: "rack",
+                                                                 STRATEGY: "true"})))
+    assert [r.name for r in tree.roles] == ["workers"]
+    assert tree.gangs[0].subgroups is None
