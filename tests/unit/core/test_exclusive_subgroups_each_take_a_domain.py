@@ -168,15 +168,21 @@ def test_placed_pods_pin_their_subgroup_and_two_subgroups_in_one_domain_are_refu
     assert broken == "pods of its 2 lead subgroup(s) run in 3 rack domains (x, y, z)"
 
 
+def with_ps(ps: int) -> Gang:
+    """Two exclusive Jobs of a leader and a follower (4 GPUs each) and ``ps`` pods of a
+    replicatedJob that asks for no domain."""
+    shape = make_shape(gpus=4)
+    gang = make_gang("js", roles=[("lead", 2, shape), ("follow", 2, shape), ("ps", ps, shape)],
+                     stages={"follow": 1})
+    kind = SubgroupKind("lead", (("follow", 1), ("lead", 1)), 2)
+    return replace(gang, subgroups=SubgroupTopology("rack", (kind,)))
+
+
 def test_a_role_in_no_subgroup_is_planned_outside_the_subgroups_racks() -> None:
     # A JobSet whose "workers" replicatedJob asks for exclusive-topology and whose "ps" does
     # not: each worker Job gets a rack of its own; ps runs in neither (the exclusive leaders'
     # anti-affinity repels every other Job's pods there), here in the third rack.
-    shape = make_shape(gpus=4)
-    gang = make_gang("js", roles=[("lead", 2, shape), ("follow", 2, shape), ("ps", 2, shape)],
-                     stages={"follow": 1})
-    kind = SubgroupKind("lead", (("follow", 1), ("lead", 1)), 2)
-    gang = replace(gang, subgroups=SubgroupTopology("rack", (kind,)))
+    gang = with_ps(2)
     snap = make_snapshot(RACKS, gangs=[gang])
     ledger = Ledger()
     assert _filter(snap, gang, ledger).outcome is FilterOutcome.PLANNED
@@ -191,11 +197,7 @@ def test_a_role_in_no_subgroup_is_planned_outside_the_subgroups_racks() -> None:
 
 
 def test_a_role_in_no_subgroup_that_runs_in_a_rack_keeps_the_jobs_out_of_it() -> None:
-    shape = make_shape(gpus=4)
-    gang = make_gang("js", roles=[("lead", 2, shape), ("follow", 2, shape), ("ps", 1, shape)],
-                     stages={"follow": 1})
-    kind = SubgroupKind("lead", (("follow", 1), ("lead", 1)), 2)
-    gang = replace(gang, subgroups=SubgroupTopology("rack", (kind,)))
+    gang = with_ps(1)
     snap = make_snapshot(RACKS, gangs=[gang], bound={"js-ps-0": "x0"})
     ledger = Ledger()
     assert _filter(snap, gang, ledger).outcome is FilterOutcome.PLANNED
