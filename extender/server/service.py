@@ -439,19 +439,20 @@ class GangService:
             if ready:  # gated gangs are planned only on a state that can be trusted
                 effects += self.session.ungate(snapshot, now=now)
             parked = self._apply(effects)
-            objects = self._gang_objects_due(now)
+            objects = self._gang_objects_due(snapshot, now)
         if objects is not None and self._gang_objects is not None:
             self._gang_objects.publish(objects)
         for member in parked:
             self._binds.submit(self._bind_parked, member.pod, member.node)
         return sum(len(e.pods) for e in effects if isinstance(e, Requeue))
 
-    def _gang_objects_due(self, now: float) -> dict[tuple[str, str], dict[str, Any]] | None:
-        """Under the lock: the Gang objects, when something they show may have changed and
-        at most every :data:`GANG_OBJECTS_EVERY` seconds; ``None`` otherwise."""
+    def _gang_objects_due(self, snapshot: ClusterSnapshot, now: float,
+                          ) -> dict[tuple[str, str], dict[str, Any]] | None:
+        """Under the lock: the Gang objects on ``snapshot`` (the one housekeeping ticked
+        with), when something they show may have changed and at most every
+        :data:`GANG_OBJECTS_EVERY` seconds; ``None`` otherwise."""
         if self._gang_objects is None or now - self._published_at < GANG_OBJECTS_EVERY:
             return None
-        snapshot = self._state.snapshot()
         session = self.session
         seen = (id(snapshot), session.ledger.version, session.reasons_version)
         if seen == self._published:
