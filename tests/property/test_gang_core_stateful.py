@@ -76,9 +76,16 @@ bind this machine exists to find."""
 MAX_GANGS = 6
 RACKS = ("a", "b", "c")
 # What a gang asks of racks: nothing (most), one rack, one rack alone, or one rack if any fits.
-# "jobs": a JobSet under exclusive-topology, each Job alone in a rack of its own.
+# "jobs": a JobSet under exclusive-topology, each Job alone in a rack of its own; "jobs+ps"
+# the same with a second replicatedJob (r2) that asks for no rack; "lws": an LWS group whose
+# subgroups each keep to a rack of their own.
 topologies = st.sampled_from([None, None, "required", "exclusive", "preferred", "jobs",
-                              "jobs", "lws", "lws"])
+                              "jobs+ps", "lws", "lws"])
+def _job(member: Membership) -> str:
+    """Which replicatedJob a pod's Job is of: a leader r0 and its followers r1 are one."""
+    return "r0" if member.role in ("r0", "r1") else member.role
+
+
 def _lws_subgroups(workers: int) -> SubgroupTopology:
     """Subgroups of 2 of a group of one leader r0 and ``workers`` r1 (LWS's numbering: the
     leader is extra in subgroup 0 when the workers alone divide by 2)."""
@@ -102,6 +109,7 @@ def _lws_subgroup(member: Membership, workers: int) -> str:
 _TOPOLOGY = {
     None: None,
     "jobs": None,
+    "jobs+ps": None,
     "lws": None,
     "required": TopologyConstraint("rack", required=True),
     "exclusive": TopologyConstraint("rack", required=True, exclusive=True),
@@ -190,11 +198,15 @@ class GangCoreMachine(RuleBasedStateMachine):
     def _add_gang(self, roles: list[tuple[int, int, int, bool, int]],
                   topology: str | None = None, *, staged: bool = False) -> None:
         g = len(self.gangs)
-        if topology == "jobs":
+        if topology in ("jobs", "jobs+ps"):
             # Each Job: its leader r0 (stage 0) and one follower r1, created once the leader
-            # is bound (JobSet's pod webhook); the Jobs of one gang are alike.
+            # is bound (JobSet's pod webhook); the Jobs of one gang are alike. r2: the pods of
+            # a replicatedJob in no subgroup.
             jobs, gpus, cpu, _, share = roles[0]
+            ps = roles[1][0] if len(roles) > 1 else 1
             roles = [(jobs, gpus, cpu, False, share)] * 2
+            if topology == "jobs+ps":
+                roles.append((ps, gpus, cpu, False, share))
             staged = True
         if topology == "lws":
             # One LWS group: a leader r0 and workers r1, in subgroups of 2 as LWS's pod
@@ -213,7 +225,7 @@ class GangCoreMachine(RuleBasedStateMachine):
             minimum={f"r{r}": count - 1 if elastic and count > 1 else count
                      for r, (count, _, _, elastic, _) in enumerate(roles)},
         )
-        if topology == "jobs":
+        if topology in ("jobs", "jobs+ps"):
             kind = SubgroupKind("r0", (("r0", 1), ("r1", 1)), roles[0][0])
             gang = replace(gang, subgroups=SubgroupTopology("rack", (kind,)))
         if topology == "lws":
@@ -276,8 +288,9 @@ class GangCoreMachine(RuleBasedStateMachine):
         if gang is not None and member is not None and gang.subgroups is not None \
                 and gang.subgroups.label is not None:
             return self._other_subgroups_racks(member)
-        if gang is None or gang.subgroups is None or member is None or member.role != "r0":
+        if gang is None or gang.subgroups is None or member is None or member.role == "r1":
             return set()
+        leader = member.role == "r0"  # else a pod of a replicatedJob in no subgroup (r2)
         racks = set()
         where = {**{u: p.node_name for u, p in self.pods.items() if p.node_name is not None},
                  **self.held, **self.assumed}
@@ -285,8 +298,14 @@ class GangCoreMachine(RuleBasedStateMachine):
             other = self.memberships.get(uid)
             if other is None or other.gang is None or node not in self.nodes:
                 continue
-            if self.gangs[other.gang].subgroups is not None and (
-                    other.gang, other.replica) != (member.gang, member.replica):
+            sub = self.gangs[other.gang].subgroups
+            if sub is None or sub.label is not None:  # not a JobSet's exclusive Jobs
+                continue
+            if leader:  # its own anti-affinity: no other Job's pod in the rack
+                if (other.gang, _job(other), other.replica) != (
+                        member.gang, _job(member), member.replica):
+                    racks.add(self.nodes[node].label("rack") or "")
+            elif other.role == "r0":  # the exclusive leaders' anti-affinity repels it
                 racks.add(self.nodes[node].label("rack") or "")
         return racks
 
@@ -602,12 +621,18 @@ class GangCoreMachine(RuleBasedStateMachine):
     @invariant()
     def each_job_keeps_to_a_rack_of_its_own_that_no_other_gang_is_in(self) -> None:
         racks: dict[tuple[str, int], set[str]] = {}
+        loose: dict[str, set[str]] = {}  # gang -> racks of its pods in no subgroup
         where = {**{u: p.node_name for u, p in self.pods.items() if p.node_name is not None},
                  **self.held}
         for uid, node in where.items():
             member = self.memberships.get(uid, _NOBODY)
-            if member.gang is not None and self.gangs[member.gang].subgroups is not None \
-                    and node in self.nodes:
+            sub = self.gangs[member.gang].subgroups if member.gang is not None else None
+            if sub is not None and node in self.nodes and sub.kind_of(member.role) is None:
+                loose.setdefault(member.gang or "", set()).add(
+                    self.nodes[node].label("rack") or "")
+                event("a pod of a replicatedJob in no subgroup was bound or held")
+                continue
+            if member.gang is not None and sub is not None and node in self.nodes:
                 # a Job is its replica; an LWS subgroup is the one its pod says
                 part = (int(member.subgroup) if member.subgroup is not None
                         else member.replica or 0)
@@ -625,6 +650,8 @@ class GangCoreMachine(RuleBasedStateMachine):
                 if other != job[0]:
                     assert rack not in self._racks_of(other), (
                         f"gang {other} runs in rack {rack}, which Job {job} holds")
+            assert rack not in loose.get(job[0], set()), (
+                f"a pod of {job[0]} in no subgroup runs in rack {rack}, which Job {job} holds")
         if racks:
             event("a Job was bound or held in its own rack")
 
