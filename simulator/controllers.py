@@ -142,5 +142,26 @@ def create_pods(
                     scheduler_name="muster",
                     created=now,
                 )
-                out.append((pod, membership_for(tree, role, replica, policy=policy)))
+                member = membership_for(tree, role, replica, policy=policy)
+                subgroup = _subgroup_of(tree, member, index)
+                if subgroup is not None:  # what LWS's pod webhook labels the pod with
+                    member = replace(member, subgroup=subgroup)
+                out.append((pod, member))
     return out
+
+
+def _subgroup_of(tree: WorkloadTree, member: Membership, index: int) -> str | None:
+    """The subgroup of the ``index``-th pod of its role in its gang, when the gang's pods say
+    their subgroup: the kinds' copies take each role's pods in order (LWS numbers them so)."""
+    gang = next((g for g in tree.gangs if g.key == member.gang), None)
+    sub = gang.subgroups if gang is not None else None
+    if sub is None or sub.label is None:
+        return None
+    start = 0
+    for kind in sub.kinds:
+        per_copy = dict(kind.pods).get(member.role, 0)
+        for value in kind.values:
+            if start <= index < start + per_copy:
+                return value
+            start += per_copy
+    return None
