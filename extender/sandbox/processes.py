@@ -82,7 +82,10 @@ class ProcessTable:
             if proc.name == name:
                 _signal_group(proc.pid, signal.SIGKILL)
                 deadline = time.monotonic() + 10
-                while alive(proc.pid) and time.monotonic() < deadline:
+                # The whole group: a gunicorn worker outliving its master for a moment still
+                # holds the listening port (the next process on it would fail to bind).
+                while (alive(proc.pid) or _group_running(proc.pid)) and \
+                        time.monotonic() < deadline:
                     time.sleep(0.05)
             else:
                 keep.append(proc)
@@ -105,6 +108,18 @@ class ProcessTable:
         if self.path.exists():
             self.path.unlink()
         return procs
+
+
+def _group_running(pgid: int) -> bool:
+    """Whether a process of group ``pgid`` still runs (zombies waiting to be reaped do not
+    count); read from /proc, so False where there is none."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            # pid (comm) state ppid pgrp ...: comm may hold spaces, so split after its ')'
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+                return True
+    return False
 
 
 def _signal_group(pid: int, sig: signal.Signals) -> None:
