@@ -149,8 +149,8 @@ def test_a_replicated_jobs_own_exclusive_topology_runs_its_jobs_each_in_a_rack_a
     """The annotation on one replicatedJob's Job template, as JobSet's docs allow: JobSet
     copies it onto those Jobs and pods only, so only their followers wait for their leader.
     Before Muster read it there, the leaders were held at the barrier for followers the
-    webhook would not create until a leader had a node. The other replicatedJob's pods keep
-    out of the exclusive Jobs' racks (the leaders' anti-affinity repels them)."""
+    webhook would not create until a leader had a node. The other replicatedJob keeps to no
+    rack; here the Jobs fill two racks, so it runs in the third."""
     conn = racks_box.connection()
     racks = rack_of(racks_box)
     obj = exclusive(ns, "mixed", jobs=2, pods=2, gpus=8)

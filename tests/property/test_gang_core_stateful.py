@@ -77,15 +77,11 @@ MAX_GANGS = 6
 RACKS = ("a", "b", "c")
 # What a gang asks of racks: nothing (most), one rack, one rack alone, or one rack if any fits.
 # "jobs": a JobSet under exclusive-topology, each Job alone in a rack of its own; "jobs+ps"
-# the same with a second replicatedJob (r2) that asks for no rack; "lws": an LWS group whose
+# the same with a second replicatedJob (r2) that asks for no rack and may go anywhere (the
+# Jobs' racks too, on what they leave free); "lws": an LWS group whose
 # subgroups each keep to a rack of their own.
 topologies = st.sampled_from([None, None, "required", "exclusive", "preferred", "jobs",
                               "jobs+ps", "lws", "lws"])
-def _job(member: Membership) -> str:
-    """Which replicatedJob a pod's Job is of: a leader r0 and its followers r1 are one."""
-    return "r0" if member.role in ("r0", "r1") else member.role
-
-
 def _lws_subgroups(workers: int) -> SubgroupTopology:
     """Subgroups of 2 of a group of one leader r0 and ``workers`` r1 (LWS's numbering: the
     leader is extra in subgroup 0 when the workers alone divide by 2)."""
@@ -288,9 +284,8 @@ class GangCoreMachine(RuleBasedStateMachine):
         if gang is not None and member is not None and gang.subgroups is not None \
                 and gang.subgroups.label is not None:
             return self._other_subgroups_racks(member)
-        if gang is None or gang.subgroups is None or member is None or member.role == "r1":
-            return set()
-        leader = member.role == "r0"  # else a pod of a replicatedJob in no subgroup (r2)
+        if gang is None or gang.subgroups is None or member is None or member.role != "r0":
+            return set()  # followers have their nodeSelector; r2 (in no subgroup) no rule
         racks = set()
         where = {**{u: p.node_name for u, p in self.pods.items() if p.node_name is not None},
                  **self.held, **self.assumed}
@@ -299,13 +294,11 @@ class GangCoreMachine(RuleBasedStateMachine):
             if other is None or other.gang is None or node not in self.nodes:
                 continue
             sub = self.gangs[other.gang].subgroups
-            if sub is None or sub.label is not None:  # not a JobSet's exclusive Jobs
+            # Its anti-affinity selects pods of exclusive Jobs only (JobSet's webhook labels
+            # just those with their priority): not LWS pods, not r2 pods in no subgroup.
+            if sub is None or sub.label is not None or sub.kind_of(other.role) is None:
                 continue
-            if leader:  # its own anti-affinity: no other Job's pod in the rack
-                if (other.gang, _job(other), other.replica) != (
-                        member.gang, _job(member), member.replica):
-                    racks.add(self.nodes[node].label("rack") or "")
-            elif other.role == "r0":  # the exclusive leaders' anti-affinity repels it
+            if (other.gang, other.replica) != (member.gang, member.replica):
                 racks.add(self.nodes[node].label("rack") or "")
         return racks
 
@@ -621,17 +614,14 @@ class GangCoreMachine(RuleBasedStateMachine):
     @invariant()
     def each_job_keeps_to_a_rack_of_its_own_that_no_other_gang_is_in(self) -> None:
         racks: dict[tuple[str, int], set[str]] = {}
-        loose: dict[str, set[str]] = {}  # gang -> racks of its pods in no subgroup
         where = {**{u: p.node_name for u, p in self.pods.items() if p.node_name is not None},
                  **self.held}
         for uid, node in where.items():
             member = self.memberships.get(uid, _NOBODY)
             sub = self.gangs[member.gang].subgroups if member.gang is not None else None
             if sub is not None and node in self.nodes and sub.kind_of(member.role) is None:
-                loose.setdefault(member.gang or "", set()).add(
-                    self.nodes[node].label("rack") or "")
                 event("a pod of a replicatedJob in no subgroup was bound or held")
-                continue
+                continue  # it keeps to no rack
             if member.gang is not None and sub is not None and node in self.nodes:
                 # a Job is its replica; an LWS subgroup is the one its pod says
                 part = (int(member.subgroup) if member.subgroup is not None
@@ -650,8 +640,6 @@ class GangCoreMachine(RuleBasedStateMachine):
                 if other != job[0]:
                     assert rack not in self._racks_of(other), (
                         f"gang {other} runs in rack {rack}, which Job {job} holds")
-            assert rack not in loose.get(job[0], set()), (
-                f"a pod of {job[0]} in no subgroup runs in rack {rack}, which Job {job} holds")
         if racks:
             event("a Job was bound or held in its own rack")
 

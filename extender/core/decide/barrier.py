@@ -86,7 +86,8 @@ def decide_bind(
                         gpu=settings.gpu_resource, exclude=key)
     if lack is not None:
         return _no_room(pod, gang, node, lack, snapshot=snapshot, ledger=ledger)
-    fenced = None if gang is None else _fenced(gang, node, snapshot=snapshot, ledger=ledger,
+    fenced = None if gang is None else _fenced(gang, pod_uid, node, snapshot=snapshot,
+                                                ledger=ledger,
                                                 gpu=settings.gpu_resource)
     if fenced is not None:
         return _no_room(pod, gang, node, f"pod {pod.key}: {fenced}", snapshot=snapshot,
@@ -203,15 +204,15 @@ def _no_room(
     return BindDecision(BindOutcome.REJECT, lack, gang.key)
 
 
-def _fenced(gang: Gang, node: NodeName, *, snapshot: ClusterSnapshot, ledger: Ledger,
-            gpu: str) -> str | None:
+def _fenced(gang: Gang, pod_uid: str, node: NodeName, *, snapshot: ClusterSnapshot,
+            ledger: Ledger, gpu: str) -> str | None:
     """Why ``node`` is closed to ``gang`` by exclusivity since its filter passed it (a plan
     expired meanwhile and an exclusive gang took the domain, or, for an exclusive gang,
     another gang came into the domain); ``None`` when it is open."""
     fenced, taken = exclusive_fences(gang, snapshot, occupants(snapshot, ledger, gpu=gpu))
     if node in fenced:
         return f"node {node} is in a domain an exclusive gang holds"
-    key = exclusive_key(gang)
+    key = exclusive_key(gang, snapshot.memberships[pod_uid].role)
     value = None if key is None else snapshot.nodes[node].label(key)
     if key is not None and value is not None and value in taken:
         return (f"node {node} is in {key} {value}, which gang {gang.key} must hold alone, "

@@ -52,7 +52,7 @@ from extender.core.gang.ledger import (
     per_node,
     per_role,
     placed_counts,
-    placed_subgroups,
+    placed_in_of,
 )
 from extender.core.gang.placement import (
     Infeasible,
@@ -169,13 +169,6 @@ def _subgroup_domain(pod: PodInfo, gang: Gang, plan: Plan,
     return None if domain is None else (sub.key, domain)
 
 
-def _placed_in(gang: Gang, snapshot: ClusterSnapshot, ledger: Ledger, *, gpu: str,
-               exclude: str) -> dict[tuple[NodeName, str, str], int] | None:
-    if gang.subgroups is None or gang.subgroups.label is None:
-        return None
-    return placed_subgroups(gang.key, snapshot, ledger, gpu=gpu, exclude=exclude)
-
-
 def plan_lost_room(
     pod: PodInfo, gang: Gang, role: str, plan: Plan, *, snapshot: ClusterSnapshot,
     ledger: Ledger, settings: CoreSettings,
@@ -283,14 +276,15 @@ def decide_filter(
         return _fence(_keep_to_domain(extra, gang, domain, snapshot), gang, snapshot, ledger,
                       gpu=gpu)
     capacity = free_capacity(snapshot, ledger, gpu=gpu, exclude=gang.key)
+    inside = placed_in_of(gang, snapshot, ledger, gpu=gpu, exclude=pod.uid)
     result = plan_gang(gang, snapshot=snapshot, capacity=capacity, placed=by_role,
                        policy=settings.policy, gpu=gpu, budget=settings.search_budget,
                        within=domain, occupied=occupants(snapshot, ledger, gpu=gpu),
-                       placed_at=at, placed_in=_placed_in(gang, snapshot, ledger, gpu=gpu,
-                                                          exclude=pod.uid))
+                       placed_at=at, placed_in=inside)
     if isinstance(result, Infeasible):
         return _infeasible(result, gang, candidates, snapshot=snapshot, ledger=ledger,
-                           settings=settings, placed=by_role, within=domain)
+                           settings=settings, placed=by_role, within=domain,
+                           where=(at, inside))
     ledger.reserve(result, now=now, ttl=settings.plan_ttl)
     decided = _pinned(pod, gang, role, result, candidates, snapshot=snapshot, ledger=ledger,
                       settings=settings, outcome=FilterOutcome.PLANNED)
@@ -306,12 +300,16 @@ def _infeasible(
     result: Infeasible, gang: Gang, candidates: Sequence[NodeName], *,
     snapshot: ClusterSnapshot, ledger: Ledger, settings: CoreSettings,
     placed: Mapping[str, int], within: str | None,
+    where: tuple[Mapping[tuple[NodeName, str], int],
+                 Mapping[tuple[NodeName, str, str], int] | None],
 ) -> FilterDecision:
     """Fail every node; unresolvable if even an empty cluster could not hold the gang.
-    Otherwise the reason names who holds what the gang needs, if anyone in Muster does."""
+    Otherwise the reason names who holds what the gang needs, if anyone in Muster does.
+    ``where`` is where its placed pods run (``placed_at``, ``placed_in``)."""
     gpu = settings.gpu_resource
     never = plan_gang(gang, snapshot=snapshot, capacity=empty_of(snapshot, gpu=gpu), placed=placed,
-                      policy=settings.policy, gpu=gpu, budget=settings.search_budget)
+                      policy=settings.policy, gpu=gpu, budget=settings.search_budget,
+                      placed_at=where[0], placed_in=where[1])
     if isinstance(never, Infeasible):
         why = f"{result.reason} (it would not fit an empty cluster either)"
         return FilterDecision((), _NONE, MappingProxyType(dict.fromkeys(candidates, why)),

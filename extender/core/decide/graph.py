@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Mapping
 import networkx as nx
 
 from extender.core.gang.capacity import demand_of, fits
-from extender.core.gang.ledger import Ledger, free_capacity, per_role
+from extender.core.gang.ledger import Ledger, free_capacity, per_role, placed_in_of
 from extender.core.gang.placement import (
     SEARCH_BUDGET,
     Infeasible,
@@ -52,7 +52,8 @@ def blocked_gangs(
             continue
         free = free_capacity(snapshot, ledger, gpu=gpu, exclude=key)
         plan = plan_gang(gang, snapshot=snapshot, capacity=free, placed=by_role, policy=policy,
-                         gpu=gpu, budget=budget)
+                         gpu=gpu, budget=budget, placed_at=ledger.placed(key, snapshot, gpu=gpu),
+                         placed_in=placed_in_of(gang, snapshot, ledger, gpu=gpu))
         if isinstance(plan, Infeasible):
             out.append(key)
     return out

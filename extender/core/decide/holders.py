@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from extender.core.decide.settings import CoreSettings
 from extender.core.gang.capacity import DEVICE, demand_of
-from extender.core.gang.ledger import Ledger, free_capacity, occupants
+from extender.core.gang.ledger import Ledger, free_capacity, occupants, placed_in_of
 from extender.core.gang.placement import Infeasible, plan_gang
 from extender.core.model.snapshot import ClusterSnapshot
 from extender.core.model.values import Gang, GangKey, NodeName
@@ -111,7 +111,9 @@ def holders_in_the_way(
                                                                      exclude=gang.key),
                      placed=placed, policy=settings.policy, gpu=gpu,
                      budget=settings.search_budget, within=within,
-                     occupied=occupants(snapshot, twin, gpu=gpu))
+                     occupied=occupants(snapshot, twin, gpu=gpu),
+                     placed_at=ledger.placed(gang.key, snapshot, gpu=gpu),
+                     placed_in=placed_in_of(gang, snapshot, ledger, gpu=gpu))
     if isinstance(plan, Infeasible):
         return ()
     wanted = {n for n, _, _ in plan.slots}

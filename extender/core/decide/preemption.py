@@ -45,6 +45,7 @@ from extender.core.gang.ledger import (
     per_node,
     per_role,
     placed_counts,
+    placed_in_of,
 )
 from extender.core.gang.placement import Infeasible, Plan, placed_domain, plan_gang
 from extender.core.model.snapshot import ClusterSnapshot
@@ -177,7 +178,9 @@ def plan_preemption(gang: Gang, *, snapshot: ClusterSnapshot, ledger: Ledger,
         return None
     free = free_capacity(snapshot, ledger, gpu=gpu, exclude=gang.key)
     placed = per_role(placed_counts(gang.key, snapshot, ledger, gpu=gpu))
-    within = placed_domain(gang, snapshot, per_node(ledger.placed(gang.key, snapshot, gpu=gpu)))
+    at = ledger.placed(gang.key, snapshot, gpu=gpu)
+    inside = placed_in_of(gang, snapshot, ledger, gpu=gpu)
+    within = placed_domain(gang, snapshot, per_node(at))
     units = candidates(gang, snapshot, ledger, gpu=gpu, pdb_nodes=pdb_nodes)
     occupied = occupants(snapshot, ledger, gpu=gpu)
 
@@ -187,7 +190,8 @@ def plan_preemption(gang: Gang, *, snapshot: ClusterSnapshot, ledger: Ledger,
         result = plan_gang(gang, snapshot=snapshot, capacity=give_back(snapshot, free, victims,
                                                                       gpu=gpu),
                            placed=placed, policy=settings.policy, gpu=gpu,
-                           budget=settings.search_budget, within=within, occupied=occ)
+                           budget=settings.search_budget, within=within, occupied=occ,
+                           placed_at=at, placed_in=inside)
         return None if isinstance(result, Infeasible) else result
 
     if not units or attempt(units) is None:

@@ -148,10 +148,13 @@ def topology_domains(
     return {k: tuple(v) for k, v in sorted(domains.items())}
 
 
-def exclusive_key(gang: Gang) -> str | None:
-    """The node label whose domains ``gang`` holds alone, if it holds any: its subgroups'
-    (each alone in one) or its own exclusive domain's."""
+def exclusive_key(gang: Gang, role: str | None = None) -> str | None:
+    """The node label whose domains ``gang`` (or its pods of ``role``) holds alone, if any:
+    its subgroups' (each alone in one; a role in no subgroup holds none) or its own
+    exclusive domain's."""
     if gang.subgroups is not None:
+        if role is not None and gang.subgroups.kind_of(role) is None:
+            return None
         return gang.subgroups.key
     if gang.topology is not None and gang.topology.exclusive:
         return gang.topology.key

@@ -33,7 +33,7 @@ its minimum gets a plan for the rest.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 
 from extender.core.gang.capacity import (
@@ -469,6 +469,17 @@ def placed_subgroups(
     return counts
 
 
+def placed_in_of(
+    gang: Gang, snapshot: ClusterSnapshot, ledger: Ledger, *, gpu: str = GPU,
+    exclude: str | None = None,
+) -> dict[tuple[NodeName, str, str], int] | None:
+    """:func:`placed_subgroups` for a gang whose pods say their subgroup, else ``None``: what
+    :func:`~extender.core.gang.placement.plan_gang` takes as ``placed_in``."""
+    if gang.subgroups is None or gang.subgroups.label is None:
+        return None
+    return placed_subgroups(gang.key, snapshot, ledger, gpu=gpu, exclude=exclude)
+
+
 def occupants(
     snapshot: ClusterSnapshot, ledger: Ledger, *, gpu: str = GPU, force: bool = False,
 ) -> dict[NodeName, list[Gang]]:
@@ -481,12 +492,19 @@ def occupants(
         return {}
     found: dict[NodeName, dict[GangKey, Gang]] = {}
     keys = [GangKey(k) for k in index_of(snapshot, gpu=gpu).gang_pods]
-    held = [(k, {n for n, _ in ledger.placed(k, snapshot, gpu=gpu)}) for k in keys]
-    held += [(k, {n for n, _, _ in res.plan.slots}) for k, res in ledger.reservations()]
-    for key, nodes in held:
+    held = [(k, set(ledger.placed(k, snapshot, gpu=gpu))) for k in keys]
+    held += [(k, {(n, r) for n, r, _ in res.plan.slots}) for k, res in ledger.reservations()]
+    for key, where in held:
         gang = snapshot.gangs.get(key)
-        if gang is not None:
-            for node in nodes:
+        if gang is None:
+            continue
+        sub = gang.subgroups
+        for node, role in sorted(where):
+            if sub is not None and sub.kind_of(role) is None:
+                # A pod of a role in no subgroup holds no domain alone: here the gang is
+                # seen without its subgroups, unless its subgroups' pods are here too.
+                found.setdefault(node, {}).setdefault(key, replace(gang, subgroups=None))
+            else:
                 found.setdefault(node, {})[key] = gang
     return {n: list(gangs.values()) for n, gangs in found.items()}
 

@@ -591,13 +591,10 @@ def _by_subgroups(
                 by_role = by_value.setdefault(value, {}).setdefault(domain, {})
                 by_role[role] = by_role.get(role, 0) + n
     needed = gang.min_member - sum(placed_at.values())
-    # Roles in no subgroup (a JobSet's replicatedJobs that ask for no domain) run outside the
-    # subgroups' domains: the exclusive Jobs' leaders repel every other Job's pods there.
+    # Roles in no subgroup (a JobSet's replicatedJobs that ask for no domain) go anywhere,
+    # the subgroups' domains too: the exclusive leaders' anti-affinity selects only pods of
+    # exclusive Jobs (JobSet's priority label), and they keep to no domain themselves.
     in_kinds = {r for kind in sub.kinds for r, _ in kind.pods}
-    taken = dict(taken)
-    for value, by_role in sorted(placed.items()):
-        for role in sorted(r for r, n in by_role.items() if n > 0 and r not in in_kinds):
-            taken.setdefault(value, f"its own {role} pods, kept to no domain, are there")
     units, broken = units_of(sub, placed, by_value=by_value)
     if broken is not None:
         return Infeasible(gang.key, f"gang {gang.key}: {broken}", 0, needed)
@@ -640,17 +637,19 @@ def _by_subgroups(
         by_role_placed[role] = by_role_placed.get(role, 0) + n
     loose = [d for d in gang_demands(gang, by_role_placed) if d.role not in in_kinds]
     if loose:
-        chosen = {d for _, d, _ in found.chosen}
-        outside = {rd.role: tuple(n for n in eligible.get(rd.role, ())
-                                  if nodes[n].label(sub.key) not in chosen) for rd in loose}
-        rest = place_gang(gang.key, loose, capacity=capacity, eligible=outside, policy=policy,
-                          gpu=gpu, budget=share)
+        # On what the subgroups' slots leave free.
+        left: dict[NodeName, NodeCapacity] = {}
+        for (node, role), n in slots.items():
+            left[node] = take(left.get(node) or capacity[node],
+                              demand_of(shapes[role], gpu=gpu), n, force=True)
+        rest = place_gang(gang.key, loose, capacity=CapacityView(capacity, left),
+                          eligible={rd.role: eligible.get(rd.role, ()) for rd in loose},
+                          policy=policy, gpu=gpu, budget=share)
         if isinstance(rest, Infeasible):
             names = ", ".join(rd.role for rd in loose)
             return Infeasible(gang.key, (f"gang {gang.key}: its {sub.key} subgroups fit, but "
-                                         f"its roles kept to no domain ({names}) do not fit "
-                                         f"outside their domains: {rest.reason}"),
-                              found.placed + rest.placed, needed)
+                                         f"then its roles kept to no domain ({names}) do not: "
+                                         f"{rest.reason}"), found.placed + rest.placed, needed)
         for node, role, n in rest.slots:
             slots[(node, role)] = slots.get((node, role), 0) + n
     planned = tuple(sorted((n, r, c) for (n, r), c in slots.items() if c > 0))

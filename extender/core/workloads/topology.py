@@ -277,8 +277,8 @@ def _sliced(key: str, gang: Gang, *, size: int, leader: str, excluded: bool, lab
         return None, f"gang {gang.key}: subgroup size {size} is not between 1 and {n + 1}"
     if excluded:
         return None, (f"gang {gang.key}: with LeaderExcluded its leader is in no subgroup, "
-                      f"and Muster keeps every pod of a gang with subgroups to one; it keeps "
-                      f"the subgroups to no {key} domain of their own")
+                      f"which Muster does not plan; it keeps the subgroups to no {key} "
+                      "domain of their own")
     if n % size == 0:  # the leader is an extra pod in the first slice
         first, rest = ((leader, 1), (worker, size)), n // size - 1
     elif (n + 1) % size == 0:

@@ -168,39 +168,48 @@ def test_placed_pods_pin_their_subgroup_and_two_subgroups_in_one_domain_are_refu
     assert broken == "pods of its 2 lead subgroup(s) run in 3 rack domains (x, y, z)"
 
 
-def with_ps(ps: int) -> Gang:
-    """Two exclusive Jobs of a leader and a follower (4 GPUs each) and ``ps`` pods of a
-    replicatedJob that asks for no domain."""
-    shape = make_shape(gpus=4)
-    gang = make_gang("js", roles=[("lead", 2, shape), ("follow", 2, shape), ("ps", ps, shape)],
-                     stages={"follow": 1})
+def with_ps(ps: int, *, gpus: int = 4) -> Gang:
+    """Two exclusive Jobs of a leader and a follower (``gpus`` each) and ``ps`` pods of 4 GPUs
+    of a replicatedJob that asks for no domain."""
+    shape = make_shape(gpus=gpus)
+    gang = make_gang("js", roles=[("lead", 2, shape), ("follow", 2, shape),
+                                  ("ps", ps, make_shape(gpus=4))], stages={"follow": 1})
     kind = SubgroupKind("lead", (("follow", 1), ("lead", 1)), 2)
     return replace(gang, subgroups=SubgroupTopology("rack", (kind,)))
 
 
-def test_a_role_in_no_subgroup_is_planned_outside_the_subgroups_racks() -> None:
-    # A JobSet whose "workers" replicatedJob asks for exclusive-topology and whose "ps" does
-    # not: each worker Job gets a rack of its own; ps runs in neither (the exclusive leaders'
-    # anti-affinity repels every other Job's pods there), here in the third rack.
+def test_a_role_in_no_subgroup_shares_the_jobs_racks_on_what_they_leave_free() -> None:
+    # Two racks only: each Job takes one, and ps (which JobSet's exclusive leaders do not
+    # repel: their anti-affinity selects exclusive Jobs' pods only) runs beside them.
+    two = [n for n in RACKS if RACK_OF[n.name] in ("x", "y")]
     gang = with_ps(2)
-    snap = make_snapshot(RACKS, gangs=[gang])
+    snap = make_snapshot(two, gangs=[gang])
     ledger = Ledger()
-    assert _filter(snap, gang, ledger).outcome is FilterOutcome.PLANNED
+    decision = decide_filter(snap.pods[uid(gang, "lead", 0)], [n.name for n in two],
+                             snapshot=snap, ledger=ledger, now=0, settings=CoreSettings())
+    assert decision.outcome is FilterOutcome.PLANNED, decision.reason
     plan = ledger.plan_for(gang.key)
     assert plan is not None and plan.required == 6
     per_rack = racks_of(plan)
-    jobs = {d for _, d in plan.subgroup_domains}
-    assert len(jobs) == 2
-    assert all(per_rack[d] == {"lead": 1, "follow": 1} for d in jobs)
-    (ps_rack,) = set(per_rack) - jobs
-    assert per_rack[ps_rack] == {"ps": 2}
+    assert all(per_rack[d]["lead"] == 1 and per_rack[d]["follow"] == 1
+               for _, d in plan.subgroup_domains)
+    assert sum(r.get("ps", 0) for r in per_rack.values()) == 2
+    used: dict[str, int] = {}
+    for node, _, n in plan.slots:  # 4 GPUs a pod, 8 a node: never more than two a node
+        used[node] = used.get(node, 0) + n
+    assert max(used.values()) <= 2
 
 
-def test_a_role_in_no_subgroup_that_runs_in_a_rack_keeps_the_jobs_out_of_it() -> None:
-    gang = with_ps(1)
-    snap = make_snapshot(RACKS, gangs=[gang], bound={"js-ps-0": "x0"})
+def test_a_role_in_no_subgroup_closes_no_rack_to_other_gangs() -> None:
+    # Each Job needs a whole rack (2 x 8 GPUs); ps runs on x0, so the Jobs take y and z.
+    # Rack x holds only ps, a pod of no exclusive Job: another gang may still go there.
+    gang = with_ps(1, gpus=8)
+    other = make_gang("other", roles=[("w", 1, make_shape(gpus=4))])
+    snap = make_snapshot(RACKS, gangs=[gang, other], bound={"js-ps-0": "x0"})
     ledger = Ledger()
     assert _filter(snap, gang, ledger).outcome is FilterOutcome.PLANNED
     plan = ledger.plan_for(gang.key)
-    assert plan is not None
-    assert {d for _, d in plan.subgroup_domains} == {"y", "z"}
+    assert plan is not None and {d for _, d in plan.subgroup_domains} == {"y", "z"}
+    decision = decide_filter(snap.pods[uid(other, "w", 0)], NAMES, snapshot=snap,
+                             ledger=ledger, now=0, settings=CoreSettings())
+    assert decision.passed and {RACK_OF[n] for n in decision.passed} == {"x"}

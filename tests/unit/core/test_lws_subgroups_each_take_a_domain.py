@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from extender.core.decide.decisions import FilterOutcome, decide_filter
+from extender.core.decide.barrier import decide_bind
+from extender.core.decide.decisions import BindOutcome, FilterOutcome, decide_filter
+from extender.core.decide.graph import blocked_gangs
 from extender.core.decide.settings import CoreSettings
 from extender.core.gang.ledger import Ledger
 from extender.core.model.snapshot import ClusterSnapshot
@@ -114,3 +116,18 @@ def test_a_group_whose_subgroups_cannot_each_get_a_rack_waits_whole() -> None:
     assert decision.outcome is FilterOutcome.WAITING and decision.passed == ()
     assert "its 2 subgroup(s) each need a rack domain of their own and only 1 can get one" \
         in decision.reason
+
+
+def test_members_held_at_the_barrier_count_where_they_are_not_planned_again() -> None:
+    # The leader and worker 1 (subgroup 0) are held at bind, not yet bound: the deadlock
+    # check must see them there, or it plans subgroup 0 a second time and calls the healthy
+    # gang blocked (then yields it).
+    gang = group()
+    snap = snapshot(gang)
+    ledger = Ledger()
+    for role, i in (("leader", 0), ("worker", 0)):
+        decision = _filter(snap, gang, ledger, role, i)
+        held = decide_bind(uid(gang, role, i), decision.passed[0], snapshot=snap,
+                           ledger=ledger, now=0, settings=CoreSettings())
+        assert held.outcome is BindOutcome.WAIT
+    assert blocked_gangs(snap, ledger) == []
