@@ -125,3 +125,34 @@ def test_the_schema_is_structural_as_the_api_server_requires() -> None:
     # are pruned by the server instead, and `muster descriptors validate` reports them.
     assert not [o for o in _objects(SCHEMA)
                 if "properties" in o and "additionalProperties" in o]
+
+
+def pruned(node: Any, schema: dict[str, Any], at: str = "") -> list[str]:
+    """Fields the API server would drop (structural pruning): in an object schema that
+    neither lists them nor preserves unknown fields or takes additionalProperties."""
+    if schema.get("x-kubernetes-preserve-unknown-fields"):
+        return []
+    out: list[str] = []
+    if isinstance(node, dict) and schema.get("type") == "object":
+        props = schema.get("properties", {})
+        extra = schema.get("additionalProperties")
+        for key, value in node.items():
+            if key in props:
+                out += pruned(value, props[key], f"{at}.{key}")
+            elif isinstance(extra, dict):
+                out += pruned(value, extra, f"{at}.{key}")
+            elif extra is not True:
+                out.append(f"{at}.{key}")
+    elif isinstance(node, list) and schema.get("type") == "array":
+        out += [p for i, item in enumerate(node)
+                for p in pruned(item, schema.get("items", {}), f"{at}[{i}]")]
+    return out
+
+
+@pytest.mark.parametrize("file", sorted((REPO / "descriptors").glob("*.yaml")),
+                         ids=lambda f: f.stem)
+def test_the_api_server_prunes_no_field_of_a_catalog_descriptor(file: Any) -> None:
+    # A pruned field changes what the descriptor says once applied (a per-item rule losing
+    # its items, `over`, was refused when Muster read it back from the cluster).
+    doc = yaml.safe_load(file.read_text())
+    assert pruned({k: v for k, v in doc.items() if k in ("spec",)}, SCHEMA) == []
