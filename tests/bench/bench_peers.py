@@ -240,18 +240,24 @@ def pod_gpus(pod: dict[str, Any]) -> int:
     return total
 
 
-def bound_pods(conn: Connection) -> frozenset[str]:
+BOUND = "spec.nodeName!="
+"""The field selector of bound pods."""
+
+
+def bound_pods(conn: Connection, selector: str = BOUND) -> frozenset[str]:
     listing = conn.request("GET", f"/api/v1/namespaces/{NAMESPACE}/pods",
-                           query={"fieldSelector": "spec.nodeName!="})
+                           query={"fieldSelector": selector})
     return frozenset(p["metadata"]["name"] for p in listing.get("items", []))
 
 
 class Poller(threading.Thread):
-    """Lists the bound pods every ``interval`` seconds; ``samples`` grows until stopped."""
+    """Lists the pods ``selector`` selects (the bound ones) every ``interval`` seconds;
+    ``samples`` grows until stopped."""
 
-    def __init__(self, conn: Connection, t0: float, interval: float) -> None:
+    def __init__(self, conn: Connection, t0: float, interval: float, *,
+                 selector: str = BOUND) -> None:
         super().__init__(daemon=True)
-        self.conn, self.t0, self.interval = conn, t0, interval
+        self.conn, self.t0, self.interval, self.selector = conn, t0, interval, selector
         self.samples: list[Sample] = []
         self.errors = 0
         self.spent = 0.0
@@ -261,7 +267,7 @@ class Poller(threading.Thread):
         while not self._halt.is_set():
             started = time.monotonic()
             try:
-                bound = bound_pods(self.conn)
+                bound = bound_pods(self.conn, self.selector)
             except Exception:  # a slow answer under load; the next poll will do
                 self.errors += 1
             else:

@@ -36,6 +36,7 @@ from extender.sandbox.sandbox import Sandbox
 from extender.sandbox.submit import create
 from tests.bench.bench_peers import (
     NAMESPACE,
+    Poller,
     gang_records,
     mode_sandbox,
     muster_notes,
@@ -63,34 +64,9 @@ Say = Callable[[str], None]
 LIVE = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
 
 
-class LivePoller(threading.Thread):
-    """Lists the live bound pods every ``interval`` seconds into ``polls`` until stopped."""
-
-    def __init__(self, conn: Connection, t0: float, interval: float) -> None:
-        super().__init__(daemon=True)
-        self.conn, self.t0, self.interval = conn, t0, interval
-        self.polls: list[Poll] = []
-        self.errors = 0
-        self.spent = 0.0
-        self._halt = threading.Event()
-
-    def run(self) -> None:
-        while not self._halt.is_set():
-            started = time.monotonic()
-            try:
-                listing = self.conn.request("GET", f"/api/v1/namespaces/{NAMESPACE}/pods",
-                                            query={"fieldSelector": LIVE})
-            except Exception:  # a slow answer under load; the next poll will do
-                self.errors += 1
-            else:
-                live = frozenset(p["metadata"]["name"] for p in listing.get("items", []))
-                self.polls.append(Poll(started - self.t0, live))
-                self.spent += time.monotonic() - started
-            self._halt.wait(max(0.0, self.interval - (time.monotonic() - started)))
-
-    def stop(self) -> None:
-        self._halt.set()
-        self.join()
+def live_polls(poller: Poller) -> list[Poll]:
+    """The poller's listings so far, as polls of the pods that hold GPUs."""
+    return [Poll(sample.t, sample.bound) for sample in list(poller.samples)]
 
 
 class Launcher(threading.Thread):
@@ -214,7 +190,7 @@ def observe_stream(box: Sandbox, label: str, arrivals: list[Arrival], spec: Stre
     watcher = box.connection()
     watcher.timeout = 60.0
     t0 = time.monotonic()
-    poller = LivePoller(watcher, t0, options.poll)
+    poller = Poller(watcher, t0, options.poll, selector=LIVE)
     launcher = Launcher(box, arrivals, catalog, t0=t0, workers=options.creators,
                         workload_api=mode is SchedulerMode.GANG)
     poller.start()
@@ -224,14 +200,14 @@ def observe_stream(box: Sandbox, label: str, arrivals: list[Arrival], spec: Stre
     finally:
         launcher.stop()
         poller.stop()
-    polls = poller.polls
+    polls = live_polls(poller)
     figures = measure(label, polls, launcher.tracked, capacity=spec.capacity,
                       window=spec.duration)
     finished = conn.request("GET", f"/api/v1/namespaces/{NAMESPACE}/pods",
                             query={"fieldSelector": "status.phase=Succeeded"})
     notes = [f"sandbox up {up_s:.0f} s; observed {polls[-1].t:.0f} s; "
              f"{len(finished.get('items', []))} pods Succeeded by the end",
-             f"poll took {1000 * poller.spent / max(1, len(polls)):.0f} ms on average"
+             f"poll took {poller.mean_poll_ms():.0f} ms on average"
              + (f", {poller.errors} polls failed" if poller.errors else ""),
              f"first pod created after its arrival time: max {max(launcher.lags, default=0):.1f}"
              " s (the bench's own lag; time-to-start counts from the pod, not the arrival)"]
@@ -241,14 +217,14 @@ def observe_stream(box: Sandbox, label: str, arrivals: list[Arrival], spec: Stre
     return figures, notes
 
 
-def _wait(poller: LivePoller, launcher: Launcher, spec: StreamSpec, *, drain: float,
+def _wait(poller: Poller, launcher: Launcher, spec: StreamSpec, *, drain: float,
           say: Say, label: str) -> None:
     """Until every arrival is created and, after the window, every gang and single has
     started, or ``drain`` seconds after the window."""
     last_report = -math.inf
     while True:
         time.sleep(max(poller.interval, 1.0))
-        polls = list(poller.polls)
+        polls = live_polls(poller)
         if not polls:
             continue
         now = polls[-1].t
