@@ -52,6 +52,16 @@ def node_racks(box: Sandbox) -> dict[str, str]:
     return {n["metadata"]["name"]: n["metadata"]["labels"][RACK_LABEL] for n in nodes}
 
 
+def racks_by(pods: list[dict[str, Any]], label: str,
+             racks: dict[str, str]) -> dict[str, set[str]]:
+    """The racks the pods run in, per value of their ``label`` (a group, a subgroup)."""
+    out: dict[str, set[str]] = {}
+    for pod in pods:
+        out.setdefault(pod["metadata"]["labels"][label], set()).add(
+            racks[pod["spec"]["nodeName"]])
+    return out
+
+
 def live(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Bound pods not being deleted."""
     return [p for p in bound(pods) if not p["metadata"].get("deletionTimestamp")]
@@ -168,10 +178,7 @@ def test_each_group_of_an_exclusive_topology_lws_runs_whole_and_alone_in_its_own
     racks = node_racks(real_box)
     apply(real_box, exclusive_lws(real_ns, "racks", replicas=2, size=4))
     assert wait_until(lambda: whole(conn, real_ns, 8), timeout=120), describe(conn, real_ns)
-    per_group: dict[str, set[str]] = {}
-    for pod in pods_in(conn, real_ns):
-        per_group.setdefault(pod["metadata"]["labels"][GROUP], set()).add(
-            racks[pod["spec"]["nodeName"]])
+    per_group = racks_by(pods_in(conn, real_ns), GROUP, racks)
     assert sorted(per_group) == ["0", "1"]
     assert all(len(r) == 1 for r in per_group.values()), per_group
     assert per_group["0"] != per_group["1"], per_group
@@ -213,10 +220,7 @@ def test_each_subgroup_of_a_subgroup_exclusive_lws_runs_whole_and_alone_in_its_o
     priority_class(real_box, "muster-e2e-low", 10)  # the same for both: no preemption
     apply(real_box, subgroup_lws(real_ns, "split", size=4, subgroup=2))
     assert wait_until(lambda: whole(conn, real_ns, 4), timeout=120), describe(conn, real_ns)
-    per_subgroup: dict[str, set[str]] = {}
-    for pod in pods_in(conn, real_ns):
-        per_subgroup.setdefault(pod["metadata"]["labels"][SUBGROUP], set()).add(
-            racks[pod["spec"]["nodeName"]])
+    per_subgroup = racks_by(pods_in(conn, real_ns), SUBGROUP, racks)
     assert sorted(per_subgroup) == ["0", "1"], per_subgroup
     assert all(len(r) == 1 for r in per_subgroup.values()), per_subgroup
     assert per_subgroup["0"] != per_subgroup["1"], per_subgroup
