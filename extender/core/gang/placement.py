@@ -570,7 +570,8 @@ def _by_subgroups(
     policy: Policy, gpu: str, budget: int, fenced: int,
 ) -> Plan | Infeasible:
     """Each subgroup in a domain of its own (:func:`~extender.core.gang.subgroups.
-    assign_domains`); the plan is their slots together. Nodes without the label take none."""
+    assign_domains`); the plan is their slots together, then the roles in no subgroup on what
+    those leave free, anywhere. Nodes without the label take none of the subgroups' pods."""
     nodes = snapshot.nodes
     placed: dict[str, dict[str, int]] = {}
     for (node, role), n in sorted(placed_at.items()):
