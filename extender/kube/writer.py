@@ -1,6 +1,11 @@
-"""A bounded queue drained by one background thread: API writes that must never make a
-scheduling decision wait (events, requeues). When the API server is slow and the queue is
-full, the newest item is dropped and counted rather than memory growing."""
+"""A bounded queue drained by background threads: API writes that must never make a
+scheduling decision wait (events, requeues, ungating). When the API server is slow and the
+queue is full, the newest item is dropped and counted rather than memory growing.
+
+One thread keeps writes in order (events). Writes that are independent of each other and
+wanted together (ungating a gang's members: the gang starts only when the last of them is
+in kube-scheduler's queue) take several threads, since each write waits a round trip and the
+API server answers many at once."""
 
 from __future__ import annotations
 
@@ -18,21 +23,25 @@ T = TypeVar("T")
 
 class QueueWriter(Generic[T]):
     def __init__(self, write: Callable[[T], None], *, name: str, capacity: int,
-                 describe: Callable[[T], str], log: logging.Logger) -> None:
+                 describe: Callable[[T], str], log: logging.Logger, threads: int = 1) -> None:
         self._write = write
         self._describe = describe
         self._log = log
         self._queue: queue.Queue[T] = queue.Queue(maxsize=capacity)
         self.written = 0
         self.dropped = 0
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self._thread.start()
+        self._counted = threading.Lock()
+        self._threads = [threading.Thread(target=self._run, name=f"{name}-{i}", daemon=True)
+                         for i in range(max(1, threads))]
+        for thread in self._threads:
+            thread.start()
 
     def put(self, item: T) -> None:
         try:
             self._queue.put_nowait(item)
         except queue.Full:
-            self.dropped += 1
+            with self._counted:
+                self.dropped += 1
 
     def flush(self, timeout: float = 5.0) -> None:
         """Wait until every queued item was attempted (for tests and shutdown)."""
@@ -50,7 +59,8 @@ class QueueWriter(Generic[T]):
             item = self._queue.get()
             try:
                 self._write(item)
-                self.written += 1
+                with self._counted:
+                    self.written += 1
             except KubeError as err:
                 self._log.warning("%s event=not-written problem=%r", self._describe(item),
                                   str(err))
@@ -65,10 +75,10 @@ class PodWrites:
     subclass says what one write is (``_write``)."""
 
     def __init__(self, conn: Connection, *, name: str, capacity: int,
-                 log: logging.Logger) -> None:
+                 log: logging.Logger, threads: int = 1) -> None:
         self.conn = conn
         self._writer: QueueWriter[tuple[PodRef, str]] = QueueWriter(
-            self._write, name=name, capacity=capacity, log=log,
+            self._write, name=name, capacity=capacity, log=log, threads=threads,
             describe=lambda item: f"pod={item[0].key}")
 
     @property

@@ -46,7 +46,7 @@ def create_app(settings: Settings, state: StateStore, clock: Clock, *,
     ``requeuer`` makes kube-scheduler retry pods Muster turned away once their obstacle is
     gone, ``evictor`` evicts the whole victims of a gang's preemption plan, and
     ``housekeeping`` (seconds) starts a thread doing that, and expiring plans, on a
-    clock rather than only when a request comes.
+    clock rather than only when a request comes, and soon after any pod or node event.
     ``gang_objects`` receives the Gang objects (``kubectl get gangs``) housekeeping makes.
     ``leadership`` (leader election) lets the service decide only while this replica
     leads (:mod:`extender.server.leading`). ``ungater`` removes Muster's scheduling gate
@@ -80,7 +80,8 @@ def create_app(settings: Settings, state: StateStore, clock: Clock, *,
             gate.append(LeaderGate(service, leadership, metrics=metrics))
             decider = gate[0]
         if housekeeping:
-            Housekeeper(gate[0] if gate else service, interval=housekeeping).start()
+            keeper = Housekeeper(gate[0] if gate else service, interval=housekeeping).start()
+            state.on_cluster_changed(keeper.nudge)
     app = Flask("muster")
     # No MAX_CONTENT_LENGTH: werkzeug would cut a chunked body at it silently; the verbs read
     # their bodies with their own bound (routes._read_body), and the other routes take none.

@@ -1,17 +1,29 @@
-"""A thread that lets time pass for the gang service when no request comes.
+"""A thread that lets time pass for the gang service, and looks again when the cluster moves.
 
 Plans expire and turned-away pods are requeued on a clock, not only when kube-scheduler
 happens to call: in a quiet cluster no call may come for minutes, and the pods waiting on a
 plan that ended would wait just as long.
+
+It also runs soon after the cluster changes (:meth:`Housekeeper.nudge`, called by the state
+store on every pod or node event): the creation of a gang's last member, or the end of a pod
+that frees the room a gated gang waits for, is acted on within ``gap`` seconds, not at the
+next tick. A burst of events is taken in one round, and rounds are at least ``gap`` apart, so
+a busy cluster costs at most one round per ``gap``.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Protocol
 
 log = logging.getLogger("muster.housekeeping")
+
+GAP = 0.05
+"""Seconds between rounds brought on by changes: long enough to take a burst of pod events
+(a controller creating a gang's members) in one round, short against kube-scheduler's own
+pace."""
 
 
 class Housekept(Protocol):
@@ -19,11 +31,15 @@ class Housekept(Protocol):
 
 
 class Housekeeper:
-    def __init__(self, service: Housekept, *, interval: float) -> None:
+    def __init__(self, service: Housekept, *, interval: float, gap: float = GAP) -> None:
         self._service = service
         self._interval = interval
+        self._gap = min(gap, interval)
         self._stop = threading.Event()
+        self._nudged = threading.Event()
         self._thread = threading.Thread(target=self._run, name="housekeeping", daemon=True)
+        self.rounds = 0
+        """Rounds run so far (ticks and nudges alike)."""
 
     def start(self) -> Housekeeper:
         self._thread.start()
@@ -31,11 +47,26 @@ class Housekeeper:
 
     def stop(self) -> None:
         self._stop.set()
+        self._nudged.set()
         self._thread.join(5)
 
+    def nudge(self) -> None:
+        """Something changed: run a round soon. Cheap and safe from any thread (it only sets
+        an event), so an informer may call it for every event."""
+        self._nudged.set()
+
     def _run(self) -> None:
-        while not self._stop.wait(self._interval):
+        last = float("-inf")
+        while not self._stop.is_set():
+            if self._nudged.wait(self._interval):
+                # Coalesce: what arrives within the gap is taken by this one round.
+                pause = max(self._gap, last + self._gap - time.monotonic())
+                if self._stop.wait(pause):
+                    return
+                self._nudged.clear()  # a change during the round nudges the next one
+            last = time.monotonic()
             try:
                 self._service.housekeep()
             except Exception:  # the thread must outlive any bug; the next round tries again
                 log.exception("event=housekeeping-failed")
+            self.rounds += 1

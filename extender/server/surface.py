@@ -12,6 +12,7 @@ a request for ``/bind`` there never reaches the app.
 
 from __future__ import annotations
 
+import io
 import logging
 import os
 import socket
@@ -20,7 +21,7 @@ import ssl
 import threading
 from collections.abc import Callable, Iterable
 from typing import Any
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
+from wsgiref.simple_server import ServerHandler, WSGIRequestHandler, WSGIServer
 
 log = logging.getLogger("muster.surface")
 
@@ -183,15 +184,106 @@ def webhook_only(app: WSGIApp) -> WSGIApp:
                        b'{"error": "the webhook port answers only POST /admission/gate"}')
 
 
+WEBHOOK_BODY = 8 * 1024 * 1024 + 65536
+"""The largest request body read ahead on a kept-alive connection (the admission route's own
+bound, :data:`extender.server.admission.MAX_BODY`, plus room); a larger one is left to the
+route, which refuses it unread, and the connection is closed after the answer."""
+
+IDLE = 120.0
+"""Seconds a kept-alive connection may wait for its next request. Longer than Go's idle
+timeout for the API server's webhook client (90 s), so the client, not Muster, closes an
+idle connection: a request written just as the server closed it would fail, and fail the
+pod's gate (``failurePolicy: Ignore`` creates it ungated)."""
+
+
+class _ServerHandler11(ServerHandler):
+    http_version = "1.1"
+    sized = False
+    """Whether the answer said its length (else it closes the connection)."""
+    closing = False
+    """Whether the connection closes after this answer anyway (the client is told)."""
+
+    def cleanup_headers(self) -> None:
+        super().cleanup_headers()
+        headers = getattr(self, "headers", None)  # set by start_response
+        self.sized = headers is not None and "Content-Length" in headers
+        if (self.closing or not self.sized) and headers is not None:
+            headers["Connection"] = "close"
+
+
+class _KeepAliveHandler(_QuietHandler):
+    """HTTP/1.1 with persistent connections: the API server sends every pod's review on a
+    connection it keeps, so each costs one request, not a TCP connection, a TLS handshake and
+    a thread (about 60 times what deciding the review costs). A connection closes when the
+    client asks, after an answer without a length, after a body that was not read ahead
+    (chunked or too large), or after :data:`IDLE` seconds without a request."""
+
+    protocol_version = "HTTP/1.1"
+
+    def handle(self) -> None:
+        self.close_connection = True
+        self._one()
+        while not self.close_connection:
+            self._one()
+
+    def _one(self) -> None:
+        try:
+            self.connection.settimeout(IDLE)
+            self.raw_requestline = self.rfile.readline(65537)
+            self.connection.settimeout(self.timeout)
+            if not self.raw_requestline:
+                self.close_connection = True
+                return
+            if len(self.raw_requestline) > 65536:
+                self.requestline = self.request_version = self.command = ""
+                self.send_error(414)
+                self.close_connection = True
+                return
+            if not self.parse_request():  # an error was sent; parse_request said to close
+                return
+            environ = self.get_environ()
+            body = self._read_ahead()
+            if body is None:
+                self.close_connection = True
+            handler = _ServerHandler11(body or self.rfile, self.wfile,  # type: ignore[arg-type]
+                                       self.get_stderr(), environ, multithread=True)
+            handler.closing = self.close_connection
+            handler.request_handler = self  # type: ignore[attr-defined]
+            handler.run(self.server.get_app())  # type: ignore[attr-defined]
+            if not handler.sized:
+                self.close_connection = True  # the client reads such an answer to the end
+            self.wfile.flush()
+        except TimeoutError:
+            self.close_connection = True
+
+    def _read_ahead(self) -> io.BytesIO | None:
+        """The request's body, read now so whatever the app leaves unread cannot be taken for
+        the next request; ``None`` when it cannot be (chunked, no valid length, too large):
+        the app reads the connection itself, and the connection closes after this answer."""
+        if self.headers.get("Transfer-Encoding"):
+            return None
+        try:
+            length = int(self.headers.get("Content-Length") or "0")
+        except ValueError:
+            return None
+        if not 0 <= length <= WEBHOOK_BODY:
+            return None
+        return io.BytesIO(self.rfile.read(length) if length else b"")
+
+
 class _WebhookServer(_ProbeServer):
-    """The probe server's shape, with TLS: the handshake runs on the request's thread, so a
-    client that connects and stalls holds no other request up."""
+    """The probe server's shape, with TLS and HTTP/1.1 keep-alive: the handshake runs on the
+    connection's thread, so a client that connects and stalls holds no other request up."""
 
     def __init__(self, sock: socket.socket, certs: CertFiles) -> None:
         super().__init__(sock)
         self._certs = certs
+        self.RequestHandlerClass = _KeepAliveHandler
 
     def finish_request(self, request: Any, client_address: Any) -> None:
+        # The answer goes out in several writes (status and headers, then the body): with
+        # Nagle's algorithm the body waits for the client's delayed ACK, 40 ms a review.
+        request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         try:
             tls = self._certs.context().wrap_socket(request, server_side=True,
                                                     do_handshake_on_connect=False)

@@ -23,8 +23,10 @@ from extender.core.gang.capacity import (
     NodeCapacity,
     SnapshotIndex,
     attach_empty,
+    attach_gated,
     attach_index,
     demand_of,
+    is_gated,
     node_capacity,
 )
 from extender.core.model.layered import GONE, Layered
@@ -58,12 +60,22 @@ class DeltaIndex:
         self._classes: Classes = {}
         self._eligible: dict[Any, tuple[NodeName, ...]] = {}
         self._last: ClusterSnapshot | None = None
+        self._gated: set[str] = set()
+        self._gated_now: frozenset[str] = frozenset()
         self.recomputed = 0
         """Nodes charged again from all their pods by the last :meth:`advance` (for tests)."""
 
     def advance(self, snapshot: ClusterSnapshot, changes: IndexChanges) -> SnapshotIndex:
         touched = set(changes.nodes)
         charged: dict[NodeName, list[tuple[int, PodInfo]]] = {}
+        gated = len(self._gated)
+        for uid, (_old, new) in changes.pods.items():
+            if new is not None and is_gated(new):
+                self._gated.add(uid)
+            else:
+                self._gated.discard(uid)
+        if len(self._gated) != gated or any(u in self._gated for u in changes.pods):
+            self._gated_now = frozenset(self._gated)
         for uid, (old, new) in changes.pods.items():
             if old is not None and old.holds_resources and old.node_name is not None:
                 here = self._on.get(old.node_name)
@@ -105,6 +117,7 @@ class DeltaIndex:
                               pods_on=self._pods_on, gang_pods=self._gang_pods,
                               eligible=self._eligible)
         attach_index(snapshot, index, gpu=self.gpu)
+        attach_gated(snapshot, self._gated_now)
         empty = None if self._last is None else self._last.derived.get(f"empty:{self.gpu}")
         if not changes.nodes and isinstance(empty, Capacities):
             attach_empty(snapshot, empty, gpu=self.gpu)

@@ -130,6 +130,7 @@ class StateStore:
         self._full = True
         """Something changed that the log cannot say (a full list): build from scratch."""
         self._listeners: list[Callable[[], None]] = []
+        self._watchers: list[Callable[[], None]] = []
 
     # --- writers (informers, snapshot files) --------------------------------------------------
 
@@ -209,6 +210,13 @@ class StateStore:
         """Call ``callback`` (outside the lock) after any descriptor changes."""
         with self._lock:
             self._listeners.append(callback)
+
+    def on_cluster_changed(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` after any pod or node changes, from the writer's thread with the
+        store's lock held: it must be quick and must not call back into the store (the
+        housekeeper's nudge only sets an event)."""
+        with self._lock:
+            self._watchers.append(callback)
 
     # --- overlays (the server) ---------------------------------------------------------------
 
@@ -319,6 +327,9 @@ class StateStore:
             self._log[(source, key)] = None
         if source == PODS:
             self._settle_overlays(key)
+        if source in (PODS, NODES):
+            for watcher in self._watchers:
+                watcher()
         if source in DESCRIPTOR_SOURCES:
             self._descriptors_revision += 1
             listeners = list(self._listeners)

@@ -85,6 +85,7 @@ from extender.sandbox.config import Ports, SchedulerMode
 from extender.sandbox.controllers import adopt, children, pod_groups
 from extender.sandbox.sandbox import Sandbox, SandboxSpec
 from extender.sandbox.submit import Submitted, create, submit
+from tests.bench.peer_compare import HOG, CpuHog, Figures, latency_note, ratios, verb_latency
 
 NAMESPACE = "bench"
 GPU = "nvidia.com/gpu"
@@ -405,11 +406,15 @@ def parse_mode(text: str) -> tuple[SchedulerMode, int | None, bool]:
 
 
 def run_mode(label: str, mix: list[dict[str, Any]], spec: MixSpec, *,
-             catalog: Catalog, options: argparse.Namespace,
-             say: Callable[[str], None]) -> tuple[ModeResult, list[Sample], list[GangRecord]]:
+             catalog: Catalog, options: argparse.Namespace, say: Callable[[str], None],
+             hog: bool = False) -> tuple[ModeResult, list[Sample], list[GangRecord]]:
+    """One mode in a fresh sandbox; with ``hog``, a busy process holds one core from the
+    first pod created to the end, and the result's label says so."""
+    workdir = options.workdir and str(Path(options.workdir) / ("hog" if hog else "plain"))
     with mode_sandbox(label, nodes=spec.nodes, gpus_per_node=spec.gpus_per_node,
-                      workdir=options.workdir) as box:
-        return _observe(box, label, mix, spec, catalog=catalog, options=options, say=say)
+                      workdir=workdir) as box:
+        return _observe(box, label + (HOG if hog else ""), mix, spec, catalog=catalog,
+                        options=options, say=say, hog=hog)
 
 
 @contextlib.contextmanager
@@ -444,8 +449,8 @@ def _restore_env(name: str, value: str | None) -> None:
 
 
 def _observe(box: Sandbox, label: str, mix: list[dict[str, Any]], spec: MixSpec, *,
-             catalog: Catalog, options: argparse.Namespace,
-             say: Callable[[str], None]) -> tuple[ModeResult, list[Sample], list[GangRecord]]:
+             catalog: Catalog, options: argparse.Namespace, say: Callable[[str], None],
+             hog: bool = False) -> tuple[ModeResult, list[Sample], list[GangRecord]]:
     mode = box.spec.mode
     started = time.monotonic()
     box.up()
@@ -471,12 +476,15 @@ def _observe(box: Sandbox, label: str, mix: list[dict[str, Any]], spec: MixSpec,
     poller = Poller(watcher, t0, options.poll)
     poller.start()
     try:
-        create_pods(box, order, workers=options.creators)
-        submit_s = time.monotonic() - t0
-        say(f"[{label}] {len(order)} pods created in {submit_s:.1f} s; waiting until "
-            f"bound pods are quiet for {options.quiet:.0f} s")
-        timed_out = _wait_quiet(poller, submit_s, quiet=options.quiet, timeout=options.timeout,
-                                say=say, mode=label)
+        with contextlib.ExitStack() as hogging:
+            if hog:
+                hogging.enter_context(CpuHog(limit=options.timeout + 60))
+            create_pods(box, order, workers=options.creators)
+            submit_s = time.monotonic() - t0
+            say(f"[{label}] {len(order)} pods created in {submit_s:.1f} s; waiting until "
+                f"bound pods are quiet for {options.quiet:.0f} s")
+            timed_out = _wait_quiet(poller, submit_s, quiet=options.quiet,
+                                    timeout=options.timeout, say=say, mode=label)
     finally:
         poller.stop()
     samples = poller.samples
@@ -607,7 +615,7 @@ def muster_notes(box: Sandbox) -> list[str]:
             "muster_request_seconds_count")
     lines = [line for line in text.splitlines()
              if line.startswith(keep) and not line.startswith("#")]
-    return lines[:30]
+    return [latency_note(verb_latency(text)), *lines[:30]]
 
 
 # -- output ---------------------------------------------------------------------------------------
@@ -682,6 +690,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="after each mode, submit a gang one GPU larger than the free "
                              "GPUs and count its bound members (n/a on a full cluster)")
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    parser.add_argument("--hog", action="store_true",
+                        help="run every mode again with a busy process on one core, and "
+                             "print each mode's slowdown")
     parser.add_argument("--min-gang", type=int,
                         help="pods of the smallest JobSet gang (default 2)")
     parser.add_argument("--max-gang", type=int,
@@ -725,6 +736,10 @@ def main(argv: list[str] | None = None) -> int:
     runs = []
     for mode in modes:
         runs.append(run_mode(mode, mix, spec, catalog=catalog, options=args, say=say))
+    if args.hog:  # the same modes again, each with a busy process on one core
+        for mode in modes:
+            runs.append(run_mode(mode, mix, spec, catalog=catalog, options=args, say=say,
+                                 hog=True))
     horizon = args.horizon
     for result, samples, gangs in runs:
         result.partial_gpu_s = round(integrate_partial(samples, gangs, horizon), 1)
@@ -738,6 +753,12 @@ def main(argv: list[str] | None = None) -> int:
     for r in results:
         for note in r.notes:
             print(f"  {r.mode}: {note}")
+    compared = ratios([Figures(r.mode, r.settle_s, r.pods_per_s, r.gangs_complete,
+                               r.partial_end) for r in results])
+    if compared:
+        print("\nratios in this run:")
+        for line in compared:
+            print(f"  {line}")
     if args.json:
         Path(args.json).write_text(json.dumps(
             {"configuration": config, "horizon_s": horizon,

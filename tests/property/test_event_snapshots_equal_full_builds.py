@@ -17,7 +17,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from extender.core.gang.capacity import _build_index, classes_of, index_of
+from extender.core.gang.capacity import _build_index, classes_of, gated_of, index_of
 from extender.core.model.snapshot import ClusterSnapshot
 from extender.core.workloads.cluster import build_snapshot
 from extender.files.catalog import packaged_catalog
@@ -32,8 +32,8 @@ NODE_NAMES = [f"n{i}" for i in range(5)]
 GANGS = ["g0", "g1", "g2"]
 
 KINDS = ["node+", "node~", "node-", "jobset+", "jobset~", "jobset-", "refuse", "job+", "job-",
-         "job~owner", "member+", "plain+", "orphan+", "bind", "unbind", "finish", "pod-",
-         "upsert", "assume", "relist"]
+         "job~owner", "member+", "plain+", "orphan+", "bind", "unbind", "finish", "gate",
+         "ungate", "deleting", "pod-", "upsert", "assume", "relist"]
 # Pods come and go far more often than anything else, as in a cluster.
 event = st.tuples(st.sampled_from(KINDS + ["plain+", "member+", "bind", "bind", "pod-"] * 2),
                   st.integers(0, 7), st.sampled_from(NODE_NAMES))
@@ -84,9 +84,15 @@ class Cluster:
         elif what == "orphan+":  # owned by a Job nobody has seen: pending, not alone
             pod = jobset_pod(f"ghost{n % 2}", 0, gpus=1)
             self.pod_event(pod, "ADDED")
-        elif what in ("bind", "unbind", "finish") and some is not None:
+        elif what in ("bind", "unbind", "finish", "gate", "ungate", "deleting") and some:
             pod = copy.deepcopy(self.pods[some])
-            if what == "bind":
+            if what == "gate":  # as Muster's webhook would have created it
+                pod["spec"]["schedulingGates"] = [{"name": "muster.dev/gang"}]
+            elif what == "ungate":
+                pod["spec"].pop("schedulingGates", None)
+            elif what == "deleting":
+                pod["metadata"]["deletionTimestamp"] = "2026-12-04T00:00:00Z"
+            elif what == "bind":
                 pod["spec"]["nodeName"] = node
                 pod["status"] = {"phase": "Running"}
             elif what == "unbind":
@@ -122,6 +128,8 @@ def assert_same(kept: ClusterSnapshot, built: ClusterSnapshot) -> None:
     assert dict(index.pods_on) == dict(derived.pods_on)
     assert dict(index.gang_pods) == dict(derived.gang_pods)
     assert index.base.classes == classes_of(dict(derived.base))
+    assert gated_of(kept) == frozenset(p.uid for p in built.pods.values()
+                                       if p.gates and p.node_name is None and not p.deleting)
 
 
 @settings(max_examples=200, deadline=None)

@@ -33,7 +33,7 @@ from extender.core.decide.effects import Ungate
 from extender.core.decide.holders import Holder
 from extender.core.decide.preemption import plan_preemption
 from extender.core.decide.settings import CoreSettings
-from extender.core.gang.capacity import NodeCapacity, gang_priority, index_of
+from extender.core.gang.capacity import NodeCapacity, gang_priority, gated_of, index_of
 from extender.core.gang.ledger import Ledger, free_capacity
 from extender.core.model.notices import PodRef
 from extender.core.model.snapshot import ClusterSnapshot
@@ -102,10 +102,11 @@ def _grew(before: Mapping[NodeName, NodeCapacity], now: Mapping[NodeName, NodeCa
 
 
 def _gated(snapshot: ClusterSnapshot, settings: CoreSettings) -> list[PodInfo]:
-    names = settings.scheduler_names
-    return [p for p in snapshot.pods.values()
-            if p.gates and settings.gate in p.gates and p.node_name is None
-            and not p.deleting and p.scheduler_name in names]
+    """Muster's gated pods: from the gated pods the snapshot's source keeps, not a pass over
+    every pod (ungating looks after every burst of pod events)."""
+    names, pods = settings.scheduler_names, snapshot.pods
+    return [p for p in (pods[u] for u in gated_of(snapshot) if u in pods)
+            if settings.gate in p.gates and p.scheduler_name in names]
 
 
 def _gathered(gang: Gang, snapshot: ClusterSnapshot, uids: tuple[str, ...]) -> tuple[int, int]:

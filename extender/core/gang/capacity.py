@@ -353,6 +353,33 @@ def index_of(snapshot: ClusterSnapshot, *, gpu: str = GPU) -> SnapshotIndex:
     return index
 
 
+GATED = "gated"
+
+
+def is_gated(pod: PodInfo) -> bool:
+    """Whether ``pod`` waits behind a scheduling gate: it has one, is not bound and is not
+    being deleted (kube-scheduler keeps it out of its queue)."""
+    return bool(pod.gates) and pod.node_name is None and not pod.deleting
+
+
+def gated_of(snapshot: ClusterSnapshot) -> frozenset[str]:
+    """UIDs of the snapshot's gated pods (:func:`is_gated`), derived once per snapshot, or
+    kept by the source (:func:`attach_gated`) so ungating looks at them without a pass over
+    every pod after each event."""
+    found = snapshot.derived.get(GATED)
+    if isinstance(found, frozenset):
+        return found
+    gated = frozenset(p.uid for p in snapshot.pods.values() if is_gated(p))
+    snapshot.derived[GATED] = gated
+    return gated
+
+
+def attach_gated(snapshot: ClusterSnapshot, gated: frozenset[str]) -> None:
+    """Give a snapshot just built its gated pods, kept by a source that sees which pods
+    changed; ``gated`` must be what :func:`gated_of` would derive."""
+    snapshot.derived[GATED] = gated
+
+
 def gang_priority(gang: Gang, snapshot: ClusterSnapshot, *, gpu: str = GPU) -> int:
     """The gang's priority: the highest of its templates' and its pods' own.
 

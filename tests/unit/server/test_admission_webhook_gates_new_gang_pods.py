@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import copy
+import http.client
 import socket
 import ssl
 import urllib.request
@@ -226,6 +227,47 @@ def test_the_webhook_port_speaks_tls_and_answers_only_the_admission_path(
             assert not plain.recv(100).startswith(b"HTTP")
     with urllib.request.urlopen(request, context=context, timeout=10) as reply:
         assert reply.status == 200
+
+
+def test_reviews_share_one_kept_alive_connection_and_an_unread_body_is_not_the_next_request(
+        tmp_path: Path) -> None:
+    """The API server sends each pod's review on a connection it keeps: one TLS handshake,
+    not one per pod. A body the app does not read (a refused path) must not be parsed as
+    the next request; a chunked body is answered and its connection closed."""
+    certs = make_certs(tmp_path)
+    store = cluster()
+    app = create_app(SETTINGS, store, Clock(), admission=admission(store))
+    sock = bind_probe_socket("127.0.0.1", 0, what="the webhook port")
+    port = sock.getsockname()[1]
+    serve_webhook(app, sock, CertFiles(str(certs / "tls.crt"), str(certs / "tls.key")))
+    context = ssl.create_default_context(cafile=str(certs / "ca.crt"))
+    conn = http.client.HTTPSConnection("127.0.0.1", port, context=context, timeout=10)
+    conn.connect()
+    first = conn.sock
+    headers = {"Content-Type": "application/json"}
+    for i in range(5):
+        conn.request("POST", "/admission/gate", body=review(new_pod("train", i), uid=f"r{i}"),
+                     headers=headers)
+        reply = conn.getresponse()
+        assert reply.status == 200 and reply.version == 11
+        well_formed(orjson.loads(reply.read()), f"r{i}")
+        conn.request("POST", "/filter", body=b"GET /admission/gate HTTP/1.1\r\n\r\n" * 50,
+                     headers=headers)
+        refused = conn.getresponse()
+        assert refused.status == 404
+        refused.read()
+    assert conn.sock is first  # every answer came on the first connection
+    conn.putrequest("POST", "/admission/gate")
+    conn.putheader("Content-Type", "application/json")
+    conn.putheader("Transfer-Encoding", "chunked")
+    conn.endheaders()
+    body = review(new_pod("train", 9), uid="chunked")
+    conn.send(b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body))
+    reply = conn.getresponse()
+    assert reply.status == 200
+    reply.read()
+    assert reply.getheader("Connection") == "close" or reply.will_close
+    conn.close()
 
 
 def test_a_rotated_certificate_is_read_again_and_a_broken_one_keeps_the_last_good(

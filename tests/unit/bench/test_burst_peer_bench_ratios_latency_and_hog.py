@@ -1,0 +1,82 @@
+"""The burst peer bench's comparisons: ratios against the upstream plugin and kube-scheduler
+alone of the same run, with and without the CPU hog; filter and bind p50/p99 read from
+Muster's own histogram; and a hog that holds one core and never outlives its bound."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+from prometheus_client import generate_latest
+
+from extender.server.metrics import Metrics
+from tests.bench.peer_compare import CpuHog, Figures, quantile, ratios, verb_latency
+
+
+def test_quantiles_interpolate_within_the_bucket_they_fall_in() -> None:
+    # 100 observations: 50 at or under 1 ms, 40 more under 2 ms, 10 under 5 ms.
+    buckets = [(0.001, 50), (0.002, 90), (0.005, 100), (float("inf"), 100)]
+    assert quantile(0.5, buckets) == pytest.approx(0.001)
+    assert quantile(0.7, buckets) == pytest.approx(0.0015)
+    assert quantile(0.99, buckets) == pytest.approx(0.0047)
+    assert quantile(0.5, [(0.001, 0), (float("inf"), 0)]) is None
+    # Past the last finite bound the answer is that bound, as histogram_quantile says.
+    assert quantile(0.99, [(0.001, 1), (float("inf"), 10)]) == pytest.approx(0.001)
+
+
+def test_verb_latency_reads_musters_own_histogram() -> None:
+    metrics = Metrics()
+    for _ in range(98):
+        metrics.latency.labels("filter").observe(0.0003)
+    for _ in range(2):
+        metrics.latency.labels("filter").observe(0.04)
+    metrics.latency.labels("bind").observe(0.003)
+    found = verb_latency(generate_latest(metrics.registry).decode())
+    count, p50, p99 = found["filter"]
+    assert count == 100
+    assert p50 is not None and p50 <= 0.0005
+    assert p99 is not None and 0.025 < p99 <= 0.05
+    assert found["bind"][0] == 1
+    assert verb_latency("")["filter"] == (0, None, None)
+
+
+def test_ratios_compare_each_muster_mode_with_its_own_condition() -> None:
+    runs = [Figures("default", 5.0, 100.0, 23, 76), Figures("gang", 8.0, 70.0, 64, 0),
+            Figures("muster+gates", 6.0, 60.0, 65, 0),
+            Figures("default (hog)", 6.0, 90.0, 23, 70), Figures("gang (hog)", 16.0, 35.0, 60, 0),
+            Figures("muster+gates (hog)", 9.0, 40.0, 61, 0)]
+    lines = ratios(runs)
+    plain = next(line for line in lines if line.startswith("muster+gates:"))
+    assert "settle x0.75 of the upstream plugin's" in plain
+    assert "gangs whole 65 to its 64" in plain
+    assert "pods/s 60% of kube-scheduler alone" in plain
+    hogged = next(line for line in lines if line.startswith("muster+gates (hog):"))
+    assert "settle x0.56" in hogged  # against the plugin under the hog, not without it
+    slowdown = next(line for line in lines if line.startswith("muster+gates: under"))
+    assert "x1.50 of its own" in slowdown
+    assert "x0.75 of the upstream plugin's" in slowdown  # 1.5 against the plugin's 2.0
+    assert "gang: under the CPU hog settle is x2.00 of its own without it" in lines
+    assert not any(line.startswith(("gang", "default")) and "under the CPU hog" not in line
+                   for line in lines)  # peers get their slowdown, not a comparison
+    assert ratios([Figures("muster", 6.0, 60.0, 65, 0)]) == [
+        "muster: partial at the end 0"]
+
+
+def _cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_the_hog_holds_one_core_while_it_runs_and_is_gone_after() -> None:
+    with CpuHog(limit=30) as hog:
+        assert hog._proc is not None
+        pid = hog._proc.pid
+        assert os.sched_getaffinity(pid) == {0}
+        time.sleep(0.6)
+        assert _cpu_seconds(pid) > 0.2  # busy, not sleeping
+    assert hog._proc.poll() is not None
+    with CpuHog(limit=0.3) as short:  # the bound holds even if the bench never stops it
+        assert short._proc is not None
+        assert short._proc.wait(timeout=10) == 0
