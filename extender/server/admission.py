@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import logging
+import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -138,6 +139,16 @@ def answer(version: str, uid: str, *, patch: list[dict[str, Any]] | None = None,
 
 @admission_bp.post(PATH)
 def gate() -> Response:
+    started = time.perf_counter()
+    try:
+        return _gate()
+    finally:
+        metrics = current_app.extensions.get("muster.metrics")
+        if metrics is not None:  # muster_request_seconds{verb="admission"}
+            metrics.latency.labels(verb="admission").observe(time.perf_counter() - started)
+
+
+def _gate() -> Response:
     admission: Admission | None = current_app.extensions.get("muster.admission")
     if request.content_length is not None and request.content_length > MAX_BODY:
         result = answer(REVIEW_VERSIONS[0], "")

@@ -85,7 +85,16 @@ from extender.sandbox.config import Ports, SchedulerMode
 from extender.sandbox.controllers import adopt, children, pod_groups
 from extender.sandbox.sandbox import Sandbox, SandboxSpec
 from extender.sandbox.submit import Submitted, create, submit
-from tests.bench.peer_compare import HOG, CpuHog, Figures, latency_note, ratios, verb_latency
+from tests.bench.peer_compare import (
+    HOG,
+    CpuHog,
+    Figures,
+    api_latency,
+    api_requests,
+    latency_note,
+    ratios,
+    verb_latency,
+)
 
 NAMESPACE = "bench"
 GPU = "nvidia.com/gpu"
@@ -495,6 +504,9 @@ def _observe(box: Sandbox, label: str, mix: list[dict[str, Any]], spec: MixSpec,
     result = summarize(label, samples, gangs, gpus_of=gpus_of, up_s=up_s,
                        submit_s=submit_s, timed_out=timed_out, fit_left_count=left,
                        notes=notes)
+    served = api_metrics(conn)
+    result.notes.append("API server: " + latency_note(api_latency(served)))
+    result.notes.append("API server requests: " + api_requests(served))
     if mode is SchedulerMode.MUSTER:
         result.notes += muster_notes(box)
     if options.probe:
@@ -601,6 +613,17 @@ def summarize(mode: str, samples: list[Sample], gangs: list[GangRecord], *,
         partial_peak=peak, stranded_gpus=stranded,
         gangs_waiting=waiting, gpus_bound=sum(gpus_of.get(p, 0) for p in final),
         singles_bound=len(final - in_gangs), notes=notes, series=series)
+
+
+def api_metrics(conn: Connection) -> str:
+    """The API server's /metrics text (Prometheus format, not JSON)."""
+    method, url, headers, _body, _post = conn.api.param_serialize(
+        "GET", "/metrics", header_params={"Accept": "text/plain"}, auth_settings=["BearerToken"])
+    try:
+        response = conn.api.call_api(method, url, header_params=headers, _request_timeout=30)
+        return bytes(response.read()).decode()  # type: ignore[no-untyped-call]
+    except Exception as err:  # a figure for the report, never the bench's failure
+        return f"# unreachable: {err}"
 
 
 def muster_notes(box: Sandbox) -> list[str]:

@@ -8,6 +8,10 @@ kube-scheduler alone from the same run, Muster's verb latencies, and the CPU hog
 * :func:`verb_latency`: p50/p99 of filter and bind from Muster's ``muster_request_seconds``
   histogram, interpolated within buckets as Prometheus's ``histogram_quantile`` does (so a
   figure is as fine as the buckets: 0.5, 1, 2, 5, 10 ms...).
+* :func:`api_latency`: as the API server measures them, p50/p99 of a pod's creation and of
+  each mutating webhook's call during it (``apiserver_request_duration_seconds``,
+  ``apiserver_admission_webhook_admission_duration_seconds``): what gating costs the pods'
+  creators.
 * :class:`CpuHog`: a bounded busy process pinned to one core for a mode's measured window
   (it exits by itself after ``limit`` seconds even if the bench dies).
 """
@@ -17,7 +21,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 
@@ -98,26 +102,76 @@ def quantile(q: float, buckets: Iterable[tuple[float, float]]) -> float | None:
     return lower
 
 
-def verb_latency(metrics_text: str, verbs: Sequence[str] = ("filter", "bind"),
-                 ) -> dict[str, tuple[int, float | None, float | None]]:
-    """Verb -> (requests, p50 s, p99 s) from Muster's /metrics text."""
-    buckets: dict[str, list[tuple[float, float]]] = {}
+Latency = tuple[int, float | None, float | None]
+"""(observations, p50 s, p99 s)."""
+
+
+def _histograms(metrics_text: str, family_name: str, key: Callable[[Mapping[str, str]], str | None],
+                ) -> dict[str, Latency]:
+    """Each series of a histogram family, summed over series that ``key`` maps to the same
+    name (``None``: left out), as (count, p50, p99)."""
+    buckets: dict[str, dict[float, float]] = {}
     for family in text_string_to_metric_families(metrics_text):
-        if family.name != "muster_request_seconds":
+        if family.name != family_name:
             continue
         for sample in family.samples:
-            if sample.name.endswith("_bucket") and sample.labels.get("verb") in verbs:
-                buckets.setdefault(sample.labels["verb"], []).append(
-                    (float(sample.labels["le"]), sample.value))
-    out: dict[str, tuple[int, float | None, float | None]] = {}
-    for verb in verbs:
-        found = buckets.get(verb, [])
-        count = int(max((c for _, c in found), default=0))
-        out[verb] = (count, quantile(0.5, found), quantile(0.99, found))
+            name = key(sample.labels) if sample.name.endswith("_bucket") else None
+            if name is not None:
+                le = float(sample.labels["le"])
+                series = buckets.setdefault(name, {})
+                series[le] = series.get(le, 0.0) + sample.value
+    out: dict[str, Latency] = {}
+    for name, series in buckets.items():
+        pairs = sorted(series.items())
+        count = int(max((c for _, c in pairs), default=0))
+        out[name] = (count, quantile(0.5, pairs), quantile(0.99, pairs))
     return out
 
 
-def latency_note(latency: Mapping[str, tuple[int, float | None, float | None]]) -> str:
+def verb_latency(metrics_text: str, verbs: Sequence[str] = ("filter", "bind", "admission"),
+                 ) -> dict[str, Latency]:
+    """Verb -> (requests, p50 s, p99 s) from Muster's /metrics text."""
+    found = _histograms(metrics_text, "muster_request_seconds",
+                        lambda labels: labels.get("verb") if labels.get("verb") in verbs
+                        else None)
+    return {verb: found.get(verb, (0, None, None)) for verb in verbs}
+
+
+def api_latency(metrics_text: str) -> dict[str, Latency]:
+    """From the API server's /metrics: ``pod create`` (POST of pods, every scope) and
+    ``webhook NAME`` (each mutating webhook called on a pod's creation)."""
+    def create(labels: Mapping[str, str]) -> str | None:
+        return ("pod create" if labels.get("verb") == "POST"
+                and labels.get("resource") == "pods" and not labels.get("subresource")
+                else None)
+
+    def webhook(labels: Mapping[str, str]) -> str | None:
+        return (f"webhook {labels.get('name')}" if labels.get("type") == "admit"
+                and labels.get("operation") == "CREATE" else None)
+    return {**_histograms(metrics_text, "apiserver_request_duration_seconds", create),
+            **_histograms(metrics_text, "apiserver_admission_webhook_admission_duration_seconds",
+                          webhook)}
+
+
+def api_requests(metrics_text: str, *, top: int = 8) -> str:
+    """The API server's requests by verb and resource (``apiserver_request_total``), the
+    ``top`` most frequent, watches and reads of its own left out: who made it work."""
+    counts: dict[str, float] = {}
+    for family in text_string_to_metric_families(metrics_text):
+        if family.name != "apiserver_request":
+            continue
+        for sample in family.samples:
+            labels = sample.labels
+            if not sample.name.endswith("_total") or labels.get("verb") in ("WATCH", "LIST"):
+                continue
+            what = "/".join(x for x in (labels.get("resource"), labels.get("subresource")) if x)
+            key = f"{labels.get('verb')} {what}"
+            counts[key] = counts.get(key, 0.0) + sample.value
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:top]
+    return ", ".join(f"{key} {int(n)}" for key, n in ranked)
+
+
+def latency_note(latency: Mapping[str, Latency]) -> str:
     def ms(value: float | None) -> str:
         return "-" if value is None else f"{value * 1000:.1f} ms"
     return "; ".join(f"{verb} n={n} p50={ms(p50)} p99={ms(p99)}"

@@ -8,10 +8,18 @@ import os
 import time
 
 import pytest
-from prometheus_client import generate_latest
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 
 from extender.server.metrics import Metrics
-from tests.bench.peer_compare import CpuHog, Figures, quantile, ratios, verb_latency
+from tests.bench.peer_compare import (
+    CpuHog,
+    Figures,
+    api_latency,
+    api_requests,
+    quantile,
+    ratios,
+    verb_latency,
+)
 
 
 def test_quantiles_interpolate_within_the_bucket_they_fall_in() -> None:
@@ -80,3 +88,40 @@ def test_the_hog_holds_one_core_while_it_runs_and_is_gone_after() -> None:
     with CpuHog(limit=0.3) as short:  # the bound holds even if the bench never stops it
         assert short._proc is not None
         assert short._proc.wait(timeout=10) == 0
+
+
+def api_metrics() -> str:
+    """The API server's families, as its /metrics names and labels them."""
+    registry = CollectorRegistry()
+    requests = Histogram("apiserver_request_duration_seconds", "",
+                         ["verb", "resource", "subresource", "scope"],
+                         buckets=(0.01, 0.1), registry=registry)
+    for seconds in [0.005] * 10 + [0.05] * 10:
+        requests.labels("POST", "pods", "", "resource").observe(seconds)
+    for _ in range(5):  # a binding is no creation
+        requests.labels("POST", "pods", "binding", "resource").observe(0.001)
+    hooks = Histogram("apiserver_admission_webhook_admission_duration_seconds", "",
+                      ["name", "operation", "rejected", "type"], buckets=(0.005, 0.025),
+                      registry=registry)
+    for seconds in [0.001] * 18 + [0.02] * 2:
+        hooks.labels("gate.muster.dev", "CREATE", "false", "admit").observe(seconds)
+    total = Counter("apiserver_request", "", ["verb", "resource", "subresource", "code"],
+                    registry=registry)
+    total.labels("POST", "pods", "", "201").inc(20)
+    total.labels("POST", "events", "", "201").inc(30)
+    total.labels("POST", "events", "", "409").inc(2)
+    total.labels("WATCH", "pods", "", "200").inc(99)
+    total.labels("PATCH", "pods", "status", "200").inc(7)
+    return generate_latest(registry).decode()
+
+
+def test_the_api_servers_own_figures_name_pod_creation_the_webhook_and_who_wrote_what(
+) -> None:
+    text = api_metrics()
+    found = api_latency(text)
+    assert set(found) == {"pod create", "webhook gate.muster.dev"}  # bindings are not creations
+    count, p50, _ = found["pod create"]
+    assert count == 20 and p50 == pytest.approx(0.01)
+    assert found["webhook gate.muster.dev"][0] == 20
+    assert found["webhook gate.muster.dev"][1] == pytest.approx(0.005 * 10 / 18)
+    assert api_requests(text) == "POST events 32, POST pods 20, PATCH pods/status 7"

@@ -178,6 +178,7 @@ def test_the_route_answers_200_with_a_review_even_without_a_webhook_configured()
             scraped = client.get("/metrics").get_data(as_text=True)
             assert 'muster_decisions_total{outcome="gated",verb="admission"} 1.0' in scraped
             assert 'muster_decisions_total{outcome="malformed",verb="admission"} 1.0' in scraped
+            assert 'muster_request_seconds_count{verb="admission"} 2.0' in scraped
 
 
 def gated_pod(js: str, index: int, gpus: int) -> dict[str, Any]:
