@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from flask import Flask
 
 from extender.server.admission import Admission, admission_bp
 from extender.server.decider import Decider
-from extender.server.housekeeping import Housekeeper
+from extender.server.housekeeping import Housekeeper, may_unblock
 from extender.server.metrics import GangWaitObserver, Metrics
 from extender.server.routes import bp
 from extender.server.settings import Settings
@@ -28,6 +28,7 @@ from extender.state.store import StateStore
 
 if TYPE_CHECKING:
     from extender.server.leading import LeaderGate
+    from extender.server.service import GangService
 
 
 def create_app(settings: Settings, state: StateStore, clock: Clock, *,
@@ -68,20 +69,20 @@ def create_app(settings: Settings, state: StateStore, clock: Clock, *,
         def deciding() -> bool:  # the gate is built after the service it guards
             return gate[0].deciding()
 
-        service = GangService(state, settings=settings, clock=clock,
-                              binder=binder or MemoryBinder(state), events=observed,
-                              count=metrics.count, requeuer=requeuer, evictor=evictor,
-                              may_act=deciding if leadership else None, ungater=ungater,
-                              gang_objects=gang_objects)
-        decider = service
+        gangs = GangService(state, settings=settings, clock=clock,
+                            binder=binder or MemoryBinder(state), events=observed,
+                            count=metrics.count, requeuer=requeuer, evictor=evictor,
+                            may_act=deciding if leadership else None, ungater=ungater,
+                            gang_objects=gang_objects)
+        service = decider = gangs
         if leadership is not None:
             from extender.server.leading import LeaderGate  # noqa: PLC0415
 
-            gate.append(LeaderGate(service, leadership, metrics=metrics))
+            gate.append(LeaderGate(gangs, leadership, metrics=metrics))
             decider = gate[0]
         if housekeeping:
-            keeper = Housekeeper(gate[0] if gate else service, interval=housekeeping).start()
-            state.on_cluster_changed(keeper.nudge)
+            keeper = Housekeeper(gate[0] if gate else gangs, interval=housekeeping).start()
+            state.on_cluster_changed(_nudger(keeper, gangs))
     app = Flask("muster")
     # No MAX_CONTENT_LENGTH: werkzeug would cut a chunked body at it silently; the verbs read
     # their bodies with their own bound (routes._read_body), and the other routes take none.
@@ -102,6 +103,19 @@ def create_app(settings: Settings, state: StateStore, clock: Clock, *,
     if prefix:  # probes and metrics stay reachable at the root too
         app.register_blueprint(bp, url_prefix=None, name="extender_root")
     return app
+
+
+def _nudger(keeper: Housekeeper, service: GangService,
+            ) -> Callable[[str, str, Mapping[str, Any] | None], None]:
+    """Nudge the housekeeper on a change that may let a pod go (:func:`may_unblock`): a
+    gang's gated member arriving always, the rest only while pods wait on the cluster."""
+    def changed(source: str, kind: str, obj: Mapping[str, Any] | None) -> None:
+        if not may_unblock(source, kind, obj):
+            return
+        gated = obj is not None and bool((obj.get("spec") or {}).get("schedulingGates"))
+        if gated or service.waits_on_cluster():
+            keeper.nudge()
+    return changed
 
 
 def _gang_of(state: StateStore) -> Callable[[str], str | None]:

@@ -4,11 +4,12 @@ Plans expire and turned-away pods are requeued on a clock, not only when kube-sc
 happens to call: in a quiet cluster no call may come for minutes, and the pods waiting on a
 plan that ended would wait just as long.
 
-It also runs soon after the cluster changes (:meth:`Housekeeper.nudge`, called by the state
-store on every pod or node event): the creation of a gang's last member, or the end of a pod
-that frees the room a gated gang waits for, is acted on within ``gap`` seconds, not at the
-next tick. A burst of events is taken in one round, and rounds are at least ``gap`` apart, so
-a busy cluster costs at most one round per ``gap``.
+It also runs soon after a change that may let a waiting pod go (:func:`may_unblock`; the
+app nudges the housekeeper from the state store's events while the service has pods waiting
+on the cluster): the creation of a gang's last member, or the end of a pod that frees the
+room a gated gang waits for, is acted on within ``gap`` seconds, not at the next tick. A
+burst of events is taken in one round, and rounds are at least ``gap`` apart, so a busy
+cluster costs at most one round per ``gap``; the status updates of running pods cost none.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Protocol
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 log = logging.getLogger("muster.housekeeping")
 
@@ -24,6 +26,20 @@ GAP = 0.05
 """Seconds between rounds brought on by changes: long enough to take a burst of pod events
 (a controller creating a gang's members) in one round, short against kube-scheduler's own
 pace."""
+
+
+_ENDED = ("Succeeded", "Failed")
+
+
+def may_unblock(source: str, kind: str, obj: Mapping[str, Any] | None, *,
+                nodes: str = "v1/Node") -> bool:
+    """Whether a change of the cluster may let a pod that waits on it go: a pod created or
+    changed behind a scheduling gate (a gang's member arriving), a pod that ended or went
+    (its room is free), any node change, a full list. Not a running pod's status update."""
+    if source == nodes or obj is None or kind == "DELETED":
+        return True
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    return bool(spec.get("schedulingGates")) or status.get("phase") in _ENDED
 
 
 class Housekept(Protocol):

@@ -428,6 +428,13 @@ class GangService:
 
     # --- housekeeping: time passes and state changes without requests ------------------------
 
+    def waits_on_cluster(self) -> bool:
+        """Whether pods wait for the cluster to change: gated pods Muster watches, or pods it
+        turned away. Read without the lock (a hint for the housekeeper's nudges: a stale
+        answer costs one round, or leaves the change to the next tick)."""
+        session = self.session
+        return bool(session.gates.since) or bool(session.turned_away)
+
     def housekeep(self) -> int:
         """Expire what is due, requeue turned-away pods whose obstacle is gone, and ungate
         gated gangs whose plan is made; returns how many were requeued. Run every second or

@@ -130,7 +130,7 @@ class StateStore:
         self._full = True
         """Something changed that the log cannot say (a full list): build from scratch."""
         self._listeners: list[Callable[[], None]] = []
-        self._watchers: list[Callable[[], None]] = []
+        self._watchers: list[Callable[[str, str, RawObject | None], None]] = []
 
     # --- writers (informers, snapshot files) --------------------------------------------------
 
@@ -154,6 +154,7 @@ class StateStore:
             entry.synced, entry.healthy, entry.problem = True, True, ""
             entry.unwatchable = ""
             self._changed(source)
+            self._tell(source, "RELIST", None)
 
     def apply(self, source: str, event_type: str, obj: RawObject) -> None:
         """One watch event: ``ADDED``, ``MODIFIED`` or ``DELETED``."""
@@ -167,6 +168,7 @@ class StateStore:
             else:
                 entry.objects[key] = obj
             self._changed(source, key)
+            self._tell(source, event_type, obj)
 
     def load(self, objects: Iterable[RawObject]) -> None:
         """Put objects of any kinds in at once (a snapshot file), each under its own source."""
@@ -211,10 +213,12 @@ class StateStore:
         with self._lock:
             self._listeners.append(callback)
 
-    def on_cluster_changed(self, callback: Callable[[], None]) -> None:
-        """Call ``callback`` after any pod or node changes, from the writer's thread with the
-        store's lock held: it must be quick and must not call back into the store (the
-        housekeeper's nudge only sets an event)."""
+    def on_cluster_changed(self, callback: Callable[[str, str, RawObject | None], None],
+                           ) -> None:
+        """Call ``callback(source, kind, obj)`` after a pod or node changes: a watch event
+        (``ADDED``, ``MODIFIED``, ``DELETED`` and the object) or a full list (``RELIST`` and
+        ``None``). It runs on the writer's thread with the store's lock held: it must be quick
+        and must not call back into the store (the housekeeper's nudge only sets an event)."""
         with self._lock:
             self._watchers.append(callback)
 
@@ -327,9 +331,6 @@ class StateStore:
             self._log[(source, key)] = None
         if source == PODS:
             self._settle_overlays(key)
-        if source in (PODS, NODES):
-            for watcher in self._watchers:
-                watcher()
         if source in DESCRIPTOR_SOURCES:
             self._descriptors_revision += 1
             listeners = list(self._listeners)
@@ -341,6 +342,11 @@ class StateStore:
                     callback()
             finally:
                 self._lock.acquire()
+
+    def _tell(self, source: str, kind: str, obj: RawObject | None) -> None:
+        if source in (PODS, NODES):
+            for watcher in self._watchers:
+                watcher(source, kind, obj)
 
     def _settle_overlays(self, key: str | None) -> None:
         pods = self._sources[PODS].objects if PODS in self._sources else {}

@@ -451,6 +451,10 @@ class Events:
         self.store.apply(PODS, "ADDED", new)
 
 
+HOUSEKEEPING = 1.0
+"""Seconds between the housekeeper's ticks, as ``muster serve`` sets them."""
+
+
 class EventWorld:
     """One cluster size for the background-event mode: a store fed as informers feed it, the
     Flask app over it, every gang planned, and the pod events to apply."""
@@ -472,8 +476,10 @@ class EventWorld:
         self.store.load(items)
         self.store.snapshot()
         self.loaded = time.perf_counter() - started
+        # With the housekeeper, as `muster serve` runs it: its ticks, and the rounds each burst
+        # of pod events brings on, share the lock and the GIL with the filters measured here.
         self.client = create_app(Settings(plan_ttl=3600, bind_timeout=60), self.store,
-                                 time.time).test_client()
+                                 time.time, housekeeping=HOUSEKEEPING).test_client()
         names = [f"gpu-{i:05d}" for i in range(nodes)]
         self.bodies = {(g, i): orjson.dumps({"Pod": member_pod(g, i), "Nodes": None,
                                              "NodeNames": names})

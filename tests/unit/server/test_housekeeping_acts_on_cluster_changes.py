@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 from extender.server.app import create_app
-from extender.server.housekeeping import Housekeeper
+from extender.server.housekeeping import Housekeeper, may_unblock
 from extender.server.settings import Settings
 from extender.state.ports import MemoryUngater
 from extender.state.store import PODS
@@ -86,11 +86,59 @@ def test_a_burst_of_changes_is_one_round_and_a_change_during_a_round_brings_one_
 
 def test_the_store_tells_its_watchers_of_pod_and_node_changes_only() -> None:
     store = store_of([gpu_node("n0"), jobset("train", workers=1, gpus=4)])
-    told: list[int] = []
-    store.on_cluster_changed(lambda: told.append(1))
+    told: list[tuple[str, str, str | None]] = []
+    store.on_cluster_changed(
+        lambda source, kind, obj: told.append(
+            (source, kind, None if obj is None else obj["metadata"]["name"])))
     store.apply(PODS, "ADDED", jobset_pod("train", 0, gpus=4))
     store.apply("v1/Node", "MODIFIED", gpu_node("n0", gpus=4))
-    assert len(told) == 2
     store.apply("jobset.x-k8s.io/v1alpha2/JobSet", "MODIFIED",
                 jobset("train", workers=2, gpus=4))
-    assert len(told) == 2
+    store.replace(PODS, [])
+    assert told == [(PODS, "ADDED", "train-worker-0-0"), ("v1/Node", "MODIFIED", "n0"),
+                    (PODS, "RELIST", None)]
+
+
+def running(index: int) -> dict[str, Any]:
+    pod = jobset_pod("train", index, gpus=4)
+    pod["spec"]["nodeName"] = "n0"
+    pod["status"] = {"phase": "Running"}
+    return pod
+
+
+def test_only_changes_that_may_let_a_waiting_pod_go_nudge() -> None:
+    assert may_unblock(PODS, "ADDED", gated(0))  # a gang's member arriving
+    assert not may_unblock(PODS, "MODIFIED", running(1))  # a running pod's status update
+    assert may_unblock(PODS, "DELETED", running(1))  # its room is free
+    ended = running(1)
+    ended["status"]["phase"] = "Succeeded"
+    assert may_unblock(PODS, "MODIFIED", ended)
+    assert may_unblock("v1/Node", "MODIFIED", gpu_node("n0"))
+    assert may_unblock(PODS, "RELIST", None)
+
+
+def test_status_updates_of_running_pods_bring_no_round_and_deletions_only_while_pods_wait(
+) -> None:
+    store = store_of([gpu_node("n0"), gpu_node("n1"), jobset("train", workers=3, gpus=4),
+                      job_of("train"), running(0)])
+    app = create_app(Settings(bind_timeout=2.0, plan_ttl=30.0), store, Clock(),
+                     ungater=MemoryUngater(), housekeeping=TICK)
+    service = app.extensions["muster.decider"]
+    rounds: list[int] = []
+    real = service.housekeep
+
+    def counted() -> int:
+        rounds.append(1)
+        return int(real())
+    service.housekeep = counted
+    for _ in range(20):
+        store.apply(PODS, "MODIFIED", running(0))
+    store.apply(PODS, "DELETED", running(0))  # nothing waits: no round either
+    time.sleep(0.4)
+    assert rounds == []
+    store.apply(PODS, "ADDED", gated(1))  # a gated member: a round, and now pods wait
+    assert wait_for(lambda: len(rounds) == 1)
+    assert service.waits_on_cluster()
+    store.apply(PODS, "ADDED", running(0))
+    store.apply(PODS, "DELETED", running(0))
+    assert wait_for(lambda: len(rounds) == 2)
