@@ -40,6 +40,8 @@ from extender.core.model.snapshot import ClusterSnapshot
 from extender.core.model.values import Gang, GangKey, NodeName, PodInfo, PodPhase
 
 _PLACED = (FilterOutcome.PLANNED, FilterOutcome.PINNED, FilterOutcome.SURPLUS)
+GATHERING = "GangGathering"
+"""The event of a gang whose members are still being created (said on its workload)."""
 _TERMINAL = (PodPhase.SUCCEEDED, PodPhase.FAILED)
 
 
@@ -221,7 +223,7 @@ def _look(gang: Gang, pods: list[PodInfo], uids: tuple[str, ...], *,
             return StillGated(key, tuple(pods),
                               f"gang {key}: {have} of its minimum {need} members exist; its "
                               "pods stay gated until the rest are created, then it is "
-                              "planned whole", "GangGathering")
+                              "planned whole", GATHERING)
     first = min(pods, key=lambda p: (gang.stage_of(snapshot.memberships[p.uid].role), p.key))
     book.evaluated += 1
     decision = decide_filter(first, (), snapshot=snapshot, ledger=ledger, now=now,

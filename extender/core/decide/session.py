@@ -54,7 +54,7 @@ from extender.core.decide.effects import (
     Withdrawn,
     WorkloadRefused,
 )
-from extender.core.decide.gating import GateBook, decide_ungates
+from extender.core.decide.gating import GATHERING, GateBook, decide_ungates
 from extender.core.decide.held import HeldBinds, Hold
 from extender.core.decide.holders import Holder
 from extender.core.decide.preemption import PreemptionPlan, plan_preemption
@@ -718,7 +718,13 @@ class GangSession:
         """The gang's state on its workload object, so ``kubectl describe jobset`` says why
         it waits (or that it was admitted, timed out...): once per change, as for pods."""
         found = snapshot.gangs.get(gang)
-        if found is None or self._workload_told.get(gang) == (reason, message):
+        told = self._workload_told.get(gang)
+        if found is None or told == (reason, message):
+            return
+        if reason == GATHERING and told is not None and told[0] == GATHERING:
+            # Said once while a gang's members are created, not once per member ("3 of 16
+            # exist", "4 of 16 exist"...: an Event per pod created); the count is in its
+            # last reason (`muster describe`, the Gang object).
             return
         self._workload_told[gang] = (reason, message)
         ref = found.workload

@@ -68,6 +68,20 @@ def trio() -> Gang:
     return make_gang("trio", roles=[("worker", 3, make_shape(gpus=4))])
 
 
+def test_a_gathering_gang_says_so_on_its_workload_once_not_once_per_member_created() -> None:
+    gang = make_gang("big", roles=[("worker", 6, make_shape(gpus=1))])
+    session = GangSession(SETTINGS)
+    said = []
+    for n in range(1, 6):  # the operator creates members 0..n-1, one event each
+        present = {f"big-worker-{i}" for i in range(n)}
+        effects = session.ungate(world([gang], present=present, revision=n), now=float(n))
+        said += workload_events(effects, "GangGathering")
+        assert f"{n} of its minimum 6" in session.last_reason[gang.key]  # the count is kept
+    assert len(said) == 1
+    effects = session.ungate(world([gang], revision=6), now=6.0)
+    assert ungates(effects) and workload_events(effects, "GangUngated")
+
+
 def test_a_gang_of_three_is_ungated_together_only_once_all_exist_and_its_plan_is_made() -> None:
     gang = trio()
     session = GangSession(SETTINGS)
