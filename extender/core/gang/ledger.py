@@ -334,17 +334,27 @@ class Ledger:
     def settle(self, snapshot: ClusterSnapshot, *, gpu: str = GPU) -> list[GangKey]:
         """Close out what the cluster has caught up with; return the gangs whose plan ended.
 
-        A plan whose every slot is filled by the gang's bound (or in-flight) pods has done its
-        job: the snapshot charges those pods now, so keeping it would reserve their capacity
-        a second time once they finish or are deleted. A plan whose gang has no pod left ends
-        too: nothing can use it. (A gang admitted earlier with no pod left holding anything
-        starts over at the barrier: :meth:`recheck_admitted`.)
+        A plan whose every role has as many of the gang's pods bound (or in flight) as its
+        slots hold has done its job: the snapshot charges those pods now, so keeping it would
+        reserve their capacity a second time once they finish or are deleted. Counted per
+        role, not per slot: kube-scheduler may put two members of a role on one planned node
+        where the plan had one there and one on another (the filter offers each member every
+        node with a slot open for its role when they are decided together), and the slot left
+        empty would otherwise hold its node's capacity from every other pod until the plan's
+        TTL. A plan whose gang has no pod left ends too: nothing can use it. (A gang admitted
+        earlier with no pod left holding anything starts over at the barrier:
+        :meth:`recheck_admitted`.)
         """
         done: list[GangKey] = []
         members = index_of(snapshot, gpu=gpu).gang_pods
         for gang, res in self.reservations():
-            placed = placed_counts(gang, snapshot, self, gpu=gpu)
-            filled = all(placed.get((node, role), 0) >= n for node, role, n in res.plan.slots)
+            placed: dict[str, int] = {}
+            for (_node, role), n in placed_counts(gang, snapshot, self, gpu=gpu).items():
+                placed[role] = placed.get(role, 0) + n
+            wanted: dict[str, int] = {}
+            for _node, role, n in res.plan.slots:
+                wanted[role] = wanted.get(role, 0) + n
+            filled = all(placed.get(role, 0) >= n for role, n in wanted.items())
             # With every pod of the gang deleted, nothing can use the plan any more.
             if filled or not members.get(gang):
                 del self._plans[gang]

@@ -21,7 +21,14 @@ from extender.core.gang.ledger import Ledger, free_capacity
 from extender.core.model.snapshot import ClusterSnapshot
 from extender.core.model.values import NodeName
 from extender.core.workloads.cluster import build_snapshot
-from tests.unit.core.builders import make_gang, make_node, make_shape, make_snapshot, uid
+from tests.unit.core.builders import (
+    make_gang,
+    make_node,
+    make_pod,
+    make_shape,
+    make_snapshot,
+    uid,
+)
 from tests.unit.descriptors.examples import catalog
 
 SETTINGS = CoreSettings(plan_ttl=60, bind_timeout=10)
@@ -138,3 +145,28 @@ def test_a_plan_whose_pods_were_all_deleted_ends() -> None:
                   snapshot=pending, ledger=ledger, now=0.0, settings=SETTINGS)
     no_pods = ClusterSnapshot.of(NODES, (), pending.workloads.values(), {})
     assert ledger.settle(no_pods) == [gang.key]
+
+
+def test_a_plan_ends_when_its_members_landed_on_other_planned_nodes_than_their_slots() -> None:
+    """Seen against the real kube-scheduler: an LWS group's three workers, planned two on one
+    node and one on the next, were offered both nodes (decided together) and all bound on
+    one. Matched slot by slot, the empty slot kept its node's capacity from every other pod
+    until the plan's TTL (a lone pod waited 26 s with that node free)."""
+    nodes = [make_node("n0", gpus=8), make_node("n1", gpus=8)]
+    gang = make_gang("group", roles=[("worker", 3, make_shape(gpus=2))])
+    busy = [make_pod(f"other-{n}", shape=make_shape(gpus=4), node=n) for n in ("n0", "n1")]
+    ledger = Ledger()
+    pending = make_snapshot(nodes, gangs=[gang], pods=busy)  # 4 GPUs free on each node
+    decide_filter(pending.pods[uid(gang, "worker", 0)], [NodeName("n0"), NodeName("n1")],
+                  snapshot=pending, ledger=ledger, now=0.0, settings=SETTINGS)
+    plan = ledger.plan_for(gang.key)
+    assert plan is not None
+    assert len({node for node, _role, _n in plan.slots}) == 2  # the plan spans both nodes
+    crowded = next(node for node, _role, n in plan.slots if n == 1)
+    # The other pods ended; kube-scheduler bound all three where the plan had one.
+    bound = make_snapshot(nodes, gangs=[gang],
+                          bound={f"group-worker-{i}": crowded for i in range(3)})
+    assert ledger.settle(bound) == [gang.key]
+    assert ledger.plan_for(gang.key) is None
+    free = free_capacity(bound, ledger)
+    assert sum(free[NodeName(n)].devices.count(1000) for n in ("n0", "n1")) == 16 - 6
