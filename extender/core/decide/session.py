@@ -318,6 +318,8 @@ class GangSession:
                 self._tell_workload(gang, EventType.NORMAL, "GangPlanned",
                                     f"gang {gang}: planned on {where}; waiting for its "
                                     "members to reach bind", snapshot=snapshot, out=out)
+        if gang is not None and not decision.passed:
+            self._unheld(gang, decision.reason, snapshot, out)
         if decision.passed:
             self.turned_away.pop(pod.uid, None)
         elif decision.outcome is not FilterOutcome.REJECTED:
@@ -329,6 +331,24 @@ class GangSession:
                 plans=self.ledger.holding())
         self._log("filter", now, pod.key, str(decision.outcome), decision.reason, out=out)
         return FilterStep(decision, tuple(out))
+
+    def _unheld(self, gang: GangKey, why: str, snapshot: ClusterSnapshot,
+                out: list[Effect]) -> None:
+        """A gang whose plan ended (its TTL, or a slot's room taken and the plan dropped at
+        bind) while members were held at the barrier, and whose next member's filter could
+        not plan the rest again around them: fail the held members now. Held, they keep
+        their nodes' capacity in kube-scheduler's cache and in flight in the ledger, from
+        every other pod, until the barrier's timeout, for a gang that cannot complete."""
+        ledger = self.ledger
+        if (not ledger.held(gang) or ledger.plan_for(gang) is not None
+                or ledger.is_admitted(gang)):
+            return
+        gone = withdraw(gang, ledger=ledger,
+                        reason=f"gang {gang}: its plan ended and the rest of the gang does "
+                               f"not fit now ({why}); the members held at bind are failed so "
+                               "the capacity they hold goes to others")
+        self._fail_held(gone.rejected, gone.reason, snapshot, gang, out, outcome="unplanned",
+                        event="GangWaiting")
 
     def _narrowed(self, pod: PodInfo, offer: Offer,
                   snapshot: ClusterSnapshot) -> Sequence[NodeName]:
