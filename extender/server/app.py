@@ -47,7 +47,8 @@ def create_app(settings: Settings, state: StateStore, clock: Clock, *,
     ``requeuer`` makes kube-scheduler retry pods Muster turned away once their obstacle is
     gone, ``evictor`` evicts the whole victims of a gang's preemption plan, and
     ``housekeeping`` (seconds) starts a thread doing that, and expiring plans, on a
-    clock rather than only when a request comes, and soon after any pod or node event.
+    clock rather than only when a request comes, and soon after a change that may let a
+    waiting pod go (:func:`~extender.server.housekeeping.may_unblock`).
     ``gang_objects`` receives the Gang objects (``kubectl get gangs``) housekeeping makes.
     ``leadership`` (leader election) lets the service decide only while this replica
     leads (:mod:`extender.server.leading`). ``ungater`` removes Muster's scheduling gate

@@ -221,14 +221,17 @@ class _KeepAliveHandler(_QuietHandler):
     protocol_version = "HTTP/1.1"
 
     def handle(self) -> None:
+        # The first request must come as fast as any (a client that connects and sends
+        # nothing holds a thread ``timeout`` seconds, as before); between requests the
+        # connection may idle for IDLE.
         self.close_connection = True
-        self._one()
+        self._one(self.timeout)
         while not self.close_connection:
-            self._one()
+            self._one(IDLE)
 
-    def _one(self) -> None:
+    def _one(self, idle: float) -> None:
         try:
-            self.connection.settimeout(IDLE)
+            self.connection.settimeout(idle)
             self.raw_requestline = self.rfile.readline(65537)
             self.connection.settimeout(self.timeout)
             if not self.raw_requestline:
