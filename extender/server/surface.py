@@ -137,6 +137,12 @@ def serve_probes(app: WSGIApp, sock: socket.socket, *, verb_port: int) -> thread
 
 WEBHOOK_PATHS = frozenset({"/admission/gate"})
 
+WEBHOOK_CONNECTIONS = 64
+"""Connections the webhook port serves at once, each on its own thread. The API server keeps a
+few to a webhook; the bound keeps clients that connect and idle from taking threads without
+end. A connection beyond it is closed at once (the API server retries on another, or creates
+the pod ungated: ``failurePolicy: Ignore``)."""
+
 
 class CertFiles:
     """A serving certificate and key read from files, read again when either changes (a
@@ -276,12 +282,33 @@ class _KeepAliveHandler(_QuietHandler):
 
 class _WebhookServer(_ProbeServer):
     """The probe server's shape, with TLS and HTTP/1.1 keep-alive: the handshake runs on the
-    connection's thread, so a client that connects and stalls holds no other request up."""
+    connection's thread, so a client that connects and stalls holds no other request up; at
+    most ``connections`` at once."""
 
-    def __init__(self, sock: socket.socket, certs: CertFiles) -> None:
+    def __init__(self, sock: socket.socket, certs: CertFiles, *, connections: int) -> None:
         super().__init__(sock)
         self._certs = certs
+        self._slots = threading.BoundedSemaphore(max(1, connections))
+        self._limit = max(1, connections)
         self.RequestHandlerClass = _KeepAliveHandler
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            log.warning("event=webhook-connection-refused client=%s reason='%d connections "
+                        "open, the most the webhook port serves'", client_address, self._limit)
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except Exception:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
 
     def finish_request(self, request: Any, client_address: Any) -> None:
         # The answer goes out in several writes (status and headers, then the body): with
@@ -304,9 +331,11 @@ class _WebhookServer(_ProbeServer):
             tls.close()
 
 
-def serve_webhook(app: WSGIApp, sock: socket.socket, certs: CertFiles) -> threading.Thread:
-    """Answer the admission path of ``app`` over TLS on ``sock`` from a daemon thread."""
-    server = _WebhookServer(sock, certs)
+def serve_webhook(app: WSGIApp, sock: socket.socket, certs: CertFiles, *,
+                  connections: int = WEBHOOK_CONNECTIONS) -> threading.Thread:
+    """Answer the admission path of ``app`` over TLS on ``sock`` from a daemon thread, on at
+    most ``connections`` connections at once."""
+    server = _WebhookServer(sock, certs, connections=connections)
     server.set_app(webhook_only(app))
     thread = threading.Thread(target=server.serve_forever, name="webhook-port", daemon=True)
     thread.start()

@@ -10,6 +10,7 @@ import copy
 import http.client
 import socket
 import ssl
+import time
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -269,6 +270,52 @@ def test_reviews_share_one_kept_alive_connection_and_an_unread_body_is_not_the_n
     reply.read()
     assert reply.getheader("Connection") == "close" or reply.will_close
     conn.close()
+
+
+def test_the_webhook_port_serves_a_bounded_number_of_connections_at_once(
+        tmp_path: Path) -> None:
+    """Kept-alive connections each hold a thread: beyond the bound a new one is closed at
+    once, and a slot freed by a closed connection serves the next."""
+    certs = make_certs(tmp_path)
+    store = cluster()
+    app = create_app(SETTINGS, store, Clock(), admission=admission(store))
+    sock = bind_probe_socket("127.0.0.1", 0, what="the webhook port")
+    port = sock.getsockname()[1]
+    serve_webhook(app, sock, CertFiles(str(certs / "tls.crt"), str(certs / "tls.key")),
+                  connections=2)
+    context = ssl.create_default_context(cafile=str(certs / "ca.crt"))
+    body = review(new_pod("train", 0))
+
+    def ask(conn: http.client.HTTPSConnection) -> int:
+        conn.request("POST", "/admission/gate", body=body,
+                     headers={"Content-Type": "application/json"})
+        reply = conn.getresponse()
+        reply.read()
+        return reply.status
+
+    kept = [http.client.HTTPSConnection("127.0.0.1", port, context=context, timeout=10)
+            for _ in range(2)]
+    assert [ask(c) for c in kept] == [200, 200]  # both held open, idle between requests
+    extra = http.client.HTTPSConnection("127.0.0.1", port, context=context, timeout=10)
+    with pytest.raises((OSError, http.client.HTTPException)):
+        ask(extra)
+    extra.close()
+    kept[0].close()
+    again = http.client.HTTPSConnection("127.0.0.1", port, context=context, timeout=10)
+    for _ in range(50):  # the closed connection's thread gives its slot back
+        try:
+            assert ask(again) == 200
+            break
+        except (OSError, http.client.HTTPException):
+            again.close()
+            again = http.client.HTTPSConnection("127.0.0.1", port, context=context,
+                                                timeout=10)
+            time.sleep(0.05)
+    else:
+        raise AssertionError("no slot came back after a connection closed")
+    assert ask(kept[1]) == 200
+    again.close()
+    kept[1].close()
 
 
 def test_a_rotated_certificate_is_read_again_and_a_broken_one_keeps_the_last_good(
