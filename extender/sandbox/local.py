@@ -75,10 +75,12 @@ def http_ok(url: str, *, token: str | None = None, cafile: Path | None = None) -
     if token:
         request.add_header("Authorization", f"Bearer {token}")
     context = None
-    if url.startswith("https"):
-        context = ssl.create_default_context(cafile=str(cafile)) if cafile and cafile.exists() \
-            else ssl._create_unverified_context()
     try:
+        if url.startswith("https"):
+            # The API server writes its self-signed certificate as it starts: a file that
+            # exists but is still empty or half-written is "not ready yet", like no answer.
+            context = (ssl.create_default_context(cafile=str(cafile))
+                       if cafile and cafile.exists() else ssl._create_unverified_context())
         with urllib.request.urlopen(request, timeout=2, context=context) as response:
             return bool(response.status == 200)
     except (OSError, ValueError):
