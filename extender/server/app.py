@@ -9,7 +9,7 @@ from flask import Flask
 
 from extender.server.admission import Admission, admission_bp
 from extender.server.decider import Decider
-from extender.server.housekeeping import Housekeeper, may_unblock
+from extender.server.housekeeping import Housekeeper, behind_gates, may_unblock
 from extender.server.metrics import GangWaitObserver, Metrics
 from extender.server.routes import bp
 from extender.server.settings import Settings
@@ -111,10 +111,8 @@ def _nudger(keeper: Housekeeper, service: GangService,
     """Nudge the housekeeper on a change that may let a pod go (:func:`may_unblock`): a
     gang's gated member arriving always, the rest only while pods wait on the cluster."""
     def changed(source: str, kind: str, obj: Mapping[str, Any] | None) -> None:
-        if not may_unblock(source, kind, obj):
-            return
-        gated = obj is not None and bool((obj.get("spec") or {}).get("schedulingGates"))
-        if gated or service.waits_on_cluster():
+        if may_unblock(source, kind, obj) and (behind_gates(obj)
+                                               or service.waits_on_cluster()):
             keeper.nudge()
     return changed
 

@@ -31,6 +31,11 @@ pace."""
 _ENDED = ("Succeeded", "Failed")
 
 
+def behind_gates(obj: Mapping[str, Any] | None) -> bool:
+    """Whether a pod object carries scheduling gates (any: Muster's or another's)."""
+    return obj is not None and bool((obj.get("spec") or {}).get("schedulingGates"))
+
+
 def may_unblock(source: str, kind: str, obj: Mapping[str, Any] | None, *,
                 nodes: str = "v1/Node") -> bool:
     """Whether a change of the cluster may let a pod that waits on it go: a pod created or
@@ -38,8 +43,7 @@ def may_unblock(source: str, kind: str, obj: Mapping[str, Any] | None, *,
     (its room is free), any node change, a full list. Not a running pod's status update."""
     if source == nodes or obj is None or kind == "DELETED":
         return True
-    spec, status = obj.get("spec") or {}, obj.get("status") or {}
-    return bool(spec.get("schedulingGates")) or status.get("phase") in _ENDED
+    return behind_gates(obj) or (obj.get("status") or {}).get("phase") in _ENDED
 
 
 class Housekept(Protocol):

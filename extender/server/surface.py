@@ -288,8 +288,8 @@ class _WebhookServer(_ProbeServer):
     def __init__(self, sock: socket.socket, certs: CertFiles, *, connections: int) -> None:
         super().__init__(sock)
         self._certs = certs
-        self._slots = threading.BoundedSemaphore(max(1, connections))
         self._limit = max(1, connections)
+        self._slots = threading.BoundedSemaphore(self._limit)
         self.RequestHandlerClass = _KeepAliveHandler
 
     def process_request(self, request: Any, client_address: Any) -> None:
