@@ -18,6 +18,7 @@ from extender.core.decide.settings import CoreSettings
 from extender.core.gang.capacity import index_of
 from extender.core.gang.constraints import exclusive_fences, exclusive_key
 from extender.core.gang.ledger import Ledger, free_capacity, occupants
+from extender.core.gang.placement import Plan
 from extender.core.gang.room import lack_of_room
 from extender.core.model.snapshot import ClusterSnapshot
 from extender.core.model.values import Gang, GangKey, NodeName, PodInfo
@@ -189,19 +190,36 @@ def _no_room(
 ) -> BindDecision:
     """Refuse a bind the node has no room for; the pod holds nothing afterwards.
 
-    If the pod's gang planned it there, the plan no longer holds (something took the slot
-    behind Muster's back): it ends, so the next member's filter plans the rest of the gang
-    again around the members already held at the barrier.
+    If the pod's gang has a slot of its role open on the node, the plan no longer holds
+    (something took the slot behind Muster's back): it ends, so the next member's filter plans
+    the rest of the gang again around the members already held at the barrier. A member sent
+    where its own gang's members already fill the role's slots (kube-scheduler may pick one
+    planned node for two members it filtered before either bound) found the node's other room
+    reserved for someone else, as planned: its gang's plan still holds its open slots, which
+    its filter offers it next time.
     """
     ledger.forget_pod(pod.uid)
     if gang is None:
         return BindDecision(BindOutcome.REJECT, lack)
     plan = ledger.plan_for(gang.key)
     role = snapshot.memberships[pod.uid].role
-    if plan is not None and plan.count(node, role) > 0:
+    if plan is None or plan.count(node, role) <= 0:
+        return BindDecision(BindOutcome.REJECT, lack, gang.key)
+    if slot_filled(gang.key, node, role, plan, snapshot=snapshot, ledger=ledger):
+        lack += (f"; gang {gang.key}'s {role} slots on {node} are filled by its other members, "
+                 "and its plan keeps the open ones")
+    else:
         ledger.drop_plan(gang.key)
         lack += f"; gang {gang.key} is planned again"
     return BindDecision(BindOutcome.REJECT, lack, gang.key)
+
+
+def slot_filled(gang: GangKey, node: NodeName, role: str, plan: Plan, *,
+                snapshot: ClusterSnapshot, ledger: Ledger) -> bool:
+    """Whether the gang's members bound or in flight on ``node`` already fill ``plan``'s slots
+    of ``role`` there: another member sent there is beyond the plan on that node, and the room
+    it lacks was never its gang's."""
+    return ledger.placed(gang, snapshot).get((node, role), 0) >= plan.count(node, role)
 
 
 def _fenced(gang: Gang, pod_uid: str, node: NodeName, *, snapshot: ClusterSnapshot,

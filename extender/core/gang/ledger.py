@@ -341,7 +341,11 @@ class Ledger:
         where the plan had one there and one on another (the filter offers each member every
         node with a slot open for its role when they are decided together), and the slot left
         empty would otherwise hold its node's capacity from every other pod until the plan's
-        TTL. A plan whose gang has no pod left ends too: nothing can use it. (A gang admitted
+        TTL. The members placed when the plan was made (:attr:`Plan.placed`: it was made for
+        the rest, after a plan ended or a restart) are counted on top of its slots; otherwise
+        such a plan would end at once, and what it holds for the rest of the gang would go to
+        the next gang planned before the rest binds there. A plan whose gang has no pod left
+        ends too: nothing can use it. (A gang admitted
         earlier with no pod left holding anything starts over at the barrier:
         :meth:`recheck_admitted`.)
         """
@@ -354,6 +358,9 @@ class Ledger:
             wanted: dict[str, int] = {}
             for _node, role, n in res.plan.slots:
                 wanted[role] = wanted.get(role, 0) + n
+            for role, n in res.plan.placed:  # a plan made for the rest of the gang
+                if role in wanted:
+                    wanted[role] += n
             filled = all(placed.get(role, 0) >= n for role, n in wanted.items())
             # With every pod of the gang deleted, nothing can use the plan any more.
             if filled or not members.get(gang):

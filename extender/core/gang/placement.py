@@ -86,6 +86,10 @@ class Plan:
     """Pods of the plan that the gang's minimum needs (the rest are elastic extras)."""
     subgroup_domains: tuple[tuple[str, str], ...] = ()
     """``(subgroup, domain)`` for a gang whose subgroups each keep to a domain of their own."""
+    placed: tuple[tuple[str, int], ...] = ()
+    """``(role, pods)`` of the gang bound or in flight when the plan was made, sorted by role:
+    the slots are for the rest, so the plan is filled once a role has these and its slots'
+    pods placed (:meth:`~extender.core.gang.ledger.Ledger.settle`), not its slots' alone."""
     _by_role: dict[str, tuple[NodeName, ...]] = field(
         default_factory=dict, compare=False, hash=False, repr=False
     )
@@ -523,9 +527,10 @@ def plan_gang(
         inside = (None if gang.subgroups.label is None else
                   placed_in if placed_in is not None else
                   _bound_in(gang, snapshot, gpu=gpu))
-        return _by_subgroups(gang, gang.subgroups, eligible, snapshot=snapshot,
-                             capacity=capacity, placed_at=at, placed_in=inside, taken=taken,
-                             policy=policy, gpu=gpu, budget=budget, fenced=len(fenced))
+        return _around(_by_subgroups(gang, gang.subgroups, eligible, snapshot=snapshot,
+                                     capacity=capacity, placed_at=at, placed_in=inside,
+                                     taken=taken, policy=policy, gpu=gpu, budget=budget,
+                                     fenced=len(fenced)), placed)
     domains = None
     if gang.topology is not None:
         union = sorted({n for nodes in eligible.values() for n in nodes})
@@ -537,7 +542,17 @@ def plan_gang(
         why = (f"{result.reason} ({len(fenced)} node{'s are' if len(fenced) != 1 else ' is'} "
                f"in a domain an exclusive gang holds)")
         return Infeasible(result.gang, why, result.placed, result.needed)
-    return result
+    return _around(result, placed)
+
+
+def _around(result: Plan | Infeasible, placed: Mapping[str, int] | None) -> Plan | Infeasible:
+    """``result`` noting the members it was planned around (:attr:`Plan.placed`)."""
+    before = tuple(sorted((r, n) for r, n in (placed or {}).items() if n > 0))
+    if isinstance(result, Infeasible) or not before:
+        return result
+    return Plan(gang=result.gang, slots=result.slots, shapes=result.shapes,
+                domain=result.domain, required=result.required,
+                subgroup_domains=result.subgroup_domains, placed=before)
 
 
 def _bound_at(gang: Gang, snapshot: ClusterSnapshot, *, gpu: str,

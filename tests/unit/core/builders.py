@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from extender.core.model.notices import PodRef
 from extender.core.model.resources import Resources
 from extender.core.model.snapshot import ClusterSnapshot
 from extender.core.model.values import (
@@ -131,3 +132,9 @@ def make_snapshot(
 def uid(gang: Gang, role: str, i: int) -> str:
     ns, name = gang.key.split("/", 1)
     return f"uid-{ns}-{name}-{role}-{i}"
+
+
+def pod_ref(snapshot: ClusterSnapshot, pod_uid: str) -> PodRef:
+    """The reference a bind request carries for the snapshot's pod ``pod_uid``."""
+    pod = snapshot.pods[pod_uid]
+    return PodRef(pod.namespace, pod.name, pod.uid)
