@@ -2,10 +2,15 @@
 
 What to write is pure (:mod:`extender.server.gangobjects`); this adapter writes only what
 changed since it last wrote, in the background through a bounded queue like events, so a
-slow API server never holds a decision. A write is a merge patch of the object, or its
-creation when it does not exist; a gang gone is deleted (its workload's deletion usually
-got there first: the object is owned by the workload). A failed write is tried again at the
-next publication.
+slow API server never holds a decision. A gang has at most one write queued at a time: a
+publication while it waits replaces what that write carries, so a slow API server gets
+each gang's latest state once, not every state it passed through.
+
+A write is the object's creation when this process has not written it yet (a POST; it
+exists already after a restart: then a merge patch), and a merge patch after that (a POST
+again if it was deleted behind Muster's back). A gang gone is deleted (its workload's
+deletion usually got there first: the object is owned by the workload). A failed write is
+tried again at the next publication.
 """
 
 from __future__ import annotations
@@ -17,13 +22,15 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from extender.kube.client import Connection, NotFound
+from extender.kube.client import Conflict, Connection, NotFound
 from extender.kube.writer import QueueWriter
 
 log = logging.getLogger("muster.gangs")
 
 Key = tuple[str, str]
 PATH = "/apis/muster.dev/v1alpha1/namespaces/{namespace}/gangs"
+_GONE = None
+"""What a pending write carries for a gang to delete."""
 
 
 class KubeGangObjects:
@@ -31,15 +38,21 @@ class KubeGangObjects:
         self.conn = conn
         self._lock = threading.Lock()
         self._written: dict[Key, Mapping[str, Any]] = {}
-        self._writer: QueueWriter[tuple[Key, Mapping[str, Any] | None]] = QueueWriter(
-            self._write, name="gangs", capacity=capacity, log=log,
-            describe=lambda item: f"gang={item[0][0]}/{item[0][1]}")
+        """Key -> the object last published (written, or queued to be)."""
+        self._pending: dict[Key, Mapping[str, Any] | None] = {}
+        """Key -> what its one queued write will carry (``None``: delete it)."""
+        self._created: set[Key] = set()
+        """Keys this process created or patched: they exist, a patch is enough."""
+        self._writer: QueueWriter[Key] = QueueWriter(
+            self._take, name="gangs", capacity=capacity, log=log,
+            describe=lambda key: f"gang={key[0]}/{key[1]}")
 
     @property
     def written(self) -> int:
         return self._writer.written
 
     def publish(self, objects: Mapping[Key, Mapping[str, Any]]) -> None:
+        queue: list[Key] = []
         with self._lock:
             changed = [(k, o) for k, o in objects.items() if self._written.get(k) != o]
             gone = [k for k in self._written if k not in objects]
@@ -47,32 +60,55 @@ class KubeGangObjects:
                 self._written[key] = obj
             for key in gone:
                 del self._written[key]
-        for key, obj in sorted(changed, key=lambda item: item[0]):
-            self._writer.put((key, obj))
-        for key in sorted(gone):
-            self._writer.put((key, None))
+            for key, item in [*sorted(changed, key=lambda c: c[0]),
+                              *((k, _GONE) for k in sorted(gone))]:
+                if key not in self._pending:
+                    queue.append(key)
+                self._pending[key] = item
+        for key in queue:
+            self._writer.put(key)
 
     def flush(self, timeout: float = 5.0) -> None:
         self._writer.flush(timeout)
 
-    def _write(self, item: tuple[Key, Mapping[str, Any] | None]) -> None:
-        (namespace, name), obj = item
+    def _take(self, key: Key) -> None:
+        with self._lock:
+            obj = self._pending.pop(key, _GONE)
+        self._write(key, obj)
+
+    def _write(self, key: Key, obj: Mapping[str, Any] | None) -> None:
+        namespace, name = key
         base = PATH.format(namespace=namespace)
         try:
             if obj is None:
                 with contextlib.suppress(NotFound):  # gone with its workload already
                     self.conn.request("DELETE", f"{base}/{name}")
+                with self._lock:
+                    self._created.discard(key)
                 return
             stamped = {**obj, "status": {**obj["status"], "lastTransitionTime":
                                          datetime.datetime.now(datetime.UTC).strftime(
                                              "%Y-%m-%dT%H:%M:%SZ")}}
-            try:
-                self.conn.request("PATCH", f"{base}/{name}", body=stamped,
-                                  content_type="application/merge-patch+json")
-            except NotFound:
-                self.conn.request("POST", base, body=stamped)
+            with self._lock:
+                exists = key in self._created
+            if exists:
+                try:
+                    self._patch(base, name, stamped)
+                except NotFound:  # deleted behind Muster's back
+                    self.conn.request("POST", base, body=stamped)
+            else:
+                try:
+                    self.conn.request("POST", base, body=stamped)
+                except Conflict:  # written before this process started
+                    self._patch(base, name, stamped)
+            with self._lock:
+                self._created.add(key)
         except Exception:
             with self._lock:  # not written: the next publication tries again
-                if self._written.get((namespace, name)) is obj:
-                    del self._written[(namespace, name)]
+                if key in self._written and self._written[key] is obj:
+                    del self._written[key]
             raise
+
+    def _patch(self, base: str, name: str, stamped: Mapping[str, Any]) -> None:
+        self.conn.request("PATCH", f"{base}/{name}", body=stamped,
+                          content_type="application/merge-patch+json")

@@ -64,8 +64,8 @@ def create_app(settings: Settings, state: StateStore, clock: Clock, *,
         from extender.server.service import GangService  # noqa: PLC0415
         from extender.state.memory import MemoryBinder  # noqa: PLC0415
 
-        observed = GangWaitObserver(events or MemoryEvents(), gang_of=_gang_of(state),
-                                    clock=clock, observe=metrics.gang_wait.observe)
+        observed = GangWaitObserver(events or MemoryEvents(), clock=clock,
+                                    observe=metrics.gang_wait.observe)
 
         def deciding() -> bool:  # the gate is built after the service it guards
             return gate[0].deciding()
@@ -115,11 +115,3 @@ def _nudger(keeper: Housekeeper, service: GangService,
                                                or service.waits_on_cluster()):
             keeper.nudge()
     return changed
-
-
-def _gang_of(state: StateStore) -> Callable[[str], str | None]:
-    """Pod UID -> its gang key in the current snapshot (cached per revision by the store)."""
-    def gang_of(uid: str) -> str | None:
-        member = state.snapshot().memberships.get(uid)
-        return member.gang if member is not None else None
-    return gang_of

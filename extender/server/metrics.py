@@ -19,7 +19,7 @@ from prometheus_client.registry import Collector
 
 import extender
 from extender.server.decider import Busy
-from extender.state.ports import AnyEvent, Clock, EventSink, PodEvent
+from extender.state.ports import AnyEvent, Clock, EventSink, WorkloadEvent
 from extender.state.store import SOURCE_STATES
 
 VERBS = ("filter", "prioritize", "bind", "preempt")
@@ -109,21 +109,20 @@ class _SourceStates(Collector):
 
 
 ADMITTED = "GangAdmitted"
-"""The event the service emits on each member as a gang's minimum reaches bind."""
+"""The event the service emits on a gang's workload as its minimum reaches bind."""
 
 
 class GangWaitObserver:
     """An :class:`EventSink` that passes every event on and observes, on ``GangAdmitted``, how
-    long the gang waited since the first event on any of its pods (GangWaiting or GangPlanned,
-    written at a member's first filter). A gang admitted again later (new pods after
-    failures) starts a new wait. ``gang_of`` maps a pod UID to its gang key. At most ``limit``
-    gangs are timed at once; the oldest is forgotten beyond that (a gang that never starts,
-    deleted while waiting, is never observed and must not hold memory)."""
+    long the gang waited since the first event about it on its workload (``GangGathering``
+    while its members are created behind their gates, ``GangWaiting``, ``GangPlanned``...).
+    A gang admitted again later (new pods after failures) starts a new wait. At most
+    ``limit`` gangs are timed at once; the oldest is forgotten beyond that (a gang that
+    never starts, deleted while waiting, is never observed and must not hold memory)."""
 
-    def __init__(self, inner: EventSink, *, gang_of: Callable[[str], str | None],
-                 clock: Clock, observe: Callable[[float], None], limit: int = 10_000) -> None:
+    def __init__(self, inner: EventSink, *, clock: Clock, observe: Callable[[float], None],
+                 limit: int = 10_000) -> None:
         self._inner = inner
-        self._gang_of = gang_of
         self._clock = clock
         self._observe = observe
         self._limit = limit
@@ -132,15 +131,13 @@ class GangWaitObserver:
 
     def emit(self, event: AnyEvent) -> None:
         self._inner.emit(event)
-        if not isinstance(event, PodEvent) or not event.reason.startswith("Gang"):
+        if not isinstance(event, WorkloadEvent) or not event.gang:
             return
-        gang = self._gang_of(event.pod.uid)
-        if gang is None:
-            return
+        gang = event.gang
         now = self._clock()
         with self._lock:
             if event.reason == ADMITTED:
-                first = self._first.pop(gang, None)  # the other members' events: no wait
+                first = self._first.pop(gang, None)
                 if first is not None:
                     self._observe(max(0.0, now - first))
                 return

@@ -211,7 +211,8 @@ class GangSession:
         self._remember_reason(gang_key, why)
         ref = gang.workload
         out.append(Emit(WorkloadEvent(ref.api_version, ref.kind, ref.namespace, ref.name,
-                                      ref.uid, EventType.WARNING, "GangStageExpired", why)))
+                                      ref.uid, EventType.WARNING, "GangStageExpired", why,
+                                      gang=gang_key)))
         return True
 
     def _sweep(self, snapshot: ClusterSnapshot, out: list[Effect]) -> None:
@@ -305,9 +306,10 @@ class GangSession:
             # Most core reasons already name the gang; say it once.
             message = (decision.reason if decision.reason.startswith(f"gang {gang}")
                        else f"gang {gang}: {decision.reason}")
-            if decision.passed:
-                self._event(pod, EventType.NORMAL, "GangPlanned", message, out)
-            else:
+            # A passing member says nothing on itself: kube-scheduler's Scheduled event will,
+            # and its gang's story is told once on the workload, not once per pod (two Events
+            # a member were most of the API server's writes in a burst of gangs).
+            if not decision.passed:
                 self._event(pod, EventType.WARNING, "GangWaiting", message, out)
                 self._tell_workload(gang, EventType.WARNING, "GangWaiting", message,
                                     snapshot=snapshot, out=out)
@@ -504,10 +506,6 @@ class GangSession:
                     releasing.add(uid)
             if gang is not None:
                 held.releasing.setdefault(gang, set()).update(releasing)
-                for pod in snapshot.pods_of_gang(gang):
-                    if pod.node_name is None:
-                        self._event(pod, EventType.NORMAL, "GangAdmitted",
-                                    f"gang {gang}: minimum reached; binding all members", out)
                 self._tell_workload(gang, EventType.NORMAL, "GangAdmitted",
                                     f"gang {gang}: minimum reached; binding all members",
                                     snapshot=snapshot, out=out)
@@ -749,7 +747,7 @@ class GangSession:
         self._workload_told[gang] = (reason, message)
         ref = found.workload
         out.append(Emit(WorkloadEvent(ref.api_version, ref.kind, ref.namespace, ref.name,
-                                      ref.uid, type_, reason, message)))
+                                      ref.uid, type_, reason, message, gang=gang)))
 
     def _done(self, verb: str, now: float, ref: PodRef, step: BindStep,
               out: list[Effect]) -> BindStep:

@@ -47,6 +47,9 @@ class WorkloadEvent:
     type: EventType
     reason: str
     message: str
+    gang: str = ""
+    """The gang key the event is about, when it is about one (a workload may hold several
+    gangs: an LWS's groups); not written to the API server, read by the gang-wait metric."""
 
     @property
     def key(self) -> str:

@@ -67,6 +67,10 @@ def test_admission_is_told_on_the_workload_once_for_the_whole_gang() -> None:
                          now=1.5)
     assert _told(bound.effects) == [("a", EventType.NORMAL, "GangAdmitted",
                                      "gang ml/a: minimum reached; binding all members")]
+    # Said on the workload, for the gang it names, and not once more on every member.
+    told = [e.event for e in bound.effects if isinstance(e, Emit)]
+    assert [(type(e).__name__, getattr(e, "gang", None)) for e in told] == [
+        ("WorkloadEvent", "ml/a")]
 
 
 def test_a_barrier_timeout_is_told_on_the_workload_and_waiting_again_after_it() -> None:

@@ -91,8 +91,12 @@ def test_a_gang_is_planned_whole_and_its_capacity_kept_from_others() -> None:
     refused = {**kept_off["FailedNodes"], **kept_off["FailedAndUnresolvableNodes"]}
     assert sorted(refused) == sorted(planned)
     assert all("reserved for gang ml/train" in why for why in refused.values()), refused
-    [event] = [e for e in world.events.events() if e.pod.name == "train-worker-0-0"]
-    assert (event.type, event.reason) == ("Normal", "GangPlanned")
+    # A planned member says nothing on itself (kube-scheduler's Scheduled event will); its
+    # workload hears once that the gang was planned, and where.
+    assert [e for e in world.events.events() if e.pod.name.startswith("train-")] == []
+    [event] = world.events.workload_events()
+    assert (event.type, event.reason, event.gang) == ("Normal", "GangPlanned", "ml/train")
+    assert all(n in event.message for n in planned), event.message
 
 
 def test_a_gang_that_does_not_fit_fails_every_node_with_a_reason() -> None:

@@ -15,7 +15,7 @@ from extender.server.app import create_app
 from extender.server.metrics import GangWaitObserver
 from extender.server.settings import Settings
 from extender.state.memory import MemoryBinder
-from extender.state.ports import EventType, MemoryEvents, PodEvent, PodRef
+from extender.state.ports import EventType, MemoryEvents, PodEvent, PodRef, WorkloadEvent
 from extender.state.store import NODES, PODS
 from tests.unit.server.builders import (
     Clock,
@@ -89,7 +89,8 @@ def test_a_gang_wait_is_observed_once_from_its_first_member_to_its_admission() -
     world.clock.now += 5
     assert world.metric("muster_gang_wait_seconds_count") == 0.0  # not admitted yet
     assert world.bind_both() == {0: "", 1: ""}
-    assert [e.reason for e in world.events.events()].count("GangAdmitted") >= 1
+    assert [e.reason for e in world.events.workload_events()].count("GangAdmitted") == 1
+    assert "GangAdmitted" not in [e.reason for e in world.events.events()]  # not per pod
     assert world.metric("muster_gang_wait_seconds_count") == 1.0
     assert world.metric("muster_gang_wait_seconds_sum") == 12.0
     assert world.metric('muster_gang_wait_seconds_bucket{le="10.0"}') == 0.0
@@ -118,19 +119,21 @@ def test_watch_state_says_which_source_is_broken_or_forbidden() -> None:
     assert world.metric(f'muster_watch_state{{source="{NODES}",state="synced"}}') == 1.0
 
 
-def _event(uid: str, reason: str) -> PodEvent:
-    return PodEvent(PodRef("ml", uid, uid), EventType.NORMAL, reason, "m")
+def _told(gang: str, reason: str) -> WorkloadEvent:
+    return WorkloadEvent("jobset.x-k8s.io/v1alpha2", "JobSet", "ml", gang, "uid-" + gang,
+                         EventType.NORMAL, reason, f"gang ml/{gang}: m", gang=f"ml/{gang}")
 
 
 def test_the_observer_passes_every_event_on_and_forgets_the_oldest_gang_beyond_its_limit(
         ) -> None:
     inner, clock, seen = MemoryEvents(), Clock(), []
-    observer = GangWaitObserver(inner, gang_of=lambda uid: "gang-" + uid[0], clock=clock,
-                                observe=seen.append, limit=2)
-    for uid in ("a1", "b1", "c1"):  # three gangs wait; only two are remembered
-        observer.emit(_event(uid, "GangWaiting"))
+    observer = GangWaitObserver(inner, clock=clock, observe=seen.append, limit=2)
+    for gang in ("a", "b", "c"):  # three gangs wait; only two are remembered
+        observer.emit(_told(gang, "GangWaiting"))
         clock.now += 1
-    for uid in ("a2", "b2", "c2", "c3"):
-        observer.emit(_event(uid, "GangAdmitted"))
-    assert seen == [2.0, 1.0]  # gang-b (from 1001 to 1003), gang-c; gang-a was forgotten
-    assert len(inner.events()) == 7
+    observer.emit(PodEvent(PodRef("ml", "a-0", "uid-a-0"), EventType.WARNING, "GangWaiting",
+                           "on a pod: not what the wait is timed from"))
+    for gang in ("a", "b", "c", "c"):
+        observer.emit(_told(gang, "GangAdmitted"))
+    assert seen == [2.0, 1.0]  # gang b (from 1001 to 1003), gang c; gang a was forgotten
+    assert len(inner.events()) == 1 and len(inner.workload_events()) == 7

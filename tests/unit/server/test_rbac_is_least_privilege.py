@@ -60,7 +60,7 @@ USES: dict[tuple[str, str, str], tuple[Use, ...]] = {
     ("muster.dev", "gangs", "create"): (Use(
         "extender.kube.gangobjects:KubeGangObjects._write", 'self.conn.request("POST", base'),),
     ("muster.dev", "gangs", "patch"): (Use(
-        "extender.kube.gangobjects:KubeGangObjects._write",
+        "extender.kube.gangobjects:KubeGangObjects._patch",
         'self.conn.request("PATCH", f"{base}/{name}"'),),
     ("muster.dev", "gangs", "delete"): (Use(
         "extender.kube.gangobjects:KubeGangObjects._write",

@@ -129,7 +129,7 @@ def test_the_story_jobset_binds_its_leader_first_then_both_workers_onto_the_held
     assert set(w0) <= held and w0
     w1 = rig.filter(workers[1])
     assert set(w1) <= held and w1
-    reasons = [e.message for e in rig.events.events() if e.reason == "GangAdmitted"]
+    reasons = [e.message for e in rig.events.workload_events() if e.reason == "GangAdmitted"]
     assert reasons  # the leader's stage said so
     with ThreadPoolExecutor(1) as pool:
         waiting = pool.submit(rig.bind, workers[0], w0[0])
