@@ -5,6 +5,7 @@
     muster descriptors validate descriptors/*.yaml  # exit 1 and FILE:DOC: field: problem
     muster descriptors validate karta/*.yaml        # Workload Map (Karta) files too
     muster descriptors import-karta karta/*.yaml -o descriptors/   # Karta -> WorkloadDescriptor
+    muster descriptors match-condition --context prod   # the webhook's may-join-a-gang CEL
 
 Karta (run.ai/v1alpha1) documents are read wherever descriptors are: --descriptors, -f files,
 validate, and the cluster's Karta objects; what a Karta cannot express exactly is printed as
@@ -25,6 +26,7 @@ from extender.cli.errors import EXIT_ERROR, EXIT_NO, EXIT_OK, CliError
 from extender.cli.options import add_cluster_flags, add_descriptor_flags, add_output_flag
 from extender.cli.render import console, emit_data, table
 from extender.cli.workloads import (
+    Descriptors,
     base_descriptors,
     cluster_error,
     compile_documents,
@@ -35,6 +37,7 @@ from extender.cli.workloads import (
 )
 from extender.core.karta.model import is_karta_document
 from extender.core.karta.native import Translation, karta_to_native
+from extender.core.workloads.admission import may_join_a_gang
 from extender.core.workloads.expressions import DescriptorError
 from extender.kube.client import KubeError
 
@@ -65,9 +68,23 @@ def register(subparsers: Any) -> None:
     importing.add_argument("-o", "--output-dir", metavar="DIR",
                            help="write DIR/NAME.yaml per descriptor (default: all to stdout)")
     importing.set_defaults(handler=run_import)
+    condition = sub.add_parser(
+        "match-condition", help="the admission webhook's may-join-a-gang matchCondition",
+        description="Print the CEL expression for the gate webhook's may-join-a-gang "
+                    "matchCondition (manifests/webhook.yaml) that fits the catalog in effect: "
+                    "pods it is false for cannot be in any gang, and the API server does not "
+                    "call Muster for them. Nothing is printed (exit 1) when every pod may be "
+                    "(a descriptor of bare Pods has gangs): then drop the condition.")
+    add_descriptor_flags(condition)
+    add_cluster_flags(condition)
+    condition.add_argument("--cluster", action="store_true",
+                           help="also read the cluster's WorkloadDescriptor objects (implied "
+                                "by --kubeconfig or --context)")
+    condition.set_defaults(handler=run_match_condition)
 
 
-def run_list(args: argparse.Namespace) -> int:
+def _in_effect(args: argparse.Namespace) -> Descriptors:
+    """The packaged and ``--descriptors`` catalog, plus the cluster's when asked."""
     descriptors = base_descriptors(args)
     if args.cluster or args.kubeconfig or args.context:
         conn = connection(args)
@@ -77,6 +94,21 @@ def run_list(args: argparse.Namespace) -> int:
             raise cluster_error(err) from None
         for problem in problems:
             print(f"warning: {problem}", file=sys.stderr)
+    return descriptors
+
+
+def run_match_condition(args: argparse.Namespace) -> int:
+    expression = may_join_a_gang(_in_effect(args).catalog)
+    if expression is None:
+        print("every pod may be in a gang (a Pod descriptor has gangs): no condition",
+              file=sys.stderr)
+        return EXIT_NO
+    print(expression)
+    return EXIT_OK
+
+
+def run_list(args: argparse.Namespace) -> int:
+    descriptors = _in_effect(args)
     rows = []
     for d in descriptors.catalog.descriptors:
         origin = descriptors.origin(d.name)

@@ -13,7 +13,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from extender.files.catalog import packaged_catalog, packaged_catalog_dir
+from extender.core.workloads.admission import may_join_a_gang
+from extender.files.catalog import load_catalog, packaged_catalog, packaged_catalog_dir
 from extender.files.shipped import manifests_dir
 from extender.files.yamlsafe import load_all
 from extender.kube.client import Connection, KubeError, connect
@@ -336,7 +337,8 @@ class Sandbox:
         conn = self.connection()
         path = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
         hook = gate_webhook(port=self.ports.muster_webhook,
-                            ca=(self.dir / operators.CERT_DIR / "ca.crt").read_bytes())
+                            ca=(self.dir / operators.CERT_DIR / "ca.crt").read_bytes(),
+                            descriptor_dirs=self.spec.extra_descriptor_dirs)
         try:
             conn.request("GET", f"{path}/{hook['metadata']['name']}")
         except KubeError:
@@ -417,10 +419,13 @@ class Sandbox:
         return stopped
 
 
-def gate_webhook(*, port: int, ca: bytes) -> dict[str, Any]:
+def gate_webhook(*, port: int, ca: bytes, descriptor_dirs: Iterable[str] = ()) -> dict[str, Any]:
     """Muster's MutatingWebhookConfiguration as installed (manifests/webhook.yaml), served
-    at ``https://127.0.0.1:port`` with ``ca`` and matching the sandbox's scheduler names."""
+    at ``https://127.0.0.1:port`` with ``ca``, matching the sandbox's scheduler names and the
+    pods that may join a gang of the catalog Muster serves (the packaged one and
+    ``descriptor_dirs``)."""
     [hook] = _yaml_docs([manifests_dir() / "webhook.yaml"])
+    may_join = may_join_a_gang(load_catalog([packaged_catalog_dir(), *descriptor_dirs]))
     names = ", ".join(f"'{n}'" for n in SCHEDULER_NAMES)
     for entry in hook["webhooks"]:
         path = entry["clientConfig"]["service"]["path"]
@@ -428,6 +433,9 @@ def gate_webhook(*, port: int, ca: bytes) -> dict[str, Any]:
                                  "caBundle": base64.b64encode(ca).decode()}
         entry["matchConditions"] = [{"name": "muster-scheduler",
                                      "expression": f"object.spec.schedulerName in [{names}]"}]
+        if may_join is not None:
+            entry["matchConditions"].append({"name": "may-join-a-gang",
+                                             "expression": may_join})
     return hook
 
 

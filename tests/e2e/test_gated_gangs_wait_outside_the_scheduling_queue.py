@@ -10,6 +10,7 @@ reason on its pods and its JobSet, until capacity is freed.
 
 from __future__ import annotations
 
+import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
@@ -162,3 +163,39 @@ def test_ungating_removes_only_musters_gate_and_only_from_the_pod_it_names(
     ungater.ungate([PodRef(ns, "theirs", made["metadata"]["uid"])], "test")
     ungater.flush()
     assert gates(conn.request("GET", f"{path}/theirs")) == ["example.com/other"]
+
+
+def admission_reviews(box: Sandbox) -> float:
+    """How many AdmissionReviews Muster's webhook has answered (its decisions counter)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{box.ports.muster}/metrics",
+                                timeout=10) as response:
+        text = response.read().decode()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith("muster_decisions_total{") and 'verb="admission"' in line)
+
+
+def test_pods_that_cannot_join_a_gang_are_not_sent_to_the_webhook(
+        gated_box: Sandbox, ns: str) -> None:
+    conn = gated_box.connection()
+    path = f"/api/v1/namespaces/{ns}/pods"
+    before = admission_reviews(gated_box)
+    # No owner and none of the catalog's workload labels: the API server does not call Muster
+    # (the may-join-a-gang matchCondition); the pod is not gated and binds.
+    plain = blocker("plain")
+    plain["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = 1
+    conn.request("POST", path, body=plain)
+    assert admission_reviews(gated_box) == before
+    # A workload label (an LLMInferenceService's pods carry app.kubernetes.io/name): asked,
+    # and found in no gang, so not gated either.
+    labelled = {**plain, "metadata": {"name": "labelled",
+                                      "labels": {"app.kubernetes.io/name": "web"}}}
+    conn.request("POST", path, body=labelled)
+    assert admission_reviews(gated_box) == before + 1
+    assert wait_until(lambda: len(bound(pods_in(conn, ns))) == 2, timeout=60), \
+        describe(conn, ns)
+    assert all(gates(p) == [] for p in pods_in(conn, ns))
+    # Pods with an owner are asked about: the JobSet's two, gated and then bound whole.
+    kubectl(gated_box, "apply", "-f", "-", stdin=yaml.safe_dump(jobset("owned", ns, pods=2)))
+    assert wait_until(lambda: len(bound(pods_in(conn, ns))) == 4, timeout=90), \
+        describe(conn, ns)
+    assert admission_reviews(gated_box) == before + 3

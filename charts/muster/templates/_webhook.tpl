@@ -41,4 +41,6 @@ webhooks:
     matchConditions:
       - name: muster-scheduler
         expression: "object.spec.schedulerName == 'muster'"
+      - name: may-join-a-gang
+        expression: "has(object.metadata.ownerReferences) || (has(object.metadata.labels) && ['app.kubernetes.io/instance', 'app.kubernetes.io/name', 'app.kubernetes.io/part-of', 'batch.kubernetes.io/job-name', 'jobset.sigs.k8s.io/jobset-name', 'leaderworkerset.sigs.k8s.io/name', 'nvidia.com/dynamo-graph-deployment-name', 'ray.io/cluster', 'serving.knative.dev/service', 'serving.kserve.io/inferencegraph', 'serving.kserve.io/inferenceservice', 'training.kubeflow.org/job-name'].exists(l, l in object.metadata.labels))"
 {{- end }}

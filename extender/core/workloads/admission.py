@@ -25,6 +25,7 @@ from extender.core.model.objects import ObjectError, pod_from_api
 from extender.core.model.values import GangKey, WorkloadRef, WorkloadTree
 from extender.core.workloads.catalog import Catalog
 from extender.core.workloads.cluster import read_tree
+from extender.core.workloads.descriptor import GangPolicy
 from extender.core.workloads.membership import (
     ObjectIndex,
     find_membership,
@@ -90,3 +91,27 @@ def gate_verdict(
     if pending is not None:
         return GateVerdict(True, f"may be a gang member: {pending}", pending=True)
     return GateVerdict(False, "not part of any described workload")
+
+
+def may_join_a_gang(catalog: Catalog) -> str | None:
+    """A CEL expression (a webhook ``matchCondition``) over the pod being created, false only
+    for pods that cannot be in a gang of ``catalog``, so the API server does not call the
+    webhook for them: pods with no owner reference and none of the descriptors' workload
+    labels. Their own descriptor (``Pod``) has no gangs; a pod is found in a workload only
+    through its owners or such a label (:func:`find_membership`). ``None`` when bare pods can
+    be gangs (a ``Pod`` descriptor with gangs): then every pod may be.
+
+    Computed from the catalog the webhook is installed with; a descriptor applied later with
+    a new workload label for pods without owners is not in it, and such pods are created
+    ungated, which filter and bind hold as strictly (gating only spares kube-scheduler)."""
+    bare = catalog.for_api("v1", "Pod")
+    if bare is not None and bare.gangs.policy is not GangPolicy.NONE:
+        return None
+    labels = sorted({d.pods.workload_label for d in catalog.descriptors
+                     if d.pods.workload_label})
+    owned = "has(object.metadata.ownerReferences)"
+    if not labels:
+        return owned
+    listed = ", ".join(f"'{label}'" for label in labels)
+    return (f"{owned} || (has(object.metadata.labels) && "
+            f"[{listed}].exists(l, l in object.metadata.labels))")

@@ -115,3 +115,26 @@ def test_workload_map_karta_descriptors_are_read_and_labelled_karta(capsys):
     assert (data["descriptor"], data["descriptorFormat"], data["descriptorSource"]) == (
         "jobset-x-k8s-io-jobset-v1alpha2", "karta", "file")
     assert data["totals"]["pods"] == 3 and data["totals"]["gpus"] == 12
+
+
+def test_match_condition_prints_the_webhooks_condition_for_the_catalog_in_effect(
+        capsys, tmp_path):
+    shipped = muster(capsys, "descriptors", "match-condition")
+    assert shipped.code == 0
+    manifest = (REPO / "manifests/webhook.yaml").read_text()
+    assert f'expression: "{shipped.out.strip()}"' in manifest
+    text = (REPO / "descriptors/jobset.yaml").read_text()
+    (tmp_path / "js.yaml").write_text(
+        text.replace("jobset.sigs.k8s.io/jobset-name", "example.com/run", 1))
+    own = muster(capsys, "descriptors", "match-condition", "--no-builtin",
+                 "--descriptors", tmp_path)
+    assert own.code == 0
+    assert own.out.strip() == ("has(object.metadata.ownerReferences) || "
+                               "(has(object.metadata.labels) && ['example.com/run']"
+                               ".exists(l, l in object.metadata.labels))")
+    (tmp_path / "pod.yaml").write_text(
+        (REPO / "descriptors/pod.yaml").read_text().replace("policy: none", "policy: workload"))
+    every = muster(capsys, "descriptors", "match-condition", "--no-builtin",
+                   "--descriptors", tmp_path)
+    assert (every.code, every.out) == (1, "")
+    assert "every pod may be in a gang" in every.err

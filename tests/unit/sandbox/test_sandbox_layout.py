@@ -11,6 +11,7 @@ import yaml
 
 from extender.cli.main import build_parser
 from extender.cli.sandbox import _spec
+from extender.core.workloads.admission import may_join_a_gang
 from extender.core.workloads.workload import resolve_workload
 from extender.files.catalog import packaged_catalog
 from extender.sandbox.components import (
@@ -250,6 +251,22 @@ def test_sandbox_up_runs_every_real_operator_unless_one_is_left_out_by_name() ->
     assert SandboxSpec().real_operators() == ()
 
 
+TRAININGRUN_DESCRIPTOR = """
+apiVersion: muster.dev/v1alpha1
+kind: WorkloadDescriptor
+metadata: {name: trainingrun}
+spec:
+  target: {group: acme.example.com, kind: TrainingRun, versions: [v1], plural: trainingruns}
+  roles:
+    - name: worker
+      replicas: {path: $.spec.workers}
+      template: {podTemplate: $.spec.template}
+  pods:
+    workloadLabel: acme.example.com/run
+"""
+"""A kind of a team's own whose operator labels its pods with the run's name."""
+
+
 def test_the_gate_webhook_is_the_shipped_one_on_loopback_for_the_sandboxs_schedulers() -> None:
     hook = gate_webhook(port=4443, ca=b"CA PEM")
     [shipped] = yaml.safe_load_all(
@@ -260,8 +277,33 @@ def test_the_gate_webhook_is_the_shipped_one_on_loopback_for_the_sandboxs_schedu
                                      "caBundle": base64.b64encode(b"CA PEM").decode()}
     assert {k: v for k, v in entry.items() if k not in ("clientConfig", "matchConditions")} \
         == {k: v for k, v in original.items() if k not in ("clientConfig", "matchConditions")}
-    [condition] = entry["matchConditions"]
-    assert condition["expression"] == "object.spec.schedulerName in ['default-scheduler', 'muster']"
+    scheduler, may_join = entry["matchConditions"]
+    assert scheduler["expression"] == "object.spec.schedulerName in ['default-scheduler', 'muster']"
+    # The same pods as installed: the shipped condition is the packaged catalog's.
+    assert may_join == original["matchConditions"][1]
+    assert may_join["expression"] == may_join_a_gang(packaged_catalog())
+
+
+def test_the_shipped_webhook_and_chart_ask_only_about_pods_the_packaged_catalog_may_gang(
+        ) -> None:
+    repo = Path(__file__).resolve().parents[3]
+    expected = may_join_a_gang(packaged_catalog())
+    assert expected is not None and expected.startswith("has(object.metadata.ownerReferences)")
+    [shipped] = yaml.safe_load_all((repo / "manifests" / "webhook.yaml").read_text())
+    [entry] = shipped["webhooks"]
+    assert {c["name"]: c["expression"] for c in entry["matchConditions"]}["may-join-a-gang"] \
+        == expected
+    chart = (repo / "charts" / "muster" / "templates" / "_webhook.tpl").read_text()
+    assert f'expression: "{expected}"' in chart
+
+
+def test_a_sandbox_with_descriptors_of_its_own_asks_about_their_workload_labels(
+        tmp_path: Path) -> None:
+    extra = tmp_path / "trainingrun.yaml"
+    extra.write_text(TRAININGRUN_DESCRIPTOR)
+    hook = gate_webhook(port=4443, ca=b"CA PEM", descriptor_dirs=(str(tmp_path),))
+    [entry] = hook["webhooks"]
+    assert "'acme.example.com/run'" in entry["matchConditions"][1]["expression"]
 
 
 def test_gating_is_on_in_sandbox_up_unless_turned_off() -> None:
