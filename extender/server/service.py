@@ -351,6 +351,8 @@ class GangService:
             self._binds.submit(self._bind_parked, member.pod, member.node)
         if step.step is Step.REFUSE:
             self._count("bind", step.outcome)
+            log.info("verb=bind pod=%s node=%s outcome=%s reason=%r", ref.key, args.node,
+                     step.outcome, step.reason)
             return binding_result(step.reason)
         if not self._may_act():
             with self._cond:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -327,3 +328,18 @@ def wait_for(check: Callable[[], bool], timeout: float = 10.0) -> bool:
             return True
         time.sleep(0.02)
     return check()
+
+
+def test_a_refused_bind_says_why_to_kube_scheduler_and_in_the_log(
+        caplog: pytest.LogCaptureFixture) -> None:
+    solo = plain_pod("solo", gpus=8)
+    world = World(four_gpu_nodes() + train(workers=2) + [solo])
+    planned = world.post("filter", filter_body(jobset_pod("train", 0, gpus=8),
+                                               NODE_NAMES))["NodeNames"]
+    # The lone pod passed filter before the gang was planned; its bind comes after.
+    with caplog.at_level(logging.INFO, logger="muster.service"):
+        error = world.post("bind", bind_body(solo, planned[0]))["Error"]
+    assert "reserved for gang ml/train" in error, error
+    [line] = [r.getMessage() for r in caplog.records if "pod=default/solo" in r.getMessage()]
+    assert line.startswith(f"verb=bind pod=default/solo node={planned[0]} outcome=rejected reason=")
+    assert "reserved for gang ml/train" in line
