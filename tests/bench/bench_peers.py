@@ -1,7 +1,7 @@
 """Muster against its peers on a real control plane: one seeded workload mix, three schedulers.
 
     .venv/bin/python tests/bench/bench_peers.py [--nodes 200] [--gangs 100] [--singles 150]
-        [--seed 7] [--modes default,gang,muster] [--json FILE]
+        [--seed 7] [--modes default,gang,muster] [--repeat N] [--hog] [--json FILE]
     .venv/bin/python tests/bench/bench_peers.py --streamed [--nodes 48] [--arrival-rate 40]
         [--duration 150] [--drain 60] [--runtime-min 20 --runtime-max 60] [--max-gang 8]
         [--seed 7] [--modes default,gang,muster,muster+gates] [--json FILE]
@@ -87,12 +87,15 @@ from extender.sandbox.sandbox import Sandbox, SandboxSpec
 from extender.sandbox.submit import Submitted, create, submit
 from tests.bench.peer_compare import (
     HOG,
+    ROUND,
     CpuHog,
     Figures,
     api_latency,
     api_requests,
     latency_note,
     ratios,
+    repeated_ratios,
+    rounds,
     verb_latency,
 )
 
@@ -416,14 +419,18 @@ def parse_mode(text: str) -> tuple[SchedulerMode, int | None, bool]:
 
 def run_mode(label: str, mix: list[dict[str, Any]], spec: MixSpec, *,
              catalog: Catalog, options: argparse.Namespace, say: Callable[[str], None],
-             hog: bool = False) -> tuple[ModeResult, list[Sample], list[GangRecord]]:
+             hog: bool = False, round_: int = 0,
+             ) -> tuple[ModeResult, list[Sample], list[GangRecord]]:
     """One mode in a fresh sandbox; with ``hog``, a busy process holds one core from the
-    first pod created to the end, and the result's label says so."""
-    workdir = options.workdir and str(Path(options.workdir) / ("hog" if hog else "plain"))
+    first pod created to the end, and the result's label says so, as it says the round
+    (``--repeat``) when ``round_`` is set."""
+    workdir = options.workdir and str(Path(options.workdir, *(
+        [f"round-{round_}"] if round_ else []), "hog" if hog else "plain"))
     with mode_sandbox(label, nodes=spec.nodes, gpus_per_node=spec.gpus_per_node,
                       workdir=workdir) as box:
-        return _observe(box, label + (HOG if hog else ""), mix, spec, catalog=catalog,
-                        options=options, say=say, hog=hog)
+        shown = label + (HOG if hog else "") + (f"{ROUND}{round_}" if round_ else "")
+        return _observe(box, shown, mix, spec, catalog=catalog, options=options, say=say,
+                        hog=hog)
 
 
 @contextlib.contextmanager
@@ -713,6 +720,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="after each mode, submit a gang one GPU larger than the free "
                              "GPUs and count its bound members (n/a on a full cluster)")
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    parser.add_argument("--repeat", type=int, default=1, metavar="N",
+                        help="run every mode N times, in N rounds one after another; print "
+                             "each round's ratios and their medians (the machine's drift "
+                             "cancels out of ratios within a round)")
     parser.add_argument("--hog", action="store_true",
                         help="run every mode again with a busy process on one core, and "
                              "print each mode's slowdown")
@@ -757,12 +768,16 @@ def main(argv: list[str] | None = None) -> int:
 
     print("configuration: " + ", ".join(f"{k}={v}" for k, v in config.items()), flush=True)
     runs = []
-    for mode in modes:
-        runs.append(run_mode(mode, mix, spec, catalog=catalog, options=args, say=say))
-    if args.hog:  # the same modes again, each with a busy process on one core
+    repeat = max(1, args.repeat)
+    for round_ in range(1, repeat + 1):  # every mode once per round, rounds one by one
+        tag = round_ if repeat > 1 else 0
         for mode in modes:
             runs.append(run_mode(mode, mix, spec, catalog=catalog, options=args, say=say,
-                                 hog=True))
+                                 round_=tag))
+        if args.hog:  # the same modes again, each with a busy process on one core
+            for mode in modes:
+                runs.append(run_mode(mode, mix, spec, catalog=catalog, options=args,
+                                     say=say, hog=True, round_=tag))
     horizon = args.horizon
     for result, samples, gangs in runs:
         result.partial_gpu_s = round(integrate_partial(samples, gangs, horizon), 1)
@@ -776,11 +791,19 @@ def main(argv: list[str] | None = None) -> int:
     for r in results:
         for note in r.notes:
             print(f"  {r.mode}: {note}")
-    compared = ratios([Figures(r.mode, r.settle_s, r.pods_per_s, r.gangs_complete,
-                               r.partial_end) for r in results])
-    if compared:
-        print("\nratios in this run:")
-        for line in compared:
+    figures = [Figures(r.mode, r.settle_s, r.pods_per_s, r.gangs_complete, r.partial_end)
+               for r in results]
+    grouped = rounds(figures)
+    for k, one in enumerate(grouped, start=1):
+        compared = ratios(one)
+        if compared:
+            print("\nratios in this run:" if len(grouped) == 1 else f"\nratios in round {k}:")
+            for line in compared:
+                print(f"  {line}")
+    over = repeated_ratios(figures)
+    if over:
+        print(f"\nover the {len(grouped)} rounds:")
+        for line in over:
             print(f"  {line}")
     if args.json:
         Path(args.json).write_text(json.dumps(

@@ -5,6 +5,8 @@ kube-scheduler alone from the same run, Muster's verb latencies, and the CPU hog
   gangs whole against the plugin's, partial gangs at the end, and pods/s as a share of
   kube-scheduler alone (target >= 50%); with ``--hog``, each mode's slowdown under the hog
   (settle with it over settle without) and Muster's slowdown over the plugin's (target <= 1).
+  With ``--repeat N``, :func:`ratios` of each round and :func:`repeated_ratios`, the median
+  of each ratio over the rounds.
 * :func:`verb_latency`: p50/p99 of filter and bind from Muster's ``muster_request_seconds``
   histogram, interpolated within buckets as Prometheus's ``histogram_quantile`` does (so a
   figure is as fine as the buckets: 0.5, 1, 2, 5, 10 ms...).
@@ -48,17 +50,24 @@ def _ratio(a: float, b: float) -> str:
     return f"x{a / b:.2f}" if b > 0 else "n/a"
 
 
+def _musters(results: Sequence[Figures],
+             ) -> Iterable[tuple[Figures, str, Figures | None, Figures | None]]:
+    """Each Muster mode's figures with its label without the hog suffix, and the upstream
+    plugin's and kube-scheduler alone's figures under the same condition."""
+    by = {r.mode: r for r in results}
+    for r in results:
+        base = r.mode.removesuffix(HOG)
+        if base.startswith("muster"):
+            suffix = HOG if r.mode.endswith(HOG) else ""
+            yield r, base, by.get(UPSTREAM + suffix), by.get(ALONE + suffix)
+
+
 def ratios(results: Sequence[Figures]) -> list[str]:
     """Lines comparing each Muster mode with the upstream plugin and kube-scheduler alone of
     the same run (and of the same hog condition); a hog line per mode run both ways."""
     by = {r.mode: r for r in results}
     lines: list[str] = []
-    for r in results:
-        base = r.mode.removesuffix(HOG)
-        if not base.startswith("muster"):
-            continue
-        suffix = HOG if r.mode.endswith(HOG) else ""
-        upstream, alone = by.get(UPSTREAM + suffix), by.get(ALONE + suffix)
+    for r, _base, upstream, alone in _musters(results):
         parts = []
         if upstream is not None:
             parts.append(f"settle {_ratio(r.settle_s, upstream.settle_s)} of the upstream "
@@ -78,6 +87,71 @@ def ratios(results: Sequence[Figures]) -> list[str]:
             line += (f"; that slowdown is x{factor / slow[UPSTREAM]:.2f} of the upstream "
                      "plugin's (target <= 1.0)")
         lines.append(line)
+    return lines
+
+
+ROUND = " #"
+"""Between a mode's label and its round number, with ``--repeat``."""
+
+
+def rounds(results: Sequence[Figures]) -> list[list[Figures]]:
+    """Results labelled ``MODE #K`` (``--repeat``) grouped by round K, each with its plain
+    labels back, in round order; results without a round are one round."""
+    grouped: dict[int, list[Figures]] = {}
+    for r in results:
+        label, _, number = r.mode.rpartition(ROUND)
+        k = int(number) if label and number.isdigit() else 0
+        plain = label if label and number.isdigit() else r.mode
+        grouped.setdefault(k, []).append(Figures(plain, r.settle_s, r.pods_per_s,
+                                                 r.gangs_complete, r.partial_end))
+    return [grouped[k] for k in sorted(grouped)]
+
+
+def _median(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def repeated_ratios(results: Sequence[Figures]) -> list[str]:
+    """With several rounds, per Muster mode: the median over rounds of its settle over the
+    upstream plugin's of the same round, of its pods/s as a share of kube-scheduler alone's,
+    and of its hog slowdown over the plugin's, each with every round's figure. Rounds run
+    one after another, all modes in each, so a ratio compares runs minutes apart on the same
+    machine: the machine's drift over the whole invocation cancels out of each pair."""
+    grouped = rounds(results)
+    if len(grouped) < 2:
+        return []
+    settle: dict[str, list[float]] = {}
+    share: dict[str, list[float]] = {}
+    slowdown: dict[str, list[float]] = {}
+    for one in grouped:
+        by = {r.mode: r for r in one}
+        for r, base, upstream, alone in _musters(one):
+            if upstream is not None and upstream.settle_s > 0:
+                settle.setdefault(r.mode, []).append(r.settle_s / upstream.settle_s)
+            if alone is not None and alone.pods_per_s > 0:
+                share.setdefault(r.mode, []).append(100 * r.pods_per_s / alone.pods_per_s)
+            plain, hogged = by.get(base), by.get(base + HOG)
+            gang, gang_hog = by.get(UPSTREAM), by.get(UPSTREAM + HOG)
+            if (r.mode == base and plain is not None and hogged is not None and gang is not None
+                    and gang_hog is not None and plain.settle_s > 0 and gang.settle_s > 0
+                    and gang_hog.settle_s > 0):
+                slowdown.setdefault(base, []).append(
+                    (hogged.settle_s / plain.settle_s) / (gang_hog.settle_s / gang.settle_s))
+    lines = []
+    for mode, values in settle.items():
+        lines.append(f"{mode}: settle over the upstream plugin's, median of {len(values)} "
+                     f"rounds x{_median(values):.2f} (target <= 1.0; rounds "
+                     + ", ".join(f"x{v:.2f}" for v in values) + ")")
+    for mode, values in share.items():
+        lines.append(f"{mode}: pods/s as a share of kube-scheduler alone's, median "
+                     f"{_median(values):.0f}% (target >= 50%; rounds "
+                     + ", ".join(f"{v:.0f}%" for v in values) + ")")
+    for mode, values in slowdown.items():
+        lines.append(f"{mode}: hog slowdown over the upstream plugin's, median "
+                     f"x{_median(values):.2f} (target <= 1.0; rounds "
+                     + ", ".join(f"x{v:.2f}" for v in values) + ")")
     return lines
 
 

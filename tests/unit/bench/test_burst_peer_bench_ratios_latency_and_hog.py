@@ -18,6 +18,8 @@ from tests.bench.peer_compare import (
     api_requests,
     quantile,
     ratios,
+    repeated_ratios,
+    rounds,
     verb_latency,
 )
 
@@ -125,3 +127,32 @@ def test_the_api_servers_own_figures_name_pod_creation_the_webhook_and_who_wrote
     assert found["webhook gate.muster.dev"][0] == 20
     assert found["webhook gate.muster.dev"][1] == pytest.approx(0.005 * 10 / 18)
     assert api_requests(text) == "POST events 32, POST pods 20, PATCH pods/status 7"
+
+
+def test_repeated_rounds_give_each_ratio_per_round_and_its_median() -> None:
+    def round_(k: int, gang: float, muster: float, gang_hog: float, muster_hog: float,
+               ) -> list[Figures]:
+        return [Figures(f"default #{k}", 5.0, 100.0, 23, 76),
+                Figures(f"gang #{k}", gang, 70.0, 64, 0),
+                Figures(f"muster+gates #{k}", muster, 40.0 + k, 65, 0),
+                Figures(f"default (hog) #{k}", 6.0, 90.0, 23, 70),
+                Figures(f"gang (hog) #{k}", gang_hog, 35.0, 60, 0),
+                Figures(f"muster+gates (hog) #{k}", muster_hog, 30.0, 61, 0)]
+
+    # The machine slows between rounds; within a round the ratios stay near each other.
+    runs = round_(1, 8.0, 10.0, 12.0, 15.0) + round_(2, 12.0, 12.0, 18.0, 18.0) \
+        + round_(3, 6.0, 9.0, 9.0, 13.5)
+    grouped = rounds(runs)
+    assert [len(one) for one in grouped] == [6, 6, 6]
+    assert {f.mode for f in grouped[1]} == {"default", "gang", "muster+gates", "default (hog)",
+                                            "gang (hog)", "muster+gates (hog)"}
+    assert "muster+gates: settle x1.00 of the upstream plugin's" in ratios(grouped[1])[0]
+    lines = repeated_ratios(runs)
+    assert ("muster+gates: settle over the upstream plugin's, median of 3 rounds x1.25 "
+            "(target <= 1.0; rounds x1.25, x1.00, x1.50)") in lines
+    assert ("muster+gates: pods/s as a share of kube-scheduler alone's, median 42% "
+            "(target >= 50%; rounds 41%, 42%, 43%)") in lines
+    # Slowdowns: x1.50/x1.50, x1.50/x1.50, x1.50/x1.50 of the plugin's own.
+    assert ("muster+gates: hog slowdown over the upstream plugin's, median x1.00 "
+            "(target <= 1.0; rounds x1.00, x1.00, x1.00)") in lines
+    assert repeated_ratios(grouped[0]) == []  # one round: nothing over rounds
