@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
+from extender.core.workloads.admission import may_join_a_gang
+from extender.files.catalog import packaged_catalog
 from extender.server.durations import parse_seconds
 from extender.server.settings import Settings
 
@@ -134,7 +136,8 @@ def test_the_gate_webhook_is_reached_through_the_service_with_the_extenders_cert
         ("muster-extender-tls", "tls.crt"), ("muster-extender-tls", "tls.key")]
     names = Settings().scheduler_names
     assert [c["expression"] for c in entry["matchConditions"]] == [
-        f"object.spec.schedulerName == '{names[0]}'"] and len(names) == 1
+        f"object.spec.schedulerName == '{names[0]}'",
+        may_join_a_gang(packaged_catalog())] and len(names) == 1
     excluded = entry["namespaceSelector"]["matchExpressions"][0]
     assert service["metadata"]["namespace"] in excluded["values"]
 
