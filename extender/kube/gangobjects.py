@@ -51,6 +51,10 @@ class KubeGangObjects:
     def written(self) -> int:
         return self._writer.written
 
+    @property
+    def dropped(self) -> int:
+        return self._writer.dropped
+
     def publish(self, objects: Mapping[Key, Mapping[str, Any]]) -> None:
         queue: list[Key] = []
         with self._lock:
@@ -66,14 +70,19 @@ class KubeGangObjects:
                     queue.append(key)
                 self._pending[key] = item
         for key in queue:
-            self._writer.put(key)
+            if not self._writer.put(key):  # dropped: forget it, the next publication retries
+                with self._lock:
+                    self._pending.pop(key, None)
+                    self._written.pop(key, None)
 
     def flush(self, timeout: float = 5.0) -> None:
         self._writer.flush(timeout)
 
     def _take(self, key: Key) -> None:
         with self._lock:
-            obj = self._pending.pop(key, _GONE)
+            if key not in self._pending:
+                return  # nothing left to write for it
+            obj = self._pending.pop(key)
         self._write(key, obj)
 
     def _write(self, key: Key, obj: Mapping[str, Any] | None) -> None:

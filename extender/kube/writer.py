@@ -36,12 +36,15 @@ class QueueWriter(Generic[T]):
         for thread in self._threads:
             thread.start()
 
-    def put(self, item: T) -> None:
+    def put(self, item: T) -> bool:
+        """Queue ``item``; ``False`` when the queue is full and it was dropped (counted)."""
         try:
             self._queue.put_nowait(item)
         except queue.Full:
             with self._counted:
                 self.dropped += 1
+            return False
+        return True
 
     def flush(self, timeout: float = 5.0) -> None:
         """Wait until every queued item was attempted (for tests and shutdown)."""

@@ -18,9 +18,10 @@ from extender.sandbox.sandbox import Sandbox
 pytestmark = pytest.mark.e2e
 
 
-def _gang(namespace: str, state: str, bound: int) -> dict[str, Any]:
+def _gang(namespace: str, state: str, bound: int, name: str = "jobset-train",
+          ) -> dict[str, Any]:
     return {"apiVersion": "muster.dev/v1alpha1", "kind": "Gang",
-            "metadata": {"name": "jobset-train", "namespace": namespace},
+            "metadata": {"name": name, "namespace": namespace},
             "status": {"gang": f"{namespace}/train", "workload": f"JobSet/{namespace}/train",
                        "state": state, "minMember": 4, "pods": 4, "bound": bound,
                        "heldAtBind": 0, "reason": f"{state} for the test", "heldBy": ""}}
@@ -50,9 +51,10 @@ class _Observed:
         return calls
 
 
-def _status(conn: Connection, namespace: str) -> dict[str, Any] | None:
+def _status(conn: Connection, namespace: str, name: str = "jobset-train",
+            ) -> dict[str, Any] | None:
     try:
-        obj = conn.request("GET", f"{PATH.format(namespace=namespace)}/jobset-train")
+        obj = conn.request("GET", f"{PATH.format(namespace=namespace)}/{name}")
     except NotFound:
         return None
     status: dict[str, Any] = obj["status"]
@@ -104,3 +106,25 @@ def test_gang_objects_are_written_once_per_change(
     restarted.flush()
     assert seen.take() == [("DELETE", "jobset-train")]
     assert _status(conn, namespace) is None
+
+
+def test_a_gang_whose_write_the_full_queue_dropped_is_written_at_the_next_publication(
+        sandbox: Sandbox, namespace: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    conn = sandbox.connection()
+    seen = _Observed(conn, monkeypatch)
+    gangs = KubeGangObjects(conn, capacity=1)
+    a, b, c = ((namespace, n) for n in ("jobset-a", "jobset-b", "jobset-c"))
+    objects = {k: _gang(namespace, "Waiting", 0, name=k[1]) for k in (a, b, c)}
+    seen.slow.clear()
+    seen.entered.clear()
+    gangs.publish({a: objects[a]})
+    assert seen.entered.wait(10)  # a's write is under way; the queue holds one more
+    gangs.publish(objects)  # b is queued, c is dropped
+    assert gangs.dropped == 1
+    seen.slow.set()
+    gangs.flush()
+    assert _status(conn, namespace, "jobset-c") is None
+    gangs.publish(objects)  # unchanged, but c was never written: written now
+    gangs.flush()
+    assert all((_status(conn, namespace, k[1]) or {}).get("state") == "Waiting"
+               for k in (a, b, c))
