@@ -3,6 +3,7 @@ its loopback ports, and waiting for a component to answer."""
 
 from __future__ import annotations
 
+import random
 import shutil
 import socket
 import ssl
@@ -36,8 +37,41 @@ def clear_own(directory: Path) -> None:
             path.unlink()
 
 
-def free_ports(count: int) -> list[int]:
-    """``count`` distinct ports the kernel says are free now (bound together)."""
+#: Where the kernel picks the local port of an outgoing connection. A sandbox port in this
+#: range can be taken, while its component is down, by any client's connection (kube-scheduler
+#: dialling the stopped extender may even connect to itself), and then the component cannot
+#: bind it again; so sandbox ports are chosen below it.
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+#: The lowest port the sandbox chooses by itself.
+LOWEST_PORT = 10000
+
+
+def ephemeral_low() -> int:
+    """The first port of the kernel's ephemeral range (Linux's default, 32768, if unknown)."""
+    try:
+        return int(EPHEMERAL_RANGE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def free_ports(count: int, *, rng: random.Random | None = None) -> list[int]:
+    """``count`` distinct ports free now, below the kernel's ephemeral range when it leaves
+    room (see :data:`EPHEMERAL_RANGE`), else wherever the kernel says."""
+    low = ephemeral_low()
+    if low - LOWEST_PORT < 1000:
+        return _kernel_ports(count)
+    pick = rng or random.SystemRandom()
+    chosen: list[int] = []
+    for _ in range(count * 50):
+        port = pick.randrange(LOWEST_PORT, low)
+        if port not in chosen and port_free(port):
+            chosen.append(port)
+            if len(chosen) == count:
+                return chosen
+    raise SandboxError(f"no {count} free ports between {LOWEST_PORT} and {low}")
+
+
+def _kernel_ports(count: int) -> list[int]:
     socks = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(count)]
     try:
         for sock in socks:

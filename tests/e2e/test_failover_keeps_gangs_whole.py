@@ -110,14 +110,14 @@ def pair(sandbox: Sandbox, installed: Connection) -> Iterator[Pair]:  # noqa: F8
     the manifests' Lease ``muster-system/muster``; ``muster-a`` leads, ``muster-b`` stands
     by."""
     kubeconfig = service_account_kubeconfig(installed, sandbox, "muster")
-    sandbox.kill("muster")
     ports = free_ports(4)
     replicas = {"muster-a": Replica("muster-a", ports[0], ports[1]),
                 "muster-b": Replica("muster-b", ports[2], ports[3])}
-    forwarder = ReadinessForwarder(sandbox.ports.muster,
-                                   [(r.port, r.probe) for r in replicas.values()])
-    made = Pair(sandbox, kubeconfig, NAMESPACE, "muster", replicas, forwarder)
-    try:
+    sandbox.kill("muster")
+    try:  # whatever fails from here on, the sandbox's Muster is started again for later tests
+        forwarder = ReadinessForwarder(sandbox.ports.muster,
+                                       [(r.port, r.probe) for r in replicas.values()])
+        made = Pair(sandbox, kubeconfig, NAMESPACE, "muster", replicas, forwarder)
         with forwarder:
             made.start("muster-a")
             a = replicas["muster-a"]

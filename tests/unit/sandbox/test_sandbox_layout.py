@@ -4,6 +4,8 @@ real controllers' command lines, the KWOK Stages and what the stand-ins hand to 
 from __future__ import annotations
 
 import base64
+import random
+import socket
 from pathlib import Path
 
 import pytest
@@ -23,7 +25,14 @@ from extender.sandbox.components import (
 )
 from extender.sandbox.config import Ports, SchedulerMode, scheduler_config
 from extender.sandbox.controllers import STAND_IN_MANAGER, children
-from extender.sandbox.local import OWN_ENTRIES, SandboxError, clear_own, free_ports
+from extender.sandbox.local import (
+    LOWEST_PORT,
+    OWN_ENTRIES,
+    SandboxError,
+    clear_own,
+    ephemeral_low,
+    free_ports,
+)
 from extender.sandbox.nodes import FAKE_NODE_ANNOTATION, fake_node
 from extender.sandbox.operators import (
     JOBSET,
@@ -44,6 +53,26 @@ def test_ports_not_given_are_picked_distinct_and_given_ones_are_kept() -> None:
     assert ports.apiserver == 26443
     assert all(values) and len(set(values)) == len(values)
     assert Ports(muster=28888).chosen() == {"muster": 28888}
+
+
+def test_picked_ports_are_below_the_kernels_ephemeral_range_so_no_client_connection_takes_one(
+        ) -> None:
+    # A port in the ephemeral range may be taken as the local end of any outgoing connection
+    # while its component is down (CI saw kube-scheduler's dial hold the stopped extender's).
+    low = ephemeral_low()
+    assert low > LOWEST_PORT + 1000  # this machine leaves room below its range
+    ports = free_ports(20)
+    assert len(set(ports)) == 20
+    assert all(LOWEST_PORT <= p < low for p in ports)
+
+
+def test_a_port_in_use_is_never_picked() -> None:
+    taken = free_ports(1, rng=random.Random(3))[0]
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as busy:
+        busy.bind(("127.0.0.1", taken))
+        busy.listen()
+        again = free_ports(1, rng=random.Random(3))  # the same first draw, now in use
+    assert again != [taken]
 
 
 def test_up_clears_only_what_a_sandbox_wrote_in_its_directory(tmp_path: Path) -> None:
