@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -34,8 +35,10 @@ class EmbeddedGunicorn(BaseApplication):  # type: ignore[misc]
 
     def __init__(self, factory: Callable[[], WSGIApp], options: Mapping[str, Any], *,
                  probe: socket.socket | None = None, verb_port: int = 0,
-                 webhook: tuple[socket.socket, CertFiles] | None = None) -> None:
+                 webhook: tuple[socket.socket, CertFiles] | None = None,
+                 switch_interval: float | None = None) -> None:
         self._factory = factory
+        self._switch_interval = switch_interval
         self._options = dict(options)
         self._probe = probe
         self._webhook = webhook
@@ -48,6 +51,8 @@ class EmbeddedGunicorn(BaseApplication):  # type: ignore[misc]
                 self.cfg.set(key, value)
 
     def load(self) -> WSGIApp:
+        if self._switch_interval is not None:  # in the worker, before any of its threads
+            sys.setswitchinterval(self._switch_interval)
         app = self._factory()
         if self._probe is not None:  # in the worker: the probes must see its state
             serve_probes(app, self._probe, verb_port=self._verb_port)
@@ -84,10 +89,12 @@ def gunicorn_options(*, host: str, port: int, threads: int, log_level: str) -> d
 def serve(factory: Callable[[], WSGIApp], *, host: str, port: int, threads: int,
           log_level: str, tls: tuple[str, str, str] | None = None,
           probe: tuple[str, int] | None = None,
-          webhook: tuple[str, int, CertFiles] | None = None) -> None:
+          webhook: tuple[str, int, CertFiles] | None = None,
+          switch_interval: float | None = None) -> None:
     """Run until SIGTERM/SIGINT; blocks. ``tls`` (certificate, key, client CA) puts the verb
     port on TLS that requires client certificates; ``probe`` (host, port) adds the probe
-    port; ``webhook`` (host, port, certificate files) the admission webhook's TLS port.
+    port; ``webhook`` (host, port, certificate files) the admission webhook's TLS port;
+    ``switch_interval`` the worker's ``sys.setswitchinterval`` (Python's default if None).
     Raises :class:`~extender.server.surface.SurfaceError` before serving when a side port
     cannot be bound or the webhook's certificate cannot be used."""
     options = gunicorn_options(host=host, port=port, threads=threads, log_level=log_level)
@@ -99,4 +106,5 @@ def serve(factory: Callable[[], WSGIApp], *, host: str, port: int, threads: int,
         host_, port_, certs = webhook
         certs.context()  # a certificate that cannot be used fails here, not at the first pod
         hook = (bind_probe_socket(host_, port_, what="the webhook port"), certs)
-    EmbeddedGunicorn(factory, options, probe=sock, verb_port=port, webhook=hook).run()
+    EmbeddedGunicorn(factory, options, probe=sock, verb_port=port, webhook=hook,
+                     switch_interval=switch_interval).run()

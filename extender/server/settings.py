@@ -99,6 +99,13 @@ class Settings:
     """Bodies larger than this get an Error result (a full NodeList of 5,000 nodes is ~25 MB)."""
     threads: int = 32
     """gunicorn worker threads; each held bind occupies one, so keep above the largest gang."""
+    switch_interval: float = 0.001
+    """How long one of Muster's Python threads runs before another waiting for the
+    interpreter lock may take it (``sys.setswitchinterval``; Python's default is 5ms). A
+    request's thread waits for the lock each time it wakes (its socket became readable, a
+    write went out), and while informers, ungating and writers are busy in a burst each wait
+    could last the whole interval: a shorter one keeps the webhook's and the verbs' answers
+    fast, which is what kube-scheduler's loop and the pods' creation wait for."""
     scheduler_names: tuple[str, ...] = ("muster",)
     """The kube-scheduler profiles whose pods Muster serves (the ``schedulerName`` of the
     profiles configured with this extender): ``/inspect/gangs`` and the gang gauges count only
@@ -295,6 +302,9 @@ def _check(s: Settings) -> Sequence[str]:
                                f"{list(s.scheduler_names)}")
     if not 1 <= s.threads <= 1024:
         bad("threads", f"must be between 1 and 1024, got {s.threads}")
+    if not (math.isfinite(s.switch_interval) and 0 < s.switch_interval <= 0.1):
+        bad("switch_interval", "must be a duration above 0 and at most 100ms, got "
+                               f"{_shown(s.switch_interval)}")
     out.extend(_check_election(s))
     if s.snapshot is not None and (s.kubeconfig or s.context):
         bad("snapshot", "serves without an API server; drop --kubeconfig/--context")

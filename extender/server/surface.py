@@ -225,6 +225,13 @@ class _KeepAliveHandler(_QuietHandler):
     (chunked or too large), or after :data:`IDLE` seconds without a request."""
 
     protocol_version = "HTTP/1.1"
+    # The answer (status line, headers, body: several writes) is buffered and sent with one
+    # TLS write when the request is done. Each write releases the interpreter lock and must
+    # take it back, and with Muster's other threads busy (a burst of pods) every take waits
+    # up to the switch interval: unbuffered, a review's answer cost several such waits.
+    wbufsize = 64 * 1024
+    # A pod's review (headers and a body of some KB) is read with one read, not several.
+    rbufsize = 64 * 1024
 
     def handle(self) -> None:
         # The first request must come as fast as any (a client that connects and sends

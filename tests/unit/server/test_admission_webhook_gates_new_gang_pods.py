@@ -272,6 +272,33 @@ def test_reviews_share_one_kept_alive_connection_and_an_unread_body_is_not_the_n
     conn.close()
 
 
+def test_a_reviews_answer_goes_out_in_one_tls_write(tmp_path: Path) -> None:
+    """Status line, headers and body leave in one TLS record: each write releases the
+    interpreter lock and takes it back, which in a burst of pods could cost up to the switch
+    interval each (the answer was four writes)."""
+    certs = make_certs(tmp_path)
+    store = cluster()
+    app = create_app(SETTINGS, store, Clock(), admission=admission(store))
+    sock = bind_probe_socket("127.0.0.1", 0, what="the webhook port")
+    port = sock.getsockname()[1]
+    serve_webhook(app, sock, CertFiles(str(certs / "tls.crt"), str(certs / "tls.key")))
+    context = ssl.create_default_context(cafile=str(certs / "ca.crt"))
+    body = review(new_pod("train", 0), uid="one-write")
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw, \
+            context.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+        for _ in range(3):  # and so for every request on the kept connection
+            tls.sendall(b"POST /admission/gate HTTP/1.1\r\nHost: x\r\n"
+                        b"Content-Type: application/json\r\n"
+                        b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+            record = tls.recv(256 * 1024)  # one read returns at most one TLS record
+            head, _, rest = record.partition(b"\r\n\r\n")
+            length = int(next(line.split(b":")[1] for line in head.split(b"\r\n")
+                              if line.lower().startswith(b"content-length:")))
+            assert head.startswith(b"HTTP/1.1 200")
+            assert len(rest) == length
+            well_formed(orjson.loads(rest), "one-write")
+
+
 def test_the_webhook_port_serves_a_bounded_number_of_connections_at_once(
         tmp_path: Path) -> None:
     """Kept-alive connections each hold a thread: beyond the bound a new one is closed at

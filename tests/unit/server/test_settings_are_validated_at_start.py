@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
 from extender.cli.main import main
+from extender.server.runner import EmbeddedGunicorn
 from extender.server.settings import Settings, SettingsError, build_settings
 
 
@@ -95,3 +97,18 @@ def test_the_webhook_settings_come_from_the_environment() -> None:
     assert (s.webhook, s.webhook_port, s.webhook_cert, s.webhook_key, s.gate_bound) == (
         True, 8443, "/c", "/k", 90.0)
     assert not Settings().webhook
+
+
+def test_the_switch_interval_is_a_short_duration_and_the_worker_applies_it() -> None:
+    assert Settings().switch_interval == 0.001  # Python's own 5ms made each lock wait long
+    assert build_settings({}, {"MUSTER_SWITCH_INTERVAL": "500us"}).switch_interval == 0.0005
+    for bad in ("0", "1s"):
+        with pytest.raises(SettingsError, match="--switch-interval / MUSTER_SWITCH_INTERVAL"):
+            build_settings({}, {"MUSTER_SWITCH_INTERVAL": bad})
+    before = sys.getswitchinterval()
+    try:
+        served = EmbeddedGunicorn(lambda: "the app", {}, switch_interval=0.0005)
+        assert served.load() == "the app"
+        assert sys.getswitchinterval() == pytest.approx(0.0005)
+    finally:
+        sys.setswitchinterval(before)
