@@ -205,14 +205,20 @@ def test_housekeeping_ungates_a_gang_whole_once_it_fits() -> None:
         f"train-worker-0-{i}" for i in range(3)]
 
 
+def webhook_port(tmp_path: Path, **serve: Any) -> tuple[int, ssl.SSLContext]:
+    """A webhook port serving a fresh cluster's app over TLS; its port and a client context
+    trusting it."""
+    certs = make_certs(tmp_path)
+    store = cluster()
+    app = create_app(SETTINGS, store, Clock(), admission=admission(store))
+    sock = bind_probe_socket("127.0.0.1", 0, what="the webhook port")
+    serve_webhook(app, sock, CertFiles(str(certs / "tls.crt"), str(certs / "tls.key")), **serve)
+    return sock.getsockname()[1], ssl.create_default_context(cafile=str(certs / "ca.crt"))
+
+
 def test_the_webhook_port_speaks_tls_and_answers_only_the_admission_path(
         tmp_path: Path) -> None:
-    certs = make_certs(tmp_path)
-    app = create_app(SETTINGS, cluster(), Clock(), admission=admission(cluster()))
-    sock = bind_probe_socket("127.0.0.1", 0, what="the webhook port")
-    port = sock.getsockname()[1]
-    serve_webhook(app, sock, CertFiles(str(certs / "tls.crt"), str(certs / "tls.key")))
-    context = ssl.create_default_context(cafile=str(certs / "ca.crt"))
+    port, context = webhook_port(tmp_path)
     url = f"https://127.0.0.1:{port}"
     request = urllib.request.Request(f"{url}/admission/gate", data=review(new_pod("train", 0)),
                                      headers={"Content-Type": "application/json"})
@@ -236,13 +242,7 @@ def test_reviews_share_one_kept_alive_connection_and_an_unread_body_is_not_the_n
     """The API server sends each pod's review on a connection it keeps: one TLS handshake,
     not one per pod. A body the app does not read (a refused path) must not be parsed as
     the next request; a chunked body is answered and its connection closed."""
-    certs = make_certs(tmp_path)
-    store = cluster()
-    app = create_app(SETTINGS, store, Clock(), admission=admission(store))
-    sock = bind_probe_socket("127.0.0.1", 0, what="the webhook port")
-    port = sock.getsockname()[1]
-    serve_webhook(app, sock, CertFiles(str(certs / "tls.crt"), str(certs / "tls.key")))
-    context = ssl.create_default_context(cafile=str(certs / "ca.crt"))
+    port, context = webhook_port(tmp_path)
     conn = http.client.HTTPSConnection("127.0.0.1", port, context=context, timeout=10)
     conn.connect()
     first = conn.sock
@@ -276,13 +276,7 @@ def test_a_reviews_answer_goes_out_in_one_tls_write(tmp_path: Path) -> None:
     """Status line, headers and body leave in one TLS record: each write releases the
     interpreter lock and takes it back, which in a burst of pods could cost up to the switch
     interval each (the answer was four writes)."""
-    certs = make_certs(tmp_path)
-    store = cluster()
-    app = create_app(SETTINGS, store, Clock(), admission=admission(store))
-    sock = bind_probe_socket("127.0.0.1", 0, what="the webhook port")
-    port = sock.getsockname()[1]
-    serve_webhook(app, sock, CertFiles(str(certs / "tls.crt"), str(certs / "tls.key")))
-    context = ssl.create_default_context(cafile=str(certs / "ca.crt"))
+    port, context = webhook_port(tmp_path)
     body = review(new_pod("train", 0), uid="one-write")
     with socket.create_connection(("127.0.0.1", port), timeout=10) as raw, \
             context.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
@@ -303,14 +297,7 @@ def test_the_webhook_port_serves_a_bounded_number_of_connections_at_once(
         tmp_path: Path) -> None:
     """Kept-alive connections each hold a thread: beyond the bound a new one is closed at
     once, and a slot freed by a closed connection serves the next."""
-    certs = make_certs(tmp_path)
-    store = cluster()
-    app = create_app(SETTINGS, store, Clock(), admission=admission(store))
-    sock = bind_probe_socket("127.0.0.1", 0, what="the webhook port")
-    port = sock.getsockname()[1]
-    serve_webhook(app, sock, CertFiles(str(certs / "tls.crt"), str(certs / "tls.key")),
-                  connections=2)
-    context = ssl.create_default_context(cafile=str(certs / "ca.crt"))
+    port, context = webhook_port(tmp_path, connections=2)
     body = review(new_pod("train", 0))
 
     def ask(conn: http.client.HTTPSConnection) -> int:
