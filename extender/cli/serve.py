@@ -21,7 +21,6 @@ from extender.core.workloads.catalog import Catalog
 from extender.core.workloads.descriptor import Descriptor
 from extender.files.catalog import CatalogError, load_descriptors, packaged_catalog
 from extender.files.snapshot import SnapshotFileError, load_snapshot
-from extender.server.admission import Admission
 from extender.server.app import create_app
 from extender.server.runner import serve
 from extender.server.service import core_settings
@@ -184,8 +183,6 @@ def live_app(settings: Settings, catalog: Catalog) -> Flask:
     gate = core_settings(settings).gate
     live = start_live(store, snapshots, kubeconfig=settings.kubeconfig, context=settings.context,
                       gate=gate)
-    admission = (Admission(store, catalog=snapshots.current, settings=settings, gate=gate)
-                 if settings.webhook else None)
     elector = None
     if settings.leader_elect:
         from extender.kube.elector import start_elector  # noqa: PLC0415 - election only
@@ -196,12 +193,19 @@ def live_app(settings: Settings, catalog: Catalog) -> Flask:
     app = create_app(settings, store, time.time, binder=live.binder, events=live.events,
                      requeuer=live.requeuer, evictor=live.evictor,
                      housekeeping=HOUSEKEEPING_SECONDS, leadership=elector,
-                     gang_objects=live.gang_objects, ungater=live.ungater,
-                     admission=admission)
+                     gang_objects=live.gang_objects, ungater=live.ungater)
     if elector is not None:
         elector.start()  # after the app subscribed: it hears the first transition
         stop_on_exit(elector)
     return app
+
+
+def _webhook_process(settings: Settings, app: Any, sock: Any) -> object:
+    """Serve the admission webhook from its own process (:mod:`extender.cli.webhook_process`),
+    counted in the worker's ``/metrics``."""
+    from extender.cli.webhook_process import spawn  # noqa: PLC0415 - it imports this module
+
+    return spawn(settings, sock, app.extensions["muster.metrics"])
 
 
 def stop_on_exit(elector: Any) -> None:
@@ -267,7 +271,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         serve(factory, host=settings.host, port=settings.port, threads=settings.threads,
               log_level=settings.log_level, tls=tls, probe=probe, webhook=webhook,
-              switch_interval=settings.switch_interval)
+              switch_interval=settings.switch_interval,
+              webhook_process=(lambda app, sock: _webhook_process(settings, app, sock)))
     except SurfaceError as err:
         raise CliError(str(err), exit_code=EXIT_ERROR) from err
     return 0

@@ -41,14 +41,23 @@ KARTA_TYPE = ResourceType(group="run.ai", version="v1alpha1", kind="Karta", plur
                           namespaced=False)
 """NVIDIA Workload Map descriptors (``kartas.run.ai``, cluster-scoped), read like ours."""
 
+FIXED = ((NODE_TYPE, False), (POD_TYPE, False), (DESCRIPTOR_TYPE, True), (KARTA_TYPE, True))
+"""The informers every Muster runs besides the catalog's kinds (type, whether it may be
+absent: a cluster without the CRD)."""
+OWNERS_ONLY = ((DESCRIPTOR_TYPE, True), (KARTA_TYPE, True))
+"""What the webhook's own process watches besides the catalog's kinds: no pods, no nodes
+(whether a new pod joins a gang depends only on its owners and the descriptors)."""
+
 
 class Watches:
     """The set of running informers, reconciled against the catalog."""
 
     def __init__(self, conn: Connection, store: StateStore, snapshots: CatalogSnapshots, *,
                  backoff: Backoff | None = None, watch_seconds: int = 60,
-                 rediscover: float = 60.0) -> None:
+                 rediscover: float = 60.0,
+                 fixed: tuple[tuple[ResourceType, bool], ...] = FIXED) -> None:
         self.conn = conn
+        self.fixed = fixed
         self.store = store
         self.snapshots = snapshots
         self.backoff = backoff or Backoff()
@@ -61,8 +70,7 @@ class Watches:
         self._thread = threading.Thread(target=self._loop, name="reconciler", daemon=True)
 
     def start(self) -> Watches:
-        for rtype, absent_ok in ((NODE_TYPE, False), (POD_TYPE, False),
-                                 (DESCRIPTOR_TYPE, True), (KARTA_TYPE, True)):
+        for rtype, absent_ok in self.fixed:
             self._start(rtype, absent_ok=absent_ok)
         self.store.expect(RECONCILED)
         self.store.on_descriptors_changed(self._wake.set)
@@ -135,6 +143,13 @@ class Watches:
                 log.info("source=%s event=watched group=%s", source, group or "core")
         if descriptors_listed:
             self.store.mark_synced(RECONCILED)
+
+
+def start_owner_watches(store: StateStore, snapshots: CatalogSnapshots, *,
+                        kubeconfig: str | None, context: str | None) -> Watches:
+    """Informers for the descriptors and every workload and owner kind they name, no pods:
+    what the admission webhook's process decides from."""
+    return Watches(connect(kubeconfig, context), store, snapshots, fixed=OWNERS_ONLY).start()
 
 
 @dataclass

@@ -36,9 +36,12 @@ class EmbeddedGunicorn(BaseApplication):  # type: ignore[misc]
     def __init__(self, factory: Callable[[], WSGIApp], options: Mapping[str, Any], *,
                  probe: socket.socket | None = None, verb_port: int = 0,
                  webhook: tuple[socket.socket, CertFiles] | None = None,
-                 switch_interval: float | None = None) -> None:
+                 switch_interval: float | None = None,
+                 webhook_process: Callable[[WSGIApp, socket.socket], object] | None = None,
+                 ) -> None:
         self._factory = factory
         self._switch_interval = switch_interval
+        self._webhook_process = webhook_process
         self._options = dict(options)
         self._probe = probe
         self._webhook = webhook
@@ -56,7 +59,9 @@ class EmbeddedGunicorn(BaseApplication):  # type: ignore[misc]
         app = self._factory()
         if self._probe is not None:  # in the worker: the probes must see its state
             serve_probes(app, self._probe, verb_port=self._verb_port)
-        if self._webhook is not None:
+        if self._webhook is not None and self._webhook_process is not None:
+            self._webhook_process(app, self._webhook[0])  # its own process, on this socket
+        elif self._webhook is not None:
             serve_webhook(app, *self._webhook)
         return app
 
@@ -90,11 +95,14 @@ def serve(factory: Callable[[], WSGIApp], *, host: str, port: int, threads: int,
           log_level: str, tls: tuple[str, str, str] | None = None,
           probe: tuple[str, int] | None = None,
           webhook: tuple[str, int, CertFiles] | None = None,
-          switch_interval: float | None = None) -> None:
+          switch_interval: float | None = None,
+          webhook_process: Callable[[WSGIApp, socket.socket], object] | None = None) -> None:
     """Run until SIGTERM/SIGINT; blocks. ``tls`` (certificate, key, client CA) puts the verb
     port on TLS that requires client certificates; ``probe`` (host, port) adds the probe
     port; ``webhook`` (host, port, certificate files) the admission webhook's TLS port;
-    ``switch_interval`` the worker's ``sys.setswitchinterval`` (Python's default if None).
+    ``switch_interval`` the worker's ``sys.setswitchinterval`` (Python's default if None);
+    ``webhook_process``, given the worker's app and the webhook's bound socket, serves the
+    webhook from another process (else a thread of the worker serves it).
     Raises :class:`~extender.server.surface.SurfaceError` before serving when a side port
     cannot be bound or the webhook's certificate cannot be used."""
     options = gunicorn_options(host=host, port=port, threads=threads, log_level=log_level)
@@ -107,4 +115,4 @@ def serve(factory: Callable[[], WSGIApp], *, host: str, port: int, threads: int,
         certs.context()  # a certificate that cannot be used fails here, not at the first pod
         hook = (bind_probe_socket(host_, port_, what="the webhook port"), certs)
     EmbeddedGunicorn(factory, options, probe=sock, verb_port=port, webhook=hook,
-                     switch_interval=switch_interval).run()
+                     switch_interval=switch_interval, webhook_process=webhook_process).run()

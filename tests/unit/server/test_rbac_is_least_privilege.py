@@ -38,7 +38,8 @@ class Use:
 INFORMER_LIST = Use("extender.kube.informer:Informer._list", '"GET", self.rtype.path()')
 INFORMER_WATCH = Use("extender.kube.informer:Informer._watch", '("watch", "true")')
 FIXED_INFORMERS = ("NODE_TYPE", "POD_TYPE", "DESCRIPTOR_TYPE", "KARTA_TYPE")
-"""The informers live.Watches.start starts whatever the catalog says."""
+"""The informers live.Watches.start starts (``live.FIXED``) whatever the catalog says; the
+webhook's process starts a subset of them (``live.OWNERS_ONLY``)."""
 
 USES: dict[tuple[str, str, str], tuple[Use, ...]] = {
     ("", "pods", "get"): (Use(
@@ -84,7 +85,8 @@ ELECTION_MODULES = ("extender.kube.lease", "extender.kube.elector")
 
 for _name in FIXED_INFORMERS:
     _type = getattr(live, _name)
-    _started = Use("extender.kube.live:Watches.start", _name)
+    assert _type in {t for t, _ in live.FIXED}
+    _started = Use("extender.kube.live:Watches.start", "self.fixed")
     USES[(_type.group, _type.plural, "list")] = (_started, INFORMER_LIST)
     USES[(_type.group, _type.plural, "watch")] = (_started, INFORMER_WATCH)
 
@@ -252,3 +254,8 @@ def test_each_deployment_runs_under_its_own_service_account() -> None:
     assert {d["spec"]["template"]["spec"]["serviceAccountName"]
             for d in (muster, scheduler)} == accounts == {"muster", "muster-scheduler"}
     assert muster["spec"]["template"]["spec"]["serviceAccountName"] == "muster"
+
+
+def test_the_informers_started_whatever_the_catalog_says_are_the_tables_and_no_more() -> None:
+    assert [t for t, _ in live.FIXED] == [getattr(live, n) for n in FIXED_INFORMERS]
+    assert {t for t, _ in live.OWNERS_ONLY} <= {t for t, _ in live.FIXED}
