@@ -134,8 +134,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     serve_webhook(app, sock, CertFiles(settings.webhook_cert, settings.webhook_key))
     log.info("event=webhook-process-serving port=%d", sock.getsockname()[1])
     parent = os.getppid()
-    while os.getppid() == parent:  # the worker is gone (even killed): so is its webhook
-        time.sleep(1.0)
+    try:
+        while os.getppid() == parent:  # the worker is gone (even killed): so is its webhook
+            time.sleep(1.0)
+    except KeyboardInterrupt:  # Ctrl-C on `muster serve` reaches its whole process group
+        pass
     return 0
 
 
@@ -173,8 +176,16 @@ class WebhookProcess:
         delay = RESTART_AFTER[0]
         while not self._stopping.is_set():
             started = time.monotonic()
-            self._proc = proc = subprocess.Popen(self._argv, pass_fds=(self._fd,),
-                                                 stdout=subprocess.PIPE)
+            try:
+                self._proc = proc = subprocess.Popen(self._argv, pass_fds=(self._fd,),
+                                                     stdout=subprocess.PIPE)
+            except OSError as err:  # no process now (out of memory, pids): try again later
+                log.error("event=webhook-process-failed problem=%r restart_in=%gs", str(err),
+                          delay)
+                if self._stopping.wait(delay):
+                    return
+                delay = min(delay * 2, RESTART_AFTER[1])
+                continue
             self.starts += 1
             log.info("event=webhook-process-started pid=%d", proc.pid)
             assert proc.stdout is not None

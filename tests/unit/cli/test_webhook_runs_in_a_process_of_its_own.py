@@ -120,3 +120,25 @@ def test_the_process_answers_on_the_workers_socket_reports_each_review_and_comes
         process.stop()
     latest = process._proc
     assert latest is not None and latest.poll() is not None  # stopped with the worker
+
+
+def test_a_process_that_cannot_be_started_is_tried_again(tmp_path: Path) -> None:
+    certs = make_certs(tmp_path)
+    sock = bind_probe_socket("127.0.0.1", 0, what="the webhook port")
+    port = sock.getsockname()[1]
+    settings = Settings(kubeconfig=unreachable_kubeconfig(tmp_path), webhook_port=port,
+                        webhook_cert=str(certs / "tls.crt"), webhook_key=str(certs / "tls.key"))
+    process = WebhookProcess(settings, sock, count=lambda *_: None, observe=lambda *_: None)
+    argv = process._argv
+    process._argv = [str(tmp_path / "no-such-python"), *argv[1:]]  # exec fails: OSError
+    process.start()
+    try:
+        time.sleep(0.5)
+        assert process.starts == 0 and process._thread.is_alive()
+        process._argv = argv  # the cause is gone: the next try starts it
+        context = ssl.create_default_context(cafile=str(certs / "ca.crt"))
+        answer = answered(port, context, review(new_pod("train", 0), uid="late"))
+        assert isinstance(answer["response"], dict) and answer["response"]["uid"] == "late"
+        assert process.starts == 1
+    finally:
+        process.stop()
