@@ -110,15 +110,28 @@ class ProcessTable:
         return procs
 
 
+def _stat(path: Path) -> list[str]:
+    # pid (comm) state ppid pgrp ...: comm may hold spaces, so split after its ')'
+    return path.read_text().rsplit(")", 1)[1].split()
+
+
 def _group_running(pgid: int) -> bool:
     """Whether a process of group ``pgid`` still runs (zombies waiting to be reaped do not
-    count); read from /proc, so False where there is none."""
+    count); read from /proc, so False where there is none. A process whose main thread is a
+    zombie still runs while any other of its threads does: they share its open files (a
+    gunicorn worker's threads, the listening socket among them), closed only when the last
+    thread is gone."""
     for stat in Path("/proc").glob("[0-9]*/stat"):
         with contextlib.suppress(OSError, ValueError, IndexError):
-            # pid (comm) state ppid pgrp ...: comm may hold spaces, so split after its ')'
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-            if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+            fields = _stat(stat)
+            if int(fields[2]) != pgid:
+                continue
+            if fields[0] not in ("Z", "X"):
                 return True
+            for task in (stat.parent / "task").glob("[0-9]*/stat"):
+                with contextlib.suppress(OSError, ValueError, IndexError):
+                    if _stat(task)[0] not in ("Z", "X"):
+                        return True
     return False
 
 

@@ -12,11 +12,14 @@ backend killed with SIGKILL resets it and kube-scheduler dials again.
 from __future__ import annotations
 
 import contextlib
+import errno
 import socket
 import threading
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
+from pathlib import Path
 
 
 def ready(probe_port: int) -> bool:
@@ -28,6 +31,38 @@ def ready(probe_port: int) -> bool:
         return False
 
 
+_TCP_STATES = {"01": "ESTABLISHED", "02": "SYN_SENT", "03": "SYN_RECV", "04": "FIN_WAIT1",
+               "05": "FIN_WAIT2", "06": "TIME_WAIT", "07": "CLOSE", "08": "CLOSE_WAIT",
+               "09": "LAST_ACK", "0A": "LISTEN", "0B": "CLOSING"}
+
+
+def sockets_on(port: int) -> list[str]:
+    """The kernel's TCP sockets whose local port is ``port`` (state, remote), for a message."""
+    found = []
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+            fields = line.split()
+            local, remote, state = fields[1], fields[2], fields[3]
+            if int(local.split(":")[1], 16) == port:
+                found.append(f"{_TCP_STATES.get(state, state)} to port "
+                             f"{int(remote.split(':')[1], 16)} (inode {fields[9]})")
+    return found
+
+
+def listen(port: int, *, timeout: float = 15.0) -> socket.socket:
+    """Listen on the loopback ``port`` the sandbox's Muster has just left, waiting up to
+    ``timeout`` for it to be free; the error names every socket still on it."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return socket.create_server(("127.0.0.1", port), reuse_port=False)
+        except OSError as err:
+            if err.errno != errno.EADDRINUSE or time.monotonic() > deadline:
+                raise OSError(err.errno, f"{err.strerror}: 127.0.0.1:{port}, which holds "
+                                         f"{sockets_on(port) or 'no TCP socket'}") from err
+            time.sleep(0.2)
+
+
 class ReadinessForwarder:
     def __init__(self, listen_port: int, backends: Sequence[tuple[int, int]]) -> None:
         """``backends``: (verb port, probe port) of each replica."""
@@ -36,7 +71,7 @@ class ReadinessForwarder:
         """The verb port each accepted connection went to (0: refused, none ready)."""
         self._ready: int | None = None
         self._stop = threading.Event()
-        self._server = socket.create_server(("127.0.0.1", listen_port), reuse_port=False)
+        self._server = listen(listen_port)
         self._server.settimeout(0.2)
         self._threads = [threading.Thread(target=self._probe, daemon=True),
                          threading.Thread(target=self._accept, daemon=True)]
