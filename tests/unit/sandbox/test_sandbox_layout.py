@@ -58,7 +58,9 @@ def test_ports_not_given_are_picked_distinct_and_given_ones_are_kept() -> None:
 def test_picked_ports_are_below_the_kernels_ephemeral_range_so_no_client_connection_takes_one(
         ) -> None:
     # A port in the ephemeral range may be taken as the local end of any outgoing connection
-    # while its component is down (CI saw kube-scheduler's dial hold the stopped extender's).
+    # while its component is down. (This guard was first taken for the cause of a CI failure
+    # on the extender's port; the cause was a killed worker's threads still holding it, see
+    # test_killing_a_component_frees_its_port.py.)
     low = ephemeral_low()
     assert low > LOWEST_PORT + 1000  # this machine leaves room below its range
     ports = free_ports(20)
