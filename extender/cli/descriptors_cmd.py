@@ -70,11 +70,12 @@ def register(subparsers: Any) -> None:
     importing.set_defaults(handler=run_import)
     condition = sub.add_parser(
         "match-condition", help="the admission webhook's may-join-a-gang matchCondition",
-        description="Print the CEL expression for the gate webhook's may-join-a-gang "
-                    "matchCondition (manifests/webhook.yaml) that fits the catalog in effect: "
-                    "pods it is false for cannot be in any gang, and the API server does not "
-                    "call Muster for them. Nothing is printed (exit 1) when every pod may be "
-                    "(a descriptor of bare Pods has gangs): then drop the condition.")
+        description="Print the CEL expression for the may-join-a-gang matchCondition of "
+                    "the gate webhook (manifests/webhook.yaml) or the gate policy "
+                    "(manifests/gate-policy/) that fits the catalog in effect: pods it is "
+                    "false for cannot be in any gang, and the API server neither calls Muster "
+                    "for them nor gates them. Nothing is printed (exit 1) when every pod may "
+                    "be (a descriptor of bare Pods has gangs): then drop the condition.")
     add_descriptor_flags(condition)
     add_cluster_flags(condition)
     condition.add_argument("--cluster", action="store_true",

@@ -12,7 +12,7 @@ from extender.cli.errors import EXIT_NO, EXIT_OK, CliError
 from extender.cli.options import duration
 from extender.kube.client import KubeError
 from extender.sandbox.binaries import BinariesMissing
-from extender.sandbox.config import Ports, SchedulerMode
+from extender.sandbox.config import GateBy, Ports, SchedulerMode
 from extender.sandbox.sandbox import Sandbox, SandboxError, SandboxInfo, SandboxSpec, default_dir
 
 
@@ -62,6 +62,11 @@ def register(subparsers: Any) -> None:
                     help="serve Muster's admission webhook on loopback and gate new gang pods "
                          "until their gang is planned (default: on; --no-gating leaves pods "
                          "ungated, decided by filter and bind alone)")
+    up.add_argument("--gate-by", choices=[g.value for g in GateBy], default=GateBy.WEBHOOK.value,
+                    help="what gates new pods: webhook (Muster's admission webhook, served on "
+                         "loopback; the default) or policy (the API server's "
+                         "MutatingAdmissionPolicy of manifests/gate-policy/, no call to "
+                         "Muster)")
     up.add_argument("--no-kwok", action="store_true",
                     help="leave KWOK out: bound pods stay Pending, never finish, and deleted "
                          "bound pods stay Terminating unless deleted with --grace-period=0")
@@ -95,7 +100,7 @@ def _spec(args: argparse.Namespace) -> SandboxSpec:
         bind_timeout=args.bind_timeout, extra_descriptor_dirs=tuple(args.descriptors),
         controller_manager=not args.no_controller_manager, kwok=not args.no_kwok,
         jobset=args.jobset, lws=args.lws, kuberay=args.kuberay, image=args.image,
-        gating=args.gating,
+        gating=args.gating, gate_by=GateBy(args.gate_by),
     )
 
 

@@ -24,6 +24,17 @@ class SchedulerMode(StrEnum):
     ``submit(..., workload_api=True)`` so each gang gets its Workload and PodGroup."""
 
 
+class GateBy(StrEnum):
+    """What puts Muster's scheduling gate on new pods (docs/operations.md)."""
+
+    WEBHOOK = "webhook"
+    """Muster's admission webhook (manifests/webhook.yaml): gates the pods Muster resolves
+    to a gang, one call to Muster per pod created."""
+    POLICY = "policy"
+    """The API server's MutatingAdmissionPolicy (manifests/gate-policy/): gates every pod
+    that may be in a gang, in CEL, with no call; Muster ungates the others at once."""
+
+
 @dataclass(frozen=True)
 class Ports:
     """Loopback ports of one sandbox; 0 means "any free port", picked at ``up`` so that two

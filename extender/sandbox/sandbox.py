@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from extender.core.workloads.admission import may_join_a_gang
+from extender.core.workloads.admission import GATE, may_join_a_gang
 from extender.files.catalog import load_catalog, packaged_catalog, packaged_catalog_dir
 from extender.files.shipped import manifests_dir
 from extender.files.yamlsafe import load_all
@@ -24,6 +24,7 @@ from extender.sandbox.components import controller_manager_argv, kwok_argv
 from extender.sandbox.config import (
     SCHEDULER_NAMES,
     TOKEN,
+    GateBy,
     Ports,
     SchedulerMode,
     scheduler_config,
@@ -85,10 +86,13 @@ class SandboxSpec:
     RayCluster's head and worker pods; no Ray stand-in then runs."""
 
     gating: bool = False
-    """Serve Muster's admission webhook on loopback (a certificate the sandbox makes) and
-    install its MutatingWebhookConfiguration: new gang pods are gated until their gang is
-    planned. Off here and on in ``muster sandbox up``, like the real operators; not with
-    :attr:`image`."""
+    """Gate new gang pods until their gang is planned, by :attr:`gate_by`. Off here and on
+    in ``muster sandbox up``, like the real operators."""
+    gate_by: GateBy = GateBy.WEBHOOK
+    """``webhook``: serve Muster's admission webhook on loopback (a certificate the sandbox
+    makes) and install its MutatingWebhookConfiguration (not with :attr:`image`);
+    ``policy``: install the MutatingAdmissionPolicy of manifests/gate-policy/, which the
+    API server applies itself."""
 
     def real_operators(self) -> tuple[operators.Operator, ...]:
         """The real operators this sandbox runs, in start order."""
@@ -310,8 +314,8 @@ class Sandbox:
         serve = ["--bind-timeout", str(spec.bind_timeout), "--plan-ttl", str(spec.plan_ttl),
                  # The sandbox's kube-scheduler calls Muster from both of its profiles.
                  "--scheduler-names", ",".join(SCHEDULER_NAMES)]
-        gating = spec.gating and not spec.image
-        if gating:
+        gating = spec.gating and (spec.gate_by is GateBy.POLICY or not spec.image)
+        if gating and spec.gate_by is GateBy.WEBHOOK:
             certs = operators.make_certs(self.dir)
             serve += ["--webhook-host", "127.0.0.1",
                       "--webhook-port", str(self.ports.muster_webhook),
@@ -328,8 +332,44 @@ class Sandbox:
         muster = self.table.start("muster", argv)
         wait_for("muster", lambda: http_ok(f"http://127.0.0.1:{port}/readyz"),
               timeout=60, log=Path(muster.log))
-        if gating:
+        if gating and spec.gate_by is GateBy.POLICY:
+            self._install_gate_policy()
+        elif gating:
             self._install_gate_webhook()
+
+    def _install_gate_policy(self) -> None:
+        """manifests/gate-policy/ for the sandbox's scheduler names and catalog (created
+        once; a restarted Muster reuses it)."""
+        conn = self.connection()
+        base = "/apis/admissionregistration.k8s.io/v1"
+        plural = {"MutatingAdmissionPolicy": "mutatingadmissionpolicies",
+                  "MutatingAdmissionPolicyBinding": "mutatingadmissionpolicybindings"}
+        for doc in gate_policy(descriptor_dirs=self.spec.extra_descriptor_dirs):
+            path = f"{base}/{plural[doc['kind']]}"
+            try:
+                conn.request("GET", f"{path}/{doc['metadata']['name']}")
+            except KubeError:
+                if doc["kind"] == "MutatingAdmissionPolicy":
+                    self.say("muster: gating new gang pods (the API server's "
+                             f"MutatingAdmissionPolicy {doc['metadata']['name']})")
+                conn.request("POST", path, body=doc)
+        # The API server applies a policy once its own informer has it: until a pod it would
+        # gate is gated (a dry run: admitted, never stored), pods could be created ungated.
+        probe = {"apiVersion": "v1", "kind": "Pod", "metadata": {
+                     "generateName": "muster-gate-probe-", "namespace": "default",
+                     "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap",
+                                          "name": "muster-gate-probe",
+                                          "uid": "00000000-0000-0000-0000-000000000000"}]},
+                 "spec": {"schedulerName": SCHEDULER_NAMES[-1],
+                          "containers": [{"name": "probe", "image": "probe"}]}}
+
+        def gating() -> bool:
+            made = conn.request("POST", "/api/v1/namespaces/default/pods?dryRun=All",
+                                body=probe)
+            return any(g.get("name") == GATE
+                       for g in made.get("spec", {}).get("schedulingGates") or [])
+
+        wait_for("the gate policy", gating, timeout=30, log=None)
 
     def _install_gate_webhook(self) -> None:
         """manifests/webhook.yaml, pointed at Muster's webhook on loopback with the sandbox's
@@ -426,17 +466,35 @@ def gate_webhook(*, port: int, ca: bytes, descriptor_dirs: Iterable[str] = ()) -
     ``descriptor_dirs``)."""
     [hook] = _yaml_docs([manifests_dir() / "webhook.yaml"])
     may_join = may_join_a_gang(load_catalog([packaged_catalog_dir(), *descriptor_dirs]))
-    names = ", ".join(f"'{n}'" for n in SCHEDULER_NAMES)
     for entry in hook["webhooks"]:
         path = entry["clientConfig"]["service"]["path"]
         entry["clientConfig"] = {"url": f"https://127.0.0.1:{port}{path}",
                                  "caBundle": base64.b64encode(ca).decode()}
         entry["matchConditions"] = [{"name": "muster-scheduler",
-                                     "expression": f"object.spec.schedulerName in [{names}]"}]
+                                     "expression": _scheduler_condition()}]
         if may_join is not None:
             entry["matchConditions"].append({"name": "may-join-a-gang",
                                              "expression": may_join})
     return hook
+
+
+def gate_policy(*, descriptor_dirs: Iterable[str] = ()) -> list[dict[str, Any]]:
+    """Muster's MutatingAdmissionPolicy and its binding as installed
+    (manifests/gate-policy/), matching the sandbox's scheduler names and the pods that
+    may join a gang of the catalog Muster serves (the packaged one and ``descriptor_dirs``)."""
+    policy, binding = _yaml_docs([manifests_dir() / "gate-policy" / "gate-policy.yaml"])
+    may_join = may_join_a_gang(load_catalog([packaged_catalog_dir(), *descriptor_dirs]))
+    expressions = {"muster-scheduler": _scheduler_condition(), "may-join-a-gang": may_join}
+    policy["spec"]["matchConditions"] = [
+        {**c, "expression": expressions.get(c["name"], c["expression"])}
+        for c in policy["spec"]["matchConditions"]
+        if c["name"] not in expressions or expressions[c["name"]] is not None]
+    return [policy, binding]
+
+
+def _scheduler_condition() -> str:
+    names = ", ".join(f"'{n}'" for n in SCHEDULER_NAMES)
+    return f"object.spec.schedulerName in [{names}]"
 
 
 def _require_workload_api(conn: Connection) -> None:

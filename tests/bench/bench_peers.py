@@ -30,7 +30,9 @@ mode (real etcd, kube-apiserver and kube-scheduler v1.37.2, fake GPU nodes; ``ex
 * ``muster``: kube-scheduler with Muster as its extender; ``muster:THREADS`` runs Muster with
   that many server threads (``MUSTER_THREADS``) instead of the default 32;
 * ``muster+gates``: the same, with Muster's admission webhook: each gang pod is created behind
-  a scheduling gate and enters kube-scheduler's queue only once its whole gang is planned.
+  a scheduling gate and enters kube-scheduler's queue only once its whole gang is planned;
+* ``muster+policy``: the same gate, added by the API server's MutatingAdmissionPolicy
+  (manifests/gate-policy/) with no call to Muster; Muster ungates pods of no gang.
 
 First every workload and what its operator makes before pods (Jobs, and in gang mode Workload
 and PodGroups) is created; then all pods, as the stand-ins for their controllers would make them
@@ -81,7 +83,7 @@ from extender.core.workloads.cluster import build_snapshot
 from extender.core.workloads.workload import resolve_workload
 from extender.files.catalog import packaged_catalog
 from extender.kube.client import Connection
-from extender.sandbox.config import Ports, SchedulerMode
+from extender.sandbox.config import GateBy, Ports, SchedulerMode
 from extender.sandbox.controllers import adopt, children, pod_groups
 from extender.sandbox.sandbox import Sandbox, SandboxSpec
 from extender.sandbox.submit import Submitted, create, submit
@@ -403,18 +405,24 @@ def create_pods(box: Sandbox, pods: list[dict[str, Any]], *, workers: int) -> No
         t.join()
 
 
-def parse_mode(text: str) -> tuple[SchedulerMode, int | None, bool]:
+GATED = {"gates": GateBy.WEBHOOK, "policy": GateBy.POLICY}
+"""The additions to ``muster``: what gates new gang pods."""
+
+
+def parse_mode(text: str) -> tuple[SchedulerMode, int | None, GateBy | None]:
     """``default``, ``gang``, ``muster`` or ``muster:THREADS`` (Muster's gunicorn threads);
     ``muster+gates`` (or ``muster+gates:THREADS``) also serves Muster's admission webhook,
-    so gang pods wait behind a scheduling gate until their gang is planned."""
+    so gang pods wait behind a scheduling gate until their gang is planned, and
+    ``muster+policy`` gates them by the API server's MutatingAdmissionPolicy instead."""
     name, _, threads = text.strip().partition(":")
     name, plus, extra = name.partition("+")
-    if plus and extra != "gates":
-        raise ValueError(f"{text}: the only addition is +gates")
+    if plus and extra not in GATED:
+        raise ValueError(f"{text}: the only additions are " + ", ".join(f"+{g}" for g in GATED))
     mode = SchedulerMode(name)
     if (threads or plus) and mode is not SchedulerMode.MUSTER:
-        raise ValueError(f"{text}: only muster takes :THREADS or +gates")
-    return mode, int(threads) if threads else None, bool(plus)
+        raise ValueError(f"{text}: only muster takes :THREADS, " + ", ".join(
+            f"+{g}" for g in GATED))
+    return mode, int(threads) if threads else None, GATED[extra] if plus else None
 
 
 def run_mode(label: str, mix: list[dict[str, Any]], spec: MixSpec, *,
@@ -450,7 +458,8 @@ def mode_sandbox(label: str, *, nodes: int, gpus_per_node: int,
                 tempfile.TemporaryDirectory(prefix=f"bench-peers-{mode.value}-")))
         box = Sandbox(SandboxSpec(directory=directory, nodes=nodes,
                                   gpus_per_node=gpus_per_node, mode=mode,
-                                  ports=Ports(), gating=gated), say=lambda _m: None)
+                                  ports=Ports(), gating=gated is not None,
+                                  gate_by=gated or GateBy.WEBHOOK), say=lambda _m: None)
         try:
             yield box
         finally:

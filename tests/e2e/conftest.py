@@ -22,7 +22,7 @@ import yaml
 from extender.core.workloads.catalog import Catalog
 from extender.files.catalog import packaged_catalog
 from extender.kube.client import Connection, NotFound
-from extender.sandbox.config import Ports, SchedulerMode
+from extender.sandbox.config import GateBy, Ports, SchedulerMode
 from extender.sandbox.sandbox import Sandbox, SandboxSpec
 from extender.sandbox.submit import Submitted, submit
 
@@ -34,13 +34,15 @@ def start_sandbox(tmp: Path, *, mode: SchedulerMode = SchedulerMode.MUSTER, node
                   gpus_per_node: int = 8, bind_timeout: float = 15.0,
                   plan_ttl: float = 30.0, controller_manager: bool = True,
                   jobset: bool = False, lws: bool = False, kuberay: bool = False,
-                  nodes_per_rack: int = 4, gating: bool = False) -> Sandbox:
+                  nodes_per_rack: int = 4, gating: bool = False,
+                  gate_by: GateBy = GateBy.WEBHOOK) -> Sandbox:
     """A sandbox on free ports (``Ports()`` picks them at ``up``), with the real operators
     asked for."""
     spec = SandboxSpec(directory=tmp, nodes=nodes, gpus_per_node=gpus_per_node, mode=mode,
                        ports=Ports(), bind_timeout=bind_timeout, plan_ttl=plan_ttl,
                        controller_manager=controller_manager, jobset=jobset, lws=lws,
-                       kuberay=kuberay, nodes_per_rack=nodes_per_rack, gating=gating)
+                       kuberay=kuberay, nodes_per_rack=nodes_per_rack, gating=gating,
+                       gate_by=gate_by)
     sandbox = Sandbox(spec, say=lambda _m: None)
     sandbox.up()
     return sandbox

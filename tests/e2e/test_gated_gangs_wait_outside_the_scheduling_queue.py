@@ -1,11 +1,12 @@
 """Gang pods wait behind Muster's scheduling gate, not in kube-scheduler's queue, on the real
-control plane with the real JobSet controller.
+control plane with the real JobSet controller, gated either way Muster ships.
 
-Muster's admission webhook (on loopback, installed from manifests/webhook.yaml) gates every
-pod the JobSet controller's Jobs create; Muster plans the gang once all its pods exist and
-removes the gates of all of them together; kube-scheduler then filters and binds them whole.
-A gang that cannot fit stays gated (``kubectl get pods`` shows ``SchedulingGated``), its
-reason on its pods and its JobSet, until capacity is freed.
+Muster's admission webhook (on loopback, installed from manifests/webhook.yaml), or the API
+server's own MutatingAdmissionPolicy (manifests/gate-policy/, no call to Muster), gates
+every pod the JobSet controller's Jobs create; Muster plans the gang once all its pods exist
+and removes the gates of all of them together; kube-scheduler then filters and binds them
+whole. A gang that cannot fit stays gated (``kubectl get pods`` shows ``SchedulingGated``),
+its reason on its pods and its JobSet, until capacity is freed.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import yaml
 
 from extender.kube.client import Connection
 from extender.kube.ungate import KubeUngater
+from extender.sandbox.config import GateBy
 from extender.sandbox.sandbox import Sandbox
 from extender.state.ports import PodRef
 from tests.e2e.conftest import (
@@ -35,9 +37,12 @@ pytestmark = pytest.mark.e2e
 GATE = "muster.dev/gang"
 
 
-@pytest.fixture(scope="module")
-def gated_box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
-    box = start_sandbox(tmp_path_factory.mktemp("gating"), jobset=True, gating=True)
+@pytest.fixture(scope="module", params=[GateBy.WEBHOOK, GateBy.POLICY], ids=str)
+def gated_box(request: pytest.FixtureRequest,
+              tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
+    by: GateBy = request.param
+    box = start_sandbox(tmp_path_factory.mktemp(f"gating-{by}"), jobset=True, gating=True,
+                        gate_by=by)
     try:
         yield box
     finally:
@@ -174,28 +179,44 @@ def admission_reviews(box: Sandbox) -> float:
                if line.startswith("muster_decisions_total{") and 'verb="admission"' in line)
 
 
-def test_pods_that_cannot_join_a_gang_are_not_sent_to_the_webhook(
+def admitted_gates(conn: Connection, namespace: str, pod: dict[str, Any]) -> list[str]:
+    """The gates ``pod`` would be created with: a dry run, admitted (webhook or policy) and
+    never stored."""
+    return gates(conn.request("POST", f"/api/v1/namespaces/{namespace}/pods?dryRun=All",
+                              body=pod))
+
+
+def test_pods_that_cannot_join_a_gang_are_left_alone_and_no_pod_of_no_gang_is_held(
         gated_box: Sandbox, ns: str) -> None:
     conn = gated_box.connection()
+    by_webhook = gated_box.spec.gate_by is GateBy.WEBHOOK
     path = f"/api/v1/namespaces/{ns}/pods"
     before = admission_reviews(gated_box)
-    # No owner and none of the catalog's workload labels: the API server does not call Muster
-    # (the may-join-a-gang matchCondition); the pod is not gated and binds.
+    # No owner and none of the catalog's workload labels: neither the webhook (its
+    # may-join-a-gang matchCondition) nor the policy (the same condition) touches it.
     plain = blocker("plain")
     plain["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = 1
+    assert admitted_gates(conn, ns, plain) == []
     conn.request("POST", path, body=plain)
     assert admission_reviews(gated_box) == before
-    # A workload label (an LLMInferenceService's pods carry app.kubernetes.io/name): asked,
-    # and found in no gang, so not gated either.
+    # A workload label (an LLMInferenceService's pods carry app.kubernetes.io/name) may mean a
+    # gang. The webhook asks Muster, which finds it in no gang and leaves it ungated; the
+    # policy cannot follow owners, so the API server gates it and Muster ungates it at once.
     labelled = {**plain, "metadata": {"name": "labelled",
                                       "labels": {"app.kubernetes.io/name": "web"}}}
+    assert admitted_gates(conn, ns, labelled) == ([] if by_webhook else [GATE])
     conn.request("POST", path, body=labelled)
-    assert admission_reviews(gated_box) == before + 1
-    assert wait_until(lambda: len(bound(pods_in(conn, ns))) == 2, timeout=60), \
+    # A pod created bound is never gated (the API server refuses a gate beside nodeName).
+    placed = {**plain, "metadata": {"name": "placed", "labels": {"app.kubernetes.io/name": "x"}},
+              "spec": {**plain["spec"], "nodeName": "gpu-node-3"}}
+    conn.request("POST", path, body=placed)
+    assert wait_until(lambda: len(bound(pods_in(conn, ns))) == 3, timeout=60), \
         describe(conn, ns)
     assert all(gates(p) == [] for p in pods_in(conn, ns))
-    # Pods with an owner are asked about: the JobSet's two, gated and then bound whole.
+    # Pods with an owner may be in a gang: the JobSet's two, gated and then bound whole.
     kubectl(gated_box, "apply", "-f", "-", stdin=yaml.safe_dump(jobset("owned", ns, pods=2)))
-    assert wait_until(lambda: len(bound(pods_in(conn, ns))) == 4, timeout=90), \
+    assert wait_until(lambda: len(bound(pods_in(conn, ns))) == 5, timeout=90), \
         describe(conn, ns)
-    assert admission_reviews(gated_box) == before + 3
+    # Muster's webhook was asked about the labelled pods and the JobSet's, and only those (the
+    # dry runs too); under the policy it is not served and never asked.
+    assert admission_reviews(gated_box) == before + (5 if by_webhook else 0)

@@ -12,6 +12,7 @@ import yaml
 from tests.packaging.helmchart import (
     CHART,
     CONFIG_CHECKSUM,
+    MANIFESTS,
     NAMESPACE,
     SCHEDULER_CONFIG,
     Key,
@@ -191,6 +192,23 @@ def test_without_rbac_the_chart_makes_no_identity_and_no_grant(
     assert changed(defaults, after) == {(key, "") for key in removed}
 
 
+def test_the_gate_policy_replaces_the_webhook_and_is_the_manifests_one(
+        tools: Tools, defaults: Objects) -> None:
+    after = tools.template("--set", "webhook.enabled=false", "--set", "gatePolicy.enabled=true")
+    added = {k: v for k, v in after.items() if k not in defaults}
+    removed = {k for k in defaults if k not in after}
+    assert removed == {("MutatingWebhookConfiguration", None, "muster-gate")}
+    assert added == tools.kustomize(MANIFESTS / "gate-policy")
+    # Muster serves no webhook then: its variables are gone, nothing else of it changed.
+    env = deployment(after, "muster")["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert not [e for e in env if e["name"].startswith("MUSTER_WEBHOOK")]
+    elsewhere = tools.template("--set", "webhook.enabled=false", "--set",
+                               "gatePolicy.enabled=true", namespace="ml-infra")
+    [selector, _off] = elsewhere[("MutatingAdmissionPolicy", None, "muster-gate")][
+        "spec"]["matchConstraints"]["namespaceSelector"]["matchExpressions"]
+    assert selector["values"] == ["kube-system", "ml-infra"]
+
+
 def test_monitoring_objects_are_off_unless_asked_one_by_one(
         tools: Tools, defaults: Objects) -> None:
     after = tools.template("--set", "monitoring.serviceMonitor.enabled=true",
@@ -214,6 +232,7 @@ def test_monitoring_objects_are_off_unless_asked_one_by_one(
     (("extender.logLevel=verbose",), "at '/extender/logLevel': value must be one of"),
     (("extender.leaderElect=false",), "extender.replicas above 1 needs "
                                       "extender.leaderElect"),
+    (("gatePolicy.enabled=true",), "gatePolicy.enabled and webhook.enabled"),
 ])
 def test_bad_values_fail_the_render_naming_the_value(
         tools: Tools, flags: tuple[str, ...], named: str) -> None:

@@ -15,7 +15,7 @@ from extender.cli.main import build_parser
 from extender.cli.sandbox import _spec
 from extender.core.workloads.admission import may_join_a_gang
 from extender.core.workloads.workload import resolve_workload
-from extender.files.catalog import packaged_catalog
+from extender.files.catalog import packaged_catalog, packaged_catalog_dir
 from extender.sandbox.components import (
     CONTROLLERS,
     KWOK_STAGES,
@@ -23,7 +23,7 @@ from extender.sandbox.components import (
     controller_manager_argv,
     kwok_argv,
 )
-from extender.sandbox.config import Ports, SchedulerMode, scheduler_config
+from extender.sandbox.config import GateBy, Ports, SchedulerMode, scheduler_config
 from extender.sandbox.controllers import STAND_IN_MANAGER, children
 from extender.sandbox.local import (
     LOWEST_PORT,
@@ -44,7 +44,7 @@ from extender.sandbox.operators import (
     crds,
     webhook_configurations,
 )
-from extender.sandbox.sandbox import SandboxSpec, gate_webhook
+from extender.sandbox.sandbox import SandboxSpec, gate_policy, gate_webhook
 
 
 def test_ports_not_given_are_picked_distinct_and_given_ones_are_kept() -> None:
@@ -341,3 +341,61 @@ def test_gating_is_on_in_sandbox_up_unless_turned_off() -> None:
     parser = build_parser()
     assert _spec(parser.parse_args(["sandbox", "up"])).gating is True
     assert _spec(parser.parse_args(["sandbox", "up", "--no-gating"])).gating is False
+
+
+def test_sandbox_up_gates_by_the_webhook_unless_the_policy_is_asked_for() -> None:
+    parser = build_parser()
+    assert _spec(parser.parse_args(["sandbox", "up"])).gate_by is GateBy.WEBHOOK
+    assert _spec(parser.parse_args(["sandbox", "up", "--gate-by", "policy"])).gate_by \
+        is GateBy.POLICY
+    with pytest.raises(SystemExit):
+        parser.parse_args(["sandbox", "up", "--gate-by", "cel"])
+
+
+def _shipped_policy() -> list[dict[str, object]]:
+    policy = Path(__file__).resolve().parents[3] / "manifests" / "gate-policy" / "gate-policy.yaml"
+    return list(yaml.safe_load_all(policy.read_text()))
+
+
+def test_the_gate_policy_is_the_shipped_one_for_the_sandboxs_schedulers() -> None:
+    policy, binding = gate_policy()
+    shipped_policy, shipped_binding = _shipped_policy()
+    assert binding == shipped_binding
+    assert binding["spec"] == {"policyName": policy["metadata"]["name"]}
+    assert {k: v for k, v in policy["spec"].items() if k != "matchConditions"} \
+        == {k: v for k, v in shipped_policy["spec"].items() if k != "matchConditions"}
+    conditions = {c["name"]: c["expression"] for c in policy["spec"]["matchConditions"]}
+    assert conditions["muster-scheduler"] \
+        == "object.spec.schedulerName in ['default-scheduler', 'muster']"
+    assert conditions["may-join-a-gang"] == may_join_a_gang(packaged_catalog())
+    assert conditions["unbound"] == "!has(object.spec.nodeName) || object.spec.nodeName == ''"
+
+
+def test_the_shipped_policy_gates_the_pods_the_shipped_webhook_asks_about_and_only_unbound_ones(
+        ) -> None:
+    [policy, _binding] = _shipped_policy()
+    [hook] = yaml.safe_load_all(
+        (Path(__file__).resolve().parents[3] / "manifests" / "webhook.yaml").read_text())
+    [entry] = hook["webhooks"]
+    spec = policy["spec"]
+    webhook_conditions = {c["name"]: c["expression"] for c in entry["matchConditions"]}
+    policy_conditions = {c["name"]: c["expression"] for c in spec["matchConditions"]}
+    # The webhook checks spec.nodeName itself; CEL must, or the API server refuses the pod.
+    assert policy_conditions.pop("unbound")
+    assert policy_conditions == webhook_conditions
+    constraints = spec["matchConstraints"]
+    assert constraints["resourceRules"] == entry["rules"]
+    assert constraints["namespaceSelector"] == entry["namespaceSelector"]
+    assert constraints["objectSelector"] == entry["objectSelector"]
+    assert spec["failurePolicy"] == entry["failurePolicy"] == "Ignore"
+    [mutation] = spec["mutations"]
+    assert '{name: "muster.dev/gang"}' in mutation["applyConfiguration"]["expression"]
+
+
+def test_a_catalog_whose_bare_pods_have_gangs_drops_the_policys_may_join_condition(
+        tmp_path: Path) -> None:
+    pod = (packaged_catalog_dir() / "pod.yaml").read_text()
+    (tmp_path / "pod.yaml").write_text(pod.replace("policy: none", "policy: workload"))
+    [policy, _binding] = gate_policy(descriptor_dirs=(str(tmp_path),))
+    names = [c["name"] for c in policy["spec"]["matchConditions"]]
+    assert names == ["muster-scheduler", "unbound"]
