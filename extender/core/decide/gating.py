@@ -53,8 +53,9 @@ class GateBook:
     """Pod UID -> when it was first seen gated."""
     asked: dict[str, float] = field(default_factory=dict)
     """Pod UID -> when its ungating was last asked for (until the gate is seen gone)."""
-    looked: dict[GangKey, tuple[object, ...]] = field(default_factory=dict)
-    """Gang -> what it was looked at with when it was left gated."""
+    looked: dict[GangKey, tuple[tuple[object, ...], int | None]] = field(default_factory=dict)
+    """Gang -> what it was looked at with when it was left gated, and the free-capacity
+    epoch then (``None`` when it was left gathering: capacity does not matter to it)."""
     epoch: int = 0
     """Bumped whenever free capacity grew anywhere since the last look."""
     free: Mapping[NodeName, NodeCapacity] | None = None
@@ -170,11 +171,6 @@ def decide_ungates(snapshot: ClusterSnapshot, *, now: float, ledger: Ledger,
         ungates.append(Ungate(tuple(refs), reason))
     gated_out: list[StillGated] = []
     planned: list[GangKey] = []
-    if by_gang:
-        free = free_capacity(snapshot, ledger, gpu=settings.gpu_resource)
-        if book.free is None or _grew(book.free, free):
-            book.epoch += 1
-        book.free = dict(free)
     index = index_of(snapshot, gpu=settings.gpu_resource)
     gpu = settings.gpu_resource
     # As kube-scheduler's queue orders pods: higher priority first, then the older gang, so
@@ -182,18 +178,40 @@ def decide_ungates(snapshot: ClusterSnapshot, *, now: float, ledger: Ledger,
     order = sorted(by_gang.items(), key=lambda item: (
         -gang_priority(snapshot.gangs[item[0]], snapshot, gpu=gpu),
         snapshot.gangs[item[0]].created, item[0]))
+    looks: list[tuple[GangKey, list[PodInfo], tuple[str, ...], tuple[object, ...]]] = []
+    capacity_matters = False
     for key, pods in order:
-        gang = snapshot.gangs[key]
         uids = index.gang_pods.get(key, ())
-        look = (book.epoch, gang, uids, tuple(p.uid for p in pods),
-                ledger.plan_for(key) is not None, ledger.admitted_stage(key))
-        if book.looked.get(key) == look:
+        look: tuple[object, ...] = (snapshot.gangs[key], uids, tuple(p.uid for p in pods),
+                                    ledger.plan_for(key) is not None,
+                                    ledger.admitted_stage(key))
+        before = book.looked.get(key)
+        if before is not None and before[0] == look:
+            if before[1] is None:
+                continue  # still gathering, and no member came: capacity cannot change that
+            capacity_matters = True  # left gated for want of room: did free capacity grow?
+        elif not capacity_matters:
+            capacity_matters = not _gathering(snapshot.gangs[key], snapshot, uids, ledger)
+        looks.append((key, pods, uids, look))
+    if capacity_matters:
+        # Free capacity before anything is planned in this look; what is left gated is
+        # remembered with the epoch, and looked at again once free capacity grew anywhere.
+        # Not computed when every gang looked at is still gathering (most looks while a
+        # burst of gangs is created): none of them is planned, and none needs the epoch.
+        free = free_capacity(snapshot, ledger, gpu=settings.gpu_resource)
+        if book.free is None or _grew(book.free, free):
+            book.epoch += 1
+        book.free = dict(free)
+    for key, pods, uids, state in looks:
+        gang = snapshot.gangs[key]
+        if book.looked.get(key) == (state, book.epoch):
             continue  # nothing changed that could let it fit
         outcome = _look(gang, pods, uids, snapshot=snapshot, now=now, ledger=ledger,
                         settings=settings, book=book)
         if isinstance(outcome, StillGated):
-            # Remembered as it was before this look (planning may change the ledger).
-            book.looked[key] = look
+            # Remembered as it was before this look (planning may change the ledger); a
+            # gang still gathering waits for its members, whatever the capacity.
+            book.looked[key] = (state, None if outcome.event == GATHERING else book.epoch)
             gated_out.append(outcome)
             continue
         book.looked.pop(key, None)
@@ -209,6 +227,17 @@ def decide_ungates(snapshot: ClusterSnapshot, *, now: float, ledger: Ledger,
     if ungates:
         book.due = min(book.due, now + settings.gate_retry)
     return Ungating(tuple(ungates), tuple(gated_out), tuple(planned))
+
+
+def _gathering(gang: Gang, snapshot: ClusterSnapshot, uids: tuple[str, ...],
+               ledger: Ledger) -> bool:
+    """Whether :func:`_look` would leave the gang gathering (too few members exist yet, and
+    it has no plan to pin them to)."""
+    key = gang.key
+    if ledger.plan_for(key) is not None or ledger.admitted_stage(key) >= 0:
+        return False
+    have, need = _gathered(gang, snapshot, uids)
+    return have < need
 
 
 def _look(gang: Gang, pods: list[PodInfo], uids: tuple[str, ...], *,

@@ -6,7 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
+from typing import Any
 
+import pytest
+
+from extender.core.decide import gating
 from extender.core.decide.decisions import FilterOutcome
 from extender.core.decide.effects import BindStep, Effect, Emit, Step, Ungate
 from extender.core.decide.session import GangSession
@@ -281,3 +285,38 @@ def test_of_two_gated_gangs_only_one_fits_the_older_goes_first_whatever_its_name
     first.ungate(world([old, urgent]), now=0.0)
     assert first.ledger.plan_for(urgent.key) is not None
     assert first.ledger.plan_for(old.key) is None
+
+
+def test_looks_while_gangs_gather_compute_no_free_capacity_and_waiting_gangs_still_see_room(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # While a burst of gangs is created, nearly every look sees only gangs still gathering:
+    # none can be planned, so the cluster's free capacity (a pass over every reservation and
+    # pod in flight) is not worked out for them.
+    computed: list[int] = []
+    real = gating.free_capacity
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        computed.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(gating, "free_capacity", counted)
+    gathering = make_gang("gathering", roles=[("worker", 6, make_shape(gpus=1))])
+    session = GangSession(SETTINGS)
+    for n in range(1, 5):
+        present = {f"gathering-worker-{i}" for i in range(n)}
+        effects = session.ungate(world([gathering], present=present, revision=n), now=float(n))
+        assert ungates(effects) == []
+    assert computed == []
+    # A complete gang that does not fit is judged against free capacity, and remembered
+    # with it; looks that follow while the other gang gathers still notice when room grows.
+    big = make_gang("big", roles=[("worker", 2, make_shape(gpus=8))])
+    blocker = make_pod("blocker", shape=make_shape(gpus=8), node="n2")
+    some = {f"gathering-worker-{i}" for i in range(4)} | {"big-worker-0", "big-worker-1"}
+    session.ungate(world([gathering, big], present=some, extra=[blocker], revision=5), now=5.0)
+    assert computed and "big" in session.last_reason[big.key]
+    more = some | {"gathering-worker-4"}
+    effects = session.ungate(world([gathering, big], present=more, extra=[blocker], revision=6),
+                             now=6.0)
+    assert ungates(effects) == []
+    effects = session.ungate(world([gathering, big], present=more, revision=7), now=7.0)
+    assert ungated_names(effects) == ["big-worker-0", "big-worker-1"]
