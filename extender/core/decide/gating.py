@@ -179,6 +179,7 @@ def decide_ungates(snapshot: ClusterSnapshot, *, now: float, ledger: Ledger,
         -gang_priority(snapshot.gangs[item[0]], snapshot, gpu=gpu),
         snapshot.gangs[item[0]].created, item[0]))
     looks: list[tuple[GangKey, list[PodInfo], tuple[str, ...], tuple[object, ...]]] = []
+    shortfalls: dict[GangKey, tuple[int, int] | None] = {}
     capacity_matters = False
     for key, pods in order:
         uids = index.gang_pods.get(key, ())
@@ -190,8 +191,9 @@ def decide_ungates(snapshot: ClusterSnapshot, *, now: float, ledger: Ledger,
             if before[1] is None:
                 continue  # still gathering, and no member came: capacity cannot change that
             capacity_matters = True  # left gated for want of room: did free capacity grow?
-        elif not capacity_matters:
-            capacity_matters = not _gathering(snapshot.gangs[key], snapshot, uids, ledger)
+        else:  # changed: it is looked at, and gathers or not whatever the capacity
+            shortfalls[key] = _shortfall(snapshot.gangs[key], snapshot, uids, ledger)
+            capacity_matters = capacity_matters or shortfalls[key] is None
         looks.append((key, pods, uids, look))
     if capacity_matters:
         # Free capacity before anything is planned in this look; what is left gated is
@@ -206,7 +208,9 @@ def decide_ungates(snapshot: ClusterSnapshot, *, now: float, ledger: Ledger,
         gang = snapshot.gangs[key]
         if book.looked.get(key) == (state, book.epoch):
             continue  # nothing changed that could let it fit
-        outcome = _look(gang, pods, uids, snapshot=snapshot, now=now, ledger=ledger,
+        short = shortfalls[key] if key in shortfalls else _shortfall(gang, snapshot, uids,
+                                                                    ledger)
+        outcome = _look(gang, pods, short, snapshot=snapshot, now=now, ledger=ledger,
                         settings=settings, book=book)
         if isinstance(outcome, StillGated):
             # Remembered as it was before this look (planning may change the ledger); a
@@ -229,30 +233,29 @@ def decide_ungates(snapshot: ClusterSnapshot, *, now: float, ledger: Ledger,
     return Ungating(tuple(ungates), tuple(gated_out), tuple(planned))
 
 
-def _gathering(gang: Gang, snapshot: ClusterSnapshot, uids: tuple[str, ...],
-               ledger: Ledger) -> bool:
-    """Whether :func:`_look` would leave the gang gathering (too few members exist yet, and
-    it has no plan to pin them to)."""
+def _shortfall(gang: Gang, snapshot: ClusterSnapshot, uids: tuple[str, ...],
+               ledger: Ledger) -> tuple[int, int] | None:
+    """(members that exist, members needed) while the gang is gathering: fewer members than
+    its minimum exist, and it has no plan or admitted stage to pin them to; else ``None``."""
     key = gang.key
     if ledger.plan_for(key) is not None or ledger.admitted_stage(key) >= 0:
-        return False
+        return None
     have, need = _gathered(gang, snapshot, uids)
-    return have < need
+    return (have, need) if have < need else None
 
 
-def _look(gang: Gang, pods: list[PodInfo], uids: tuple[str, ...], *,
+def _look(gang: Gang, pods: list[PodInfo], short: tuple[int, int] | None, *,
           snapshot: ClusterSnapshot, now: float, ledger: Ledger, settings: CoreSettings,
           book: GateBook) -> StillGated | tuple[Ungate, bool]:
-    """One gang with gated members: plan it as filter would, or say why it stays gated."""
+    """One gang with gated members: plan it as filter would, or say why it stays gated
+    (``short``: its :func:`_shortfall`)."""
     key = gang.key
-    started = ledger.plan_for(key) is not None or ledger.admitted_stage(key) >= 0
-    if not started:
-        have, need = _gathered(gang, snapshot, uids)
-        if have < need:
-            return StillGated(key, tuple(pods),
-                              f"gang {key}: {have} of its minimum {need} members exist; its "
-                              "pods stay gated until the rest are created, then it is "
-                              "planned whole", GATHERING)
+    if short is not None:
+        have, need = short
+        return StillGated(key, tuple(pods),
+                          f"gang {key}: {have} of its minimum {need} members exist; its pods "
+                          "stay gated until the rest are created, then it is planned whole",
+                          GATHERING)
     first = min(pods, key=lambda p: (gang.stage_of(snapshot.memberships[p.uid].role), p.key))
     book.evaluated += 1
     decision = decide_filter(first, (), snapshot=snapshot, ledger=ledger, now=now,
