@@ -7,14 +7,15 @@ failed, so commands can print it without a traceback.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlencode
 
 import orjson
 import urllib3
 from kubernetes import client, config
-from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
 
@@ -61,40 +62,68 @@ class ResourceType:
         return f"{base}/{name}" if name else base
 
 
+AUTH_FOR = 1.0
+"""Seconds one reading of the credentials serves requests. The client's kubeconfig loader
+re-reads its configuration for every request that carries a token (to refresh tokens that
+expire), which cost Muster's writers more than building the requests; a 401 reads it again
+at once and retries."""
+
+
 @dataclass
 class Connection:
-    """An authenticated API client plus the server address, for messages."""
+    """An authenticated API client plus the server address, for messages.
+
+    Requests go through the client's connection pool (its TLS, proxy and client certificate
+    settings) with JSON built by orjson; the client's own request path walks every body
+    through its model serializer, which Muster's plain dictionaries do not need."""
 
     api: client.ApiClient
     server: str
     timeout: float = 10.0
     _types: dict[tuple[str, str], ResourceType] | None = field(default=None, repr=False)
+    _auth: tuple[float, dict[str, str]] = field(default=(float("-inf"), {}), repr=False)
 
     def request(self, method: str, path: str, *, body: object = None,
                 query: dict[str, str] | None = None,
                 content_type: str = "application/json") -> Any:
         """One REST call; returns the decoded JSON body. A PATCH names its patch type in
         ``content_type`` (``application/strategic-merge-patch+json``, ...)."""
-        method_, url, headers, payload, post = self.api.param_serialize(
-            method, path, query_params=list((query or {}).items()),
-            header_params={"Accept": "application/json", "Content-Type": content_type},
-            body=body, auth_settings=["BearerToken"],
-        )
-        try:
-            response = self.api.call_api(method_, url, header_params=headers, body=payload,
-                                         post_params=post, _request_timeout=self.timeout)
-            data = response.read()  # type: ignore[no-untyped-call]
-        except ApiException as err:  # TLS failures arrive as status 0
-            raise ClusterUnreachable(
-                f"cannot reach the API server at {self.server}: {_short(err)}"
-            ) from err
-        except (urllib3.exceptions.HTTPError, OSError) as err:
-            raise ClusterUnreachable(
-                f"cannot reach the API server at {self.server}: {_short(err)}"
-            ) from err
-        if not 200 <= response.status < 300:
-            raise _api_error(response.status, data, self.server, method, path)
+        url = self.api.configuration.host + path
+        if query:
+            url += "?" + urlencode(query)
+        payload = None if body is None else orjson.dumps(body)
+        status, data = self._send(method, url, payload, content_type, fresh=False)
+        if status == 401:  # the token may have expired within AUTH_FOR: read it again
+            status, data = self._send(method, url, payload, content_type, fresh=True)
+        if not 200 <= status < 300:
+            raise _api_error(status, data, self.server, method, path)
         return orjson.loads(data) if data else None
+
+    def _send(self, method: str, url: str, payload: bytes | None, content_type: str, *,
+              fresh: bool) -> tuple[int, bytes]:
+        headers = {**self.api.default_headers, "Accept": "application/json",
+                   "Content-Type": content_type, **self._credentials(fresh=fresh)}
+        try:
+            response = self.api.rest_client.pool_manager.request(
+                method, url, body=payload, headers=headers,
+                timeout=urllib3.Timeout(total=self.timeout))
+        except (urllib3.exceptions.HTTPError, OSError) as err:  # refused, TLS, timeout...
+            raise ClusterUnreachable(
+                f"cannot reach the API server at {self.server}: {_short(err)}"
+            ) from err
+        return response.status, response.data
+
+    def _credentials(self, *, fresh: bool) -> dict[str, str]:
+        """The auth headers, read from the client's configuration at most every
+        :data:`AUTH_FOR` seconds (always when ``fresh``)."""
+        read_at, headers = self._auth
+        now = time.monotonic()
+        if fresh or now - read_at >= AUTH_FOR:
+            settings = self.api.configuration.auth_settings()
+            headers = {str(s["key"]): str(s["value"]) for s in settings.values()
+                       if s.get("in") == "header" and s.get("value")}
+            self._auth = (now, headers)
+        return headers
 
     def resource_types(self) -> dict[tuple[str, str], ResourceType]:
         """Every served kind, keyed by ``(group, kind)``, preferred version first (cached)."""

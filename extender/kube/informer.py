@@ -226,13 +226,18 @@ class Informer:
 
 
 def _lines(response: Any) -> Iterator[bytes]:
-    """Newline-delimited JSON from a streaming urllib3 response."""
+    """Newline-delimited JSON from a streaming urllib3 response. A chunk is split once: the
+    lines it ends are yielded, and what follows its last newline waits for the next chunk (a
+    64 KiB chunk of pod events split one line at a time copied what remained at each)."""
     pending = b""
     try:
         for chunk in response.stream(amt=65536, decode_content=True):
-            pending += chunk
-            while b"\n" in pending:
-                line, pending = pending.split(b"\n", 1)
+            if b"\n" not in chunk:
+                pending += chunk
+                continue
+            *lines, rest = (pending + chunk).split(b"\n")
+            pending = rest
+            for line in lines:
                 if line.strip():
                     yield line
     except (urllib3.exceptions.ProtocolError, urllib3.exceptions.ReadTimeoutError) as err:

@@ -94,6 +94,7 @@ from tests.bench.peer_compare import (
     Figures,
     api_latency,
     api_requests,
+    event_reasons,
     latency_note,
     ratios,
     repeated_ratios,
@@ -523,6 +524,9 @@ def _observe(box: Sandbox, label: str, mix: list[dict[str, Any]], spec: MixSpec,
     served = api_metrics(conn)
     result.notes.append("API server: " + latency_note(api_latency(served)))
     result.notes.append("API server requests: " + api_requests(served))
+    events = conn.request("GET", f"/api/v1/namespaces/{NAMESPACE}/events").get("items", [])
+    result.notes.append(f"events by writer and reason ({len(events)}): "
+                        + event_reasons(events))
     if mode is SchedulerMode.MUSTER:
         result.notes += muster_notes(box)
     if options.probe:

@@ -26,6 +26,7 @@ import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
+from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -243,6 +244,20 @@ def api_requests(metrics_text: str, *, top: int = 8) -> str:
             counts[key] = counts.get(key, 0.0) + sample.value
     ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:top]
     return ", ".join(f"{key} {int(n)}" for key, n in ranked)
+
+
+def event_reasons(events: Sequence[Mapping[str, Any]], *, top: int = 10) -> str:
+    """The Events in the bench's namespace by who wrote them and why, the ``top`` most
+    frequent: which writes the API server served for whom (``muster GangWaiting 120``)."""
+    counts: dict[str, int] = {}
+    for event in events:
+        source = event.get("source") or {}
+        who = (event.get("reportingComponent") or event.get("reportingController")
+               or source.get("component") or "?")
+        key = f"{who} {event.get('reason') or '?'}"
+        counts[key] = counts.get(key, 0) + 1
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:top]
+    return ", ".join(f"{key} {n}" for key, n in ranked)
 
 
 def latency_note(latency: Mapping[str, Latency]) -> str:

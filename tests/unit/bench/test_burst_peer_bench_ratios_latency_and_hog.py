@@ -16,6 +16,7 @@ from tests.bench.peer_compare import (
     Figures,
     api_latency,
     api_requests,
+    event_reasons,
     quantile,
     ratios,
     repeated_ratios,
@@ -156,3 +157,16 @@ def test_repeated_rounds_give_each_ratio_per_round_and_its_median() -> None:
     assert ("muster+gates: hog slowdown over the upstream plugin's, median x1.00 "
             "(target <= 1.0; rounds x1.00, x1.00, x1.00)") in lines
     assert repeated_ratios(grouped[0]) == []  # one round: nothing over rounds
+
+
+def test_events_are_counted_by_who_wrote_them_and_why() -> None:
+    events = [
+        *[{"reason": "GangWaiting", "source": {"component": "muster"},
+           "reportingComponent": "muster"}] * 3,
+        *[{"reason": "Scheduled", "reportingController": "default-scheduler"}] * 2,
+        {"reason": "FailedScheduling", "source": {"component": "default-scheduler"}},
+        {"message": "no reason, no writer"},
+    ]
+    assert event_reasons(events) == ("muster GangWaiting 3, default-scheduler Scheduled 2, "
+                                     "? ? 1, default-scheduler FailedScheduling 1")
+    assert event_reasons(events, top=1) == "muster GangWaiting 3"

@@ -48,6 +48,10 @@ class FakeCluster:
         """Collection paths whose list is granted but whose watch answers 403."""
         self.queries: list[tuple[str, dict[str, str]]] = []
         """(path, query) of every GET, for tests of what a client asked."""
+        self.token: str | None = None
+        """The one bearer token accepted (``None``: any); others are answered 401."""
+        self.authorizations: list[str] = []
+        """The ``Authorization`` header of every GET and POST, in order."""
 
     def put(self, collection: str, obj: dict[str, Any], kind: str = "MODIFIED") -> None:
         with self.cond:
@@ -99,7 +103,19 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(code, {"kind": "Status", "apiVersion": "v1", "status": "Failure",
                           "reason": reason, "message": message, "code": code})
 
+    def _refused(self) -> bool:
+        """Record the request's credentials; answer 401 when they are not the token."""
+        cluster = self.server.cluster
+        said = self.headers.get("Authorization") or ""
+        cluster.authorizations.append(said)
+        if cluster.token is not None and said != f"Bearer {cluster.token}":
+            self._status(401, "Unauthorized", "Unauthorized")
+            return True
+        return False
+
     def do_GET(self) -> None:
+        if self._refused():
+            return
         url = urlparse(self.path)
         query = {k: v[0] for k, v in parse_qs(url.query).items()}
         cluster = self.server.cluster
@@ -206,6 +222,8 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         url = urlparse(self.path)
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+        if self._refused():
+            return
         cluster = self.server.cluster
         match = re.fullmatch(r"/api/v1/namespaces/([^/]+)/pods/([^/]+)/binding", url.path)
         if match:
