@@ -123,8 +123,9 @@ def test_an_unfit_gang_stays_gated_saying_why_until_its_blockers_go(
         return [p for p in pods_in(conn, ns) if p["metadata"]["name"].startswith("big-")]
 
     assert wait_until(lambda: len(members()) == 2, timeout=60), describe(conn, ns)
-    assert wait_until(lambda: bool(events(conn, ns, "GangWaiting")), timeout=30), \
-        describe(conn, ns)
+    # The JobSet is told at once, its pods once the gang waited a few seconds.
+    assert wait_until(lambda: {e["involvedObject"]["kind"] for e in events(
+        conn, ns, "GangWaiting")} == {"Pod", "JobSet"}, timeout=30), describe(conn, ns)
     assert not wait_until(lambda: bool(bound(members())), timeout=6)
     assert all(gates(p) == [GATE] for p in members())
     shown = statuses(gated_box, ns)

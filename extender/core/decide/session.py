@@ -57,6 +57,7 @@ from extender.core.decide.effects import (
 from extender.core.decide.gating import GATHERING, GateBook, decide_ungates
 from extender.core.decide.held import HeldBinds, Hold
 from extender.core.decide.holders import Holder
+from extender.core.decide.podnews import PodNews
 from extender.core.decide.preemption import PreemptionPlan, plan_preemption
 from extender.core.decide.settings import CoreSettings
 from extender.core.decide.yields import decide_yields
@@ -157,6 +158,9 @@ class GangSession:
         """Gang -> its preemption plan, kept until its deadline or until the gang fits."""
         self.gates = GateBook()
         """What ungating remembers (:mod:`extender.core.decide.gating`)."""
+        self.pod_news = PodNews()
+        """When the pods of gangs gated for want of room hear why
+        (:mod:`extender.core.decide.podnews`)."""
 
     # --- looking at the cluster ---------------------------------------------------------------
 
@@ -251,6 +255,7 @@ class GangSession:
             del self._workload_told[key]
         for key in [k for k in self.holders if k not in snapshot.gangs]:
             del self.holders[key]
+        self.pod_news.keep_only(snapshot.gangs)
         self._tell_refusals(snapshot, out)
 
     def _tell_refusals(self, snapshot: ClusterSnapshot, out: list[Effect]) -> None:
@@ -701,19 +706,34 @@ class GangSession:
                        else f"gang {still.gang}: {still.reason}")
             kind = EventType.WARNING if still.event == "GangWaiting" else EventType.NORMAL
             if still.event == "GangWaiting":
-                for pod in still.pods:
-                    self._event(pod, kind, still.event, message, out)
+                tell = self.pod_news.waits(still.gang, still.pods, message, now=now,
+                                           after=self.settings.pod_events_after)
+                if tell is not None:
+                    self._tell_pods(tell.pods, message, snapshot, out)
+            else:
+                self.pod_news.settled(still.gang)
             self._tell_workload(still.gang, kind, still.event, message, snapshot=snapshot,
                                 out=out)
         for ungate in found.ungates:
             if ungate.gang is not None:
+                self.pod_news.settled(ungate.gang)
                 self._remember_reason(ungate.gang, ungate.reason)
                 self.holders[ungate.gang] = ()
                 self._tell_workload(ungate.gang, EventType.NORMAL, "GangUngated",
                                     ungate.reason, snapshot=snapshot, out=out)
             out.append(ungate)
+        for tell in self.pod_news.due(now):
+            self._tell_pods(tell.pods, tell.message, snapshot, out)
         self._log("ungate", now, "", "ungated" if found.ungates else "gated", "", out=out)
         return tuple(out)
+
+    def _tell_pods(self, pods: Sequence[PodInfo], message: str, snapshot: ClusterSnapshot,
+                   out: list[Effect]) -> None:
+        """``GangWaiting`` on each of ``pods`` still behind Muster's gate."""
+        for pod in pods:
+            current = snapshot.pods.get(pod.uid)
+            if current is not None and self.settings.gate in current.gates:
+                self._event(current, EventType.WARNING, "GangWaiting", message, out)
 
     # --- events and the journal ---------------------------------------------------------------
 

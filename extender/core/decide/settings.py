@@ -51,6 +51,10 @@ class CoreSettings:
     pod is never stuck for good; filter and bind still treat it as strictly as any."""
     gate_retry: float = 10.0
     """Seconds before asking again to remove a gate that is still there (the patch failed)."""
+    pod_events_after: float = 5.0
+    """Seconds a gang waits behind its gates for want of room before its pods are told why
+    (``GangWaiting`` on each pod; its workload and Gang object say it at once): most gangs of
+    a burst are ungated within that (:mod:`extender.core.decide.podnews`). 0 tells at once."""
     scheduler_names: tuple[str, ...] = ("muster",)
     """The ``schedulerName`` of the pods this Muster serves: it ungates only those."""
     workload_limits: WorkloadLimits = DEFAULT_LIMITS
@@ -67,6 +71,9 @@ class CoreSettings:
                      "gate_bound", "gate_retry"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"CoreSettings.{name} must be positive, got {getattr(self, name)}")
+        if not 0 <= self.pod_events_after < float("inf"):
+            raise ValueError("CoreSettings.pod_events_after must be 0 or more seconds, got "
+                             f"{self.pod_events_after}")
 
     @property
     def policy(self) -> Policy:

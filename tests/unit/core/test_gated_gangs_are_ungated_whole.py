@@ -139,11 +139,69 @@ def test_a_gang_that_does_not_fit_stays_gated_saying_what_filter_would_say() -> 
     first = next(p for p in snap.pods.values() if p.name == "big-worker-0")
     told = twin.filter(first, list(snap.nodes), snapshot=snap, now=0.0).decision
     assert told.outcome is FilterOutcome.WAITING
-    waiting = pod_events(effects, "GangWaiting")
+    assert session.last_reason[gang.key] == told.reason
+    [said] = workload_events(effects, "GangWaiting")  # the workload hears it at once
+    assert told.reason in said.message
+    assert pod_events(effects, "GangWaiting") == []  # its pods once it waited a while
+    assert pod_events(session.ungate(snap, now=SETTINGS.pod_events_after - 0.1),
+                      "GangWaiting") == []
+    waiting = pod_events(session.ungate(snap, now=SETTINGS.pod_events_after), "GangWaiting")
     assert sorted(e.pod.name for e in waiting) == ["big-worker-0", "big-worker-1"]
     assert all(told.reason in e.message for e in waiting)
-    assert session.last_reason[gang.key] == told.reason
-    assert workload_events(effects, "GangWaiting")
+    assert session.ungate(snap, now=SETTINGS.pod_events_after + 1) == ()  # told once
+
+
+def test_a_gang_ungated_within_the_wait_never_tells_its_pods_and_a_later_wait_starts_over(
+) -> None:
+    gang = make_gang("big", roles=[("worker", 2, make_shape(gpus=8))])
+    blocker = make_pod("blocker", shape=make_shape(gpus=8), node="n2")
+    after = SETTINGS.pod_events_after
+    session = GangSession(SETTINGS)
+    seen = list(session.ungate(world([gang], extra=[blocker]), now=0.0))
+    # The blocker goes before the gang waited long: it is ungated, its pods never told.
+    seen += session.ungate(world([gang], revision=2), now=after / 2)
+    assert ungated_names(seen) == ["big-worker-0", "big-worker-1"]
+    seen += session.ungate(world([gang], revision=2), now=after * 2)
+    assert pod_events(seen, "GangWaiting") == []
+    # A gang that waits, is told, and then fits, is told afresh the next time it waits.
+    other = make_gang("other", roles=[("worker", 2, make_shape(gpus=8))])
+    session = GangSession(SETTINGS)
+    blocked = world([other], extra=[blocker])
+    session.ungate(blocked, now=0.0)
+    assert len(pod_events(session.ungate(blocked, now=after), "GangWaiting")) == 2
+    session.pod_news.settled(other.key)  # as when it is ungated
+    assert pod_events(session.ungate(world([other], extra=[blocker], revision=3), now=after + 1),
+                      "GangWaiting") == []
+
+
+def test_only_pods_still_gated_are_told_and_once_told_a_new_reason_is_told_at_once(
+) -> None:
+    gang = make_gang("big", roles=[("worker", 2, make_shape(gpus=8))])
+    after = SETTINGS.pod_events_after
+    both = [make_pod(f"blocker-{n}", shape=make_shape(gpus=8), node=n) for n in ("n1", "n2")]
+    session = GangSession(SETTINGS)
+    session.ungate(world([gang], extra=both), now=0.0)
+    # Someone removed one member's gate by hand while the gang waited: only the other is
+    # told (the ungated one is kube-scheduler's now, and its filter says why).
+    by_hand = {"big-worker-0"}
+    told = pod_events(session.ungate(world([gang], extra=both, ungated=by_hand, revision=2),
+                                     now=after), "GangWaiting")
+    assert [e.pod.name for e in told] == ["big-worker-1"]
+    # One blocker goes: the gang still does not fit, for a new reason, told without a wait.
+    again = pod_events(session.ungate(world([gang], extra=both[1:], ungated=by_hand,
+                                            revision=3), now=after + 1), "GangWaiting")
+    assert [e.pod.name for e in again] == ["big-worker-1"]
+    assert again[0].message != told[0].message
+
+
+def test_pods_are_told_at_once_when_the_wait_is_zero() -> None:
+    gang = make_gang("big", roles=[("worker", 2, make_shape(gpus=8))])
+    blocker = make_pod("blocker", shape=make_shape(gpus=8), node="n2")
+    session = GangSession(replace(SETTINGS, pod_events_after=0.0))
+    effects = session.ungate(world([gang], extra=[blocker]), now=0.0)
+    assert len(pod_events(effects, "GangWaiting")) == 2
+    with pytest.raises(ValueError, match="pod_events_after"):
+        replace(SETTINGS, pod_events_after=-1.0)
 
 
 def test_an_unfit_gang_is_looked_at_again_only_when_capacity_grew() -> None:
@@ -268,7 +326,7 @@ def test_a_gang_that_fits_only_by_preempting_is_ungated_for_kube_schedulers_pree
             [ungate] = ungates(effects)
             assert "kube-scheduler's preemption" in ungate.reason
         else:
-            assert pod_events(effects, "GangWaiting")
+            assert workload_events(effects, "GangWaiting")
 
 
 def test_of_two_gated_gangs_only_one_fits_the_older_goes_first_whatever_its_name() -> None:
