@@ -112,16 +112,30 @@ def candidates(gang: Gang, snapshot: ClusterSnapshot, ledger: Ledger, *, gpu: st
     prio: dict[str, int] = {}
     gangs: dict[str, GangKey | None] = {}
     barred: set[str] = set()
+    # Units with a pod or a gang of the preemptor's priority or more are never victims:
+    # found before any other work, so a cluster of one priority (no victim anywhere) costs a
+    # pass over its pods and nothing more. Each gang's priority is worked out once.
+    too_high: set[str] = set()
+    ranks: dict[GangKey, int] = {}
     for node, uids in index.pods_on.items():
         for uid in uids:
             pod = snapshot.pods[uid]
             owner = snapshot.gang_of(uid)
             key = owner.key if owner is not None else f"pod:{pod.key}"
+            if key in too_high:
+                continue
+            base = pod.shape.priority
+            if owner is not None and base < above:
+                rank = ranks.get(owner.key)
+                if rank is None:
+                    rank = ranks[owner.key] = gang_priority(owner, snapshot, gpu=gpu)
+                base = max(base, rank)
+            if base >= above:
+                too_high.add(key)
+                continue
             units.setdefault(key, []).append((uid, node))
             gangs[key] = owner.key if owner is not None else None
-            base = (gang_priority(owner, snapshot, gpu=gpu) if owner is not None
-                    else pod.shape.priority)
-            prio[key] = max(prio.get(key, base), pod.shape.priority, base)
+            prio[key] = max(prio.get(key, base), base)
             if owner is not None and owner.key == gang.key:
                 barred.add(key)
     for key, member_of in gangs.items():
@@ -131,7 +145,7 @@ def candidates(gang: Gang, snapshot: ClusterSnapshot, ledger: Ledger, *, gpu: st
     pdb = set(pdb_nodes)
     out = [Victim(key, gangs[key], prio[key], tuple(sorted(pods)),
                   any(n in pdb for _, n in pods))
-           for key, pods in units.items() if key not in barred and prio[key] < above]
+           for key, pods in units.items() if key not in barred and key not in too_high]
 
     def size(v: Victim) -> tuple[int, int]:
         milli = sum(demand_of(snapshot.pods[u].shape, gpu=gpu).gpu_milli for u, _ in v.pods)
