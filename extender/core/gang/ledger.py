@@ -594,8 +594,16 @@ class CapacityMemo:
 
     changes: dict[tuple[object, ...], dict[NodeName, NodeCapacity]]
     """Key -> the nodes free capacity changes from the base, and their capacity."""
-    charges: dict[str, dict[NodeName, list[Charge]]]
-    """GPU resource -> per node, the reservations and holds charged to it, in order."""
+    charges: dict[str, Charges]
+    """GPU resource -> the reservations' and holds' unfilled slots (:func:`_charges`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Charges:
+    by_node: dict[NodeName, list[Charge]]
+    """Per node, the reservations and holds charged to it, in the order they are charged."""
+    nodes_of: dict[GangKey, dict[NodeName, None]]
+    """Per gang, the nodes it has a charge on (a dict as an ordered set)."""
 
 
 def _free_changes(
@@ -618,9 +626,9 @@ def _free_changes(
         memo.changes[(gpu, without, False, None)] = flights
     if not reservations:
         return flights
-    by_node = memo.charges.get(gpu)
-    if by_node is None:
-        by_node = memo.charges[gpu] = _charges(snapshot, ledger, base, gpu=gpu)
+    charged = memo.charges.get(gpu)
+    if charged is None:
+        charged = memo.charges[gpu] = _charges(snapshot, ledger, base, gpu=gpu)
     if exclude is not None:
         every = memo.changes.get((gpu, without, True, None))
         if every is None:
@@ -628,11 +636,9 @@ def _free_changes(
                 snapshot, ledger, base, memo, gpu=gpu, exclude=None, reservations=True,
                 without=without)
         changes = dict(every)
-        for node, charges in by_node.items():
-            if not any(gang == exclude for gang, _, _ in charges):
-                continue
+        for node in charged.nodes_of.get(exclude, {}):
             cap = flights.get(node)
-            for gang, demand, left in charges:
+            for gang, demand, left in charged.by_node[node]:
                 if gang != exclude:
                     cap = take(cap or base[node], demand, left, force=True)
             if cap is None:
@@ -641,7 +647,7 @@ def _free_changes(
                 changes[node] = cap
         return changes
     changes = dict(flights)
-    for node, charges in by_node.items():
+    for node, charges in charged.by_node.items():
         cap = changes.get(node) or base[node]
         for _, demand, left in charges:
             cap = take(cap, demand, left, force=True)
@@ -650,10 +656,12 @@ def _free_changes(
 
 
 def _charges(snapshot: ClusterSnapshot, ledger: Ledger, base: Mapping[NodeName, NodeCapacity],
-             *, gpu: str) -> dict[NodeName, list[Charge]]:
-    """Per node, every reservation's and hold's unfilled slots on it, in the order they are
-    charged (reservations by gang, then holds by gang, each plan's slots in order)."""
+             *, gpu: str) -> Charges:
+    """Every reservation's and hold's unfilled slots, per node in the order they are charged
+    (reservations by gang, then holds by gang, each plan's slots in order), and per gang the
+    nodes they are on."""
     by_node: dict[NodeName, list[Charge]] = {}
+    nodes_of: dict[GangKey, dict[NodeName, None]] = {}
     for gang, res in [*ledger.reservations(), *ledger.holds()]:
         placed = ledger.placed(gang, snapshot, gpu=gpu)
         for node, role, count in res.plan.slots:
@@ -662,4 +670,5 @@ def _charges(snapshot: ClusterSnapshot, ledger: Ledger, base: Mapping[NodeName, 
             if left <= 0 or shape is None or node not in base:
                 continue
             by_node.setdefault(node, []).append((gang, demand_of(shape, gpu=gpu), left))
-    return by_node
+            nodes_of.setdefault(gang, {})[node] = None
+    return Charges(by_node, nodes_of)
