@@ -2,10 +2,10 @@
 
 A gang that does not fit is said to wait on its workload at once (``GangWaiting``, and on its
 Gang object). Its pods are told too, for ``kubectl describe pod``, but only once the gang has
-waited :attr:`~extender.core.decide.settings.CoreSettings.pod_events_after` seconds: in a
-burst, most gangs wait a moment for room that the plans made before them are about to
-release or use, and are ungated within that. An Event per pod of each of them was most of
-Muster's writes while a burst was created, for news nobody needed.
+waited :attr:`~extender.core.decide.settings.CoreSettings.pod_events_after` seconds. A gang
+that waits a moment, for room the plans made before it are about to use or release, is
+ungated within that, and an Event on each of its pods would be news nobody needed. A gang
+that really waits has its pods told a few seconds later.
 
 Once a gang's pods were told, a new reason is told to them at once, as before. A gang that
 is ungated, gathers members again, or is gone starts over.

@@ -53,8 +53,9 @@ class CoreSettings:
     """Seconds before asking again to remove a gate that is still there (the patch failed)."""
     pod_events_after: float = 5.0
     """Seconds a gang waits behind its gates for want of room before its pods are told why
-    (``GangWaiting`` on each pod; its workload and Gang object say it at once): most gangs of
-    a burst are ungated within that (:mod:`extender.core.decide.podnews`). 0 tells at once."""
+    (``GangWaiting`` on each pod; its workload and Gang object say it at once): a gang that
+    waits only a moment never writes an Event per pod (:mod:`extender.core.decide.podnews`).
+    0 tells at once."""
     scheduler_names: tuple[str, ...] = ("muster",)
     """The ``schedulerName`` of the pods this Muster serves: it ungates only those."""
     workload_limits: WorkloadLimits = DEFAULT_LIMITS
