@@ -43,14 +43,15 @@ class PodNews:
         """Gangs waiting whose pods were told: a new reason is told at once."""
 
     def waits(self, gang: GangKey, pods: tuple[PodInfo, ...], message: str, *, now: float,
-              after: float) -> Tell | None:
-        """The gang waits for room, for this reason: what to tell its pods now, if anything."""
+              after: float) -> bool:
+        """The gang waits for room, for this reason: whether its pods are told now (they
+        were told before); if not, they will be by :meth:`due`."""
         if gang in self._told:
-            return Tell(gang, pods, message)
+            return True
         known = self._waiting.get(gang)
         due = known.due if known is not None else now + after
         self._waiting[gang] = _Waiting(due, pods, message)
-        return None
+        return False
 
     def settled(self, gang: GangKey) -> None:
         """The gang no longer waits for room (ungated, or gathering members again)."""
@@ -72,6 +73,3 @@ class PodNews:
         for gang in [g for g in self._waiting if g not in gangs]:
             del self._waiting[gang]
         self._told = {g for g in self._told if g in gangs}
-
-    def __len__(self) -> int:
-        return len(self._waiting) + len(self._told)

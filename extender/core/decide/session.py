@@ -706,10 +706,9 @@ class GangSession:
                        else f"gang {still.gang}: {still.reason}")
             kind = EventType.WARNING if still.event == "GangWaiting" else EventType.NORMAL
             if still.event == "GangWaiting":
-                tell = self.pod_news.waits(still.gang, still.pods, message, now=now,
-                                           after=self.settings.pod_events_after)
-                if tell is not None:
-                    self._tell_pods(tell.pods, message, snapshot, out)
+                if self.pod_news.waits(still.gang, still.pods, message, now=now,
+                                       after=self.settings.pod_events_after):
+                    self._tell_pods(still.pods, message, snapshot, out)
             else:
                 self.pod_news.settled(still.gang)
             self._tell_workload(still.gang, kind, still.event, message, snapshot=snapshot,
