@@ -71,9 +71,9 @@ from extender.state.store import StateStore
 log = logging.getLogger("muster.service")
 
 _INSPECT_WAIT = 1.0
+"""Seconds ``/inspect/gangs`` waits for the lock before it gives up and says it is busy."""
 GANG_OBJECTS_EVERY = 2.0
 """Seconds between two looks at what the Gang objects show (written only when changed)."""
-"""Seconds ``/inspect/gangs`` waits for the lock before it gives up and says it is busy."""
 _GAUGE_WAIT = 0.1
 """The same for each gauge of a scrape (six of them: a scrape must stay well inside its
 timeout)."""

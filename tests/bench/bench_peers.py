@@ -87,6 +87,7 @@ from extender.sandbox.config import GateBy, Ports, SchedulerMode
 from extender.sandbox.controllers import adopt, children, pod_groups
 from extender.sandbox.sandbox import Sandbox, SandboxSpec
 from extender.sandbox.submit import Submitted, create, submit
+from tests.bench import cpu_pinning
 from tests.bench.peer_compare import (
     HOG,
     ROUND,
@@ -481,6 +482,10 @@ def _observe(box: Sandbox, label: str, mix: list[dict[str, Any]], spec: MixSpec,
     started = time.monotonic()
     box.up()
     up_s = time.monotonic() - started
+    pinned = None
+    if options.own_core:  # (the CPUs for the rest, Muster's), split once in main
+        rest, musters = options.own_core
+        pinned = cpu_pinning.pin_sandbox(box.running(), rest=rest, muster=musters)
     conn = box.connection()
     conn.timeout = 60.0
     conn.request("POST", "/api/v1/namespaces", body={"metadata": {"name": NAMESPACE}})
@@ -516,6 +521,8 @@ def _observe(box: Sandbox, label: str, mix: list[dict[str, Any]], spec: MixSpec,
     samples = poller.samples
     notes = [f"{poller.errors} polls failed"] if poller.errors else []
     notes.append(f"poll took {poller.mean_poll_ms():.0f} ms on average")
+    if pinned:
+        notes.append(pinned)
     left = fit_left(conn, submitted, gangs, samples[-1].bound, catalog)
     gpus_of = {p["metadata"]["name"]: pod_gpus(p) for p in order}
     result = summarize(label, samples, gangs, gpus_of=gpus_of, up_s=up_s,
@@ -740,6 +747,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hog", action="store_true",
                         help="run every mode again with a busy process on one core, and "
                              "print each mode's slowdown")
+    parser.add_argument("--own-core", action="store_true",
+                        help="Muster's processes on CPUs of their own, the bench and the "
+                             "control plane on the first CPU, in every mode (cpu_pinning.py)")
     parser.add_argument("--min-gang", type=int,
                         help="pods of the smallest JobSet gang (default 2)")
     parser.add_argument("--max-gang", type=int,
@@ -779,6 +789,10 @@ def main(argv: list[str] | None = None) -> int:
     mix = generate(spec)
     config = configuration(spec, mix, catalog)
 
+    if args.own_core:  # split before the first mode pins this process to its part
+        args.own_core = cpu_pinning.split(os.sched_getaffinity(0))
+        config["own_core"] = "rest on CPU {} and Muster on CPU {}".format(
+            *(sorted(c) for c in args.own_core))
     print("configuration: " + ", ".join(f"{k}={v}" for k, v in config.items()), flush=True)
     runs = []
     repeat = max(1, args.repeat)
