@@ -775,6 +775,8 @@ def main(argv: list[str] | None = None) -> int:
     def say(message: str) -> None:
         print(message, file=sys.stderr, flush=True)
 
+    if args.streamed and args.own_core:
+        parser.error("--own-core applies to the burst only, not to --streamed")
     if args.streamed:  # its own module: imported only when asked for
         from tests.bench.peer_stream_run import run_streamed  # noqa: PLC0415
         return run_streamed(args, say)
