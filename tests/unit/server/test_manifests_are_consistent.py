@@ -199,3 +199,16 @@ def test_two_replicas_of_each_on_different_nodes_with_one_always_left_by_a_drain
     # Both replicas of Muster elect a leader; kube-scheduler's pair has its own lease.
     assert muster_env()["MUSTER_LEADER_ELECT"] == "true"
     assert scheduler_config()["leaderElection"]["leaderElect"] is True
+
+
+def test_musters_pod_runs_as_the_user_its_image_declares() -> None:
+    # The image's user owns its home and has a passwd entry; a pod that overrides it with
+    # another UID runs as a user the image does not know.
+    image = MANIFESTS.parent / "packaging" / "image"
+    users = {line.split()[1] for f in sorted(image.glob("Containerfile*"))
+             for line in f.read_text().splitlines() if line.startswith("USER ")}
+    assert len(users) == 1, users
+    uid, _, gid = users.pop().partition(":")
+    context = pod_spec("deployment.yaml")["securityContext"]
+    assert (context["runAsUser"], context["runAsGroup"]) == (int(uid), int(gid))
+    assert context["runAsNonRoot"] is True
