@@ -18,6 +18,9 @@ from extender.sandbox.nodes import FAKE_NODE_ANNOTATION
 KWOK_STAGES = manifests_dir() / "sandbox" / "kwok"
 #: A pod annotated with a Go duration (``90s``) succeeds that long after it became Ready.
 RUNTIME_ANNOTATION = "muster.dev/sandbox-runtime"
+#: A pod annotated with a Go duration (``5s``) stays terminating that long when deleted with a
+#: grace period (2s without it), as on a kubelet, before KWOK removes it.
+SHUTDOWN_ANNOTATION = "muster.dev/sandbox-shutdown"
 
 #: What a scheduling test needs, nothing that needs a cloud. Left out on purpose:
 #: ``node-lifecycle-controller`` and ``taint-eviction-controller`` would taint every fake

@@ -20,7 +20,7 @@ import yaml
 
 from extender.core.workloads.catalog import Catalog
 from extender.kube.client import Connection
-from extender.sandbox.components import RUNTIME_ANNOTATION
+from extender.sandbox.components import RUNTIME_ANNOTATION, SHUTDOWN_ANNOTATION
 from extender.sandbox.config import Ports
 from extender.sandbox.processes import alive
 from extender.sandbox.sandbox import Sandbox, SandboxSpec
@@ -135,15 +135,22 @@ def test_pods_with_a_runtime_succeed_free_their_gpus_and_a_waiting_gang_then_bin
 
 def test_a_deleted_bound_pod_finishes_terminating_and_its_job_makes_a_new_one(
         sandbox: Sandbox, namespace: str) -> None:
-    """KWOK completes graceful deletion, as a kubelet does; the Job controller replaces it."""
+    """KWOK completes graceful deletion, as a kubelet does, after the pod's annotated shutdown
+    time: a controller sees it terminating first. The Job controller replaces it."""
     conn: Connection = sandbox.connection()
-    kubectl(sandbox, "apply", "-f", "-",
-            stdin=yaml.safe_dump(gpu_job("solo", namespace, pods=1, gpus=1)))
+    job = gpu_job("solo", namespace, pods=1, gpus=1)
+    job["spec"]["template"]["metadata"] = {"annotations": {SHUTDOWN_ANNOTATION: "8s"}}
+    kubectl(sandbox, "apply", "-f", "-", stdin=yaml.safe_dump(job))
     assert wait_until(lambda: len(running(pods_in(conn, namespace))) == 1, timeout=60)
     first = pods_in(conn, namespace)[0]["metadata"]["name"]
+    asked = time.monotonic()
     kubectl(sandbox, "delete", "pod", "-n", namespace, first, "--wait=false")
+    terminating = conn.request("GET", f"/api/v1/namespaces/{namespace}/pods/{first}")
+    assert terminating["metadata"].get("deletionTimestamp"), terminating["metadata"]
     assert wait_until(lambda: first not in {p["metadata"]["name"]
                                            for p in pods_in(conn, namespace)}, timeout=30)
+    # KWOK counts the 8s from when it saw the deletion, which is after it was asked for.
+    assert time.monotonic() - asked >= 8
     assert wait_until(lambda: len(running(pods_in(conn, namespace))) == 1, timeout=60)
 
 

@@ -20,6 +20,7 @@ from extender.sandbox.components import (
     CONTROLLERS,
     KWOK_STAGES,
     RUNTIME_ANNOTATION,
+    SHUTDOWN_ANNOTATION,
     controller_manager_argv,
     kwok_argv,
 )
@@ -127,7 +128,10 @@ def test_the_runtime_stage_reads_the_annotation_and_only_finishes_pods_that_may_
     assert keys[f'.metadata.annotations["{RUNTIME_ANNOTATION}"]']["operator"] == "Exists"
     assert keys[".spec.restartPolicy"]["values"] == ["Never", "OnFailure"]
     assert "phase: Succeeded" in finish["next"]["statusTemplate"]
-    assert stages["muster-pod-delete"]["spec"]["next"]["delete"] is True
+    delete = stages["muster-pod-delete"]["spec"]
+    assert delete["next"]["delete"] is True
+    assert SHUTDOWN_ANNOTATION in delete["delay"]["durationFrom"]["jq"]["expression"]
+    assert delete["delay"]["durationMilliseconds"] > 0  # a controller sees it terminating
 
 
 def _story() -> dict[str, object]:
