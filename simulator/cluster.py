@@ -29,12 +29,14 @@ from types import MappingProxyType
 from extender.core.gang.capacity import (
     DEVICE,
     Capacities,
+    Classes,
     Demand,
     NodeCapacity,
     SnapshotIndex,
     attach_empty,
     attach_index,
     charge_pod,
+    classes_of,
     count_fitting,
     demand_of,
     empty_capacity,
@@ -44,6 +46,7 @@ from extender.core.gang.capacity import (
 from extender.core.gang.constraints import ineligibility
 from extender.core.model.resources import GPU
 from extender.core.model.snapshot import ClusterSnapshot
+from extender.core.model.sortednames import SortedNames
 from extender.core.model.values import (
     Gang,
     GangKey,
@@ -59,6 +62,9 @@ from simulator.preferences import Preferred
 
 #: Node kind: what eligibility and default scores depend on besides free capacity.
 Kind = tuple[object, ...]
+
+
+_NO_NAMES: SortedNames[NodeName] = SortedNames()
 
 
 def _kind_of(node: NodeInfo, personal: frozenset[str]) -> Kind:
@@ -151,12 +157,8 @@ class ClusterModel:
         self._eligible_kinds: dict[PodShape, tuple[int, ...]] = {}
         # The extender's view, maintained incrementally (see the module docstring).
         self.base: dict[NodeName, NodeCapacity] = dict(self.empty)
-        self._base_classes: dict[NodeCapacity, list[NodeName]] = {}
-        for name in self.nodes:
-            self._base_classes.setdefault(self.base[name], []).append(name)
-        self._class_tuples: dict[NodeCapacity, tuple[NodeName, ...]] = {}
-        """The classes as the core reads them; only classes that changed are copied again."""
-        self._dirty_classes: set[NodeCapacity] = set(self._base_classes)
+        self._base_classes: Classes = classes_of(self.base)
+        """The classes as the core reads them; a move copies one chunk of two of them."""
         self._bound_on: dict[NodeName, set[str]] = {}
         self._unpinned: set[NodeName] = set()
         """Nodes with a bound GPU pod whose devices are not known (recorded without them):
@@ -184,14 +186,7 @@ class ClusterModel:
                 revision=self.revision,
             )
             proxy = MappingProxyType(self.base)
-            for cap in self._dirty_classes:
-                names = self._base_classes.get(cap)
-                if names:
-                    self._class_tuples[cap] = tuple(names)
-                else:
-                    self._class_tuples.pop(cap, None)
-            self._dirty_classes.clear()
-            base = Capacities(proxy, classes=dict(self._class_tuples))
+            base = Capacities(proxy, classes=dict(self._base_classes))
             attach_empty(snapshot, self._empty_view, gpu=self.gpu)
             attach_index(snapshot, SnapshotIndex(
                 base=base, pods_on=MappingProxyType(self._pods_on),
@@ -231,12 +226,12 @@ class ClusterModel:
         old = self.base[node]
         if old == cap:
             return
-        names = self._base_classes[old]
-        del names[bisect.bisect_left(names, node)]
-        if not names:
+        rest = self._base_classes[old].removing(node)
+        if rest:
+            self._base_classes[old] = rest
+        else:
             del self._base_classes[old]
-        bisect.insort(self._base_classes.setdefault(cap, []), node)
-        self._dirty_classes.update((old, cap))
+        self._base_classes[cap] = self._base_classes.get(cap, _NO_NAMES).adding(node)
         self.base[node] = cap
 
     def _gang_member(self, uid: str, gang: str | None, *, present: bool) -> None:

@@ -4,15 +4,15 @@
 build to find what moved: a pass over 100,000 pods per event. Here the snapshot source says
 which pods, memberships and nodes changed, and only their nodes are charged again (by the
 changed pods alone when those take no GPU, from all the node's pods otherwise); the
-capacity classes move the few nodes whose free capacity changed (a bisect in a sorted tuple,
-not a regroup of every node). What it attaches equals what
+capacity classes move the few nodes whose free capacity changed (one chunk of a
+:class:`~extender.core.model.sortednames.SortedNames` copied per move, not a regroup of every
+node). What it attaches equals what
 :func:`~extender.core.gang.capacity.index_of` derives from the snapshot alone (the property
 test ``tests/property/test_event_snapshots_equal_full_builds.py`` checks this).
 """
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,6 +32,7 @@ from extender.core.gang.capacity import (
 from extender.core.model.layered import GONE, Layered
 from extender.core.model.resources import GPU
 from extender.core.model.snapshot import ClusterSnapshot
+from extender.core.model.sortednames import SortedNames
 from extender.core.model.values import NodeName, PodInfo
 
 
@@ -171,15 +172,14 @@ def _moved(classes: Classes, before: Mapping[NodeName, NodeCapacity],
     for name, after in moved.items():
         old = before.get(name)
         if old is not None:
-            names = out[old]
-            at = bisect.bisect_left(names, name)
-            rest = names[:at] + names[at + 1:]
+            rest = out[old].removing(name)
             if rest:
                 out[old] = rest
             else:
                 del out[old]
         if after is not None:
-            names = out.get(after, ())
-            at = bisect.bisect_left(names, name)
-            out[after] = (*names[:at], name, *names[at:])
+            out[after] = out.get(after, _NO_NAMES).adding(name)
     return out
+
+
+_NO_NAMES: SortedNames[NodeName] = SortedNames()

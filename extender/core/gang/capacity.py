@@ -27,6 +27,7 @@ from types import MappingProxyType
 
 from extender.core.model.resources import EMPTY, GPU, PODS, Resources
 from extender.core.model.snapshot import ClusterSnapshot
+from extender.core.model.sortednames import SortedNames
 from extender.core.model.values import Gang, NodeInfo, NodeName, PodInfo, PodShape
 
 DEVICE = 1000
@@ -265,7 +266,7 @@ def node_capacity(
     return cap
 
 
-Classes = dict[NodeCapacity, tuple[NodeName, ...]]
+Classes = dict[NodeCapacity, SortedNames[NodeName]]
 
 
 class Capacities(Mapping[NodeName, NodeCapacity]):
@@ -306,7 +307,7 @@ def _group(base: Mapping[NodeName, NodeCapacity]) -> Classes:
     grouped: dict[NodeCapacity, list[NodeName]] = {}
     for name in sorted(base):
         grouped.setdefault(base[name], []).append(name)
-    return {cap: tuple(names) for cap, names in grouped.items()}
+    return {cap: SortedNames(names) for cap, names in grouped.items()}
 
 
 def classes_of(base: Mapping[NodeName, NodeCapacity]) -> Classes:

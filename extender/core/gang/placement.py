@@ -206,7 +206,7 @@ def _rank_classes(
     touched = set(changed) | set(working)
     allowed = None if len(nodes) == len(base) else frozenset(nodes)
     # (key, first name, is a touched node, names)
-    groups: list[tuple[tuple[int, ...], str, bool, tuple[NodeName, ...]]] = []
+    groups: list[tuple[tuple[int, ...], str, bool, Sequence[NodeName]]] = []
     for cap, names in classes_of(base).items():
         if count_fitting(cap, demand) > 0:
             groups.append((node_order_key(policy, cap, demand), names[0], False, names))
@@ -216,9 +216,9 @@ def _rank_classes(
         cap = working.get(name) or cap_of[name]
         if count_fitting(cap, demand) > 0:
             groups.append((node_order_key(policy, cap, demand), name, True, (name,)))
-    groups.sort()
-    for _, _, is_touched, names in groups:
-        for name in names:
+    groups.sort(key=lambda group: group[:3])  # a name is in one group: never a tie
+    for _, _, is_touched, run in groups:
+        for name in run:
             if is_touched or (name not in touched and (allowed is None or name in allowed)):
                 yield name
 

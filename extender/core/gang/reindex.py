@@ -26,6 +26,7 @@ from extender.core.gang.capacity import (
 )
 from extender.core.model.resources import GPU
 from extender.core.model.snapshot import ClusterSnapshot
+from extender.core.model.sortednames import SortedNames
 from extender.core.model.values import NodeInfo, NodeName, PodInfo
 
 
@@ -107,14 +108,14 @@ class IndexKeeper:
             grouped.setdefault(index.base[name], []).append(name)
         classes: Classes = {}
         for cap, names in self._classes.items():
-            kept = (tuple(n for n in names if n not in moved) if moved.intersection(names)
+            kept = (SortedNames(n for n in names if n not in moved) if moved.intersection(names)
                     else names)
             joining = grouped.pop(cap, None)
-            merged = tuple(sorted([*kept, *joining])) if joining else kept
+            merged = SortedNames([*kept, *joining]) if joining else kept
             if merged:
                 classes[cap] = merged
         for cap, joined in grouped.items():
-            classes[cap] = tuple(sorted(joined))
+            classes[cap] = SortedNames(joined)
         return classes
 
 
