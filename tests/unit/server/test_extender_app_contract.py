@@ -17,7 +17,7 @@ from extender.server.app import create_app
 from extender.server.settings import Settings
 from extender.state.memory import MemoryBinder
 from extender.state.ports import MemoryEvents
-from extender.state.store import NODES
+from extender.state.store import NODES, PODS
 from tests.unit.server.builders import (
     bind_body,
     filter_body,
@@ -121,6 +121,21 @@ def test_unknown_nodes_fail_and_a_pod_of_an_unknown_kind_is_not_a_gang(world: Wo
     only_ghost = world.post("filter", filter_body(pod, ["ghost"]))
     assert only_ghost["NodeNames"] == []
     assert "not yet seen" in only_ghost["FailedNodes"]["ghost"]
+
+
+def test_a_node_is_known_from_the_event_that_adds_it_and_unknown_once_deleted(
+        world: World) -> None:
+    """The known names are kept per version of the node map, across pod events: a node event
+    must still reach the very next filter."""
+    pod = plain_pod("solo", gpus=1)
+    assert world.post("filter", filter_body(pod, ["n4"]))["NodeNames"] == []
+    world.store.apply(NODES, "ADDED", gpu_node("n4", gpus=8))
+    assert world.post("filter", filter_body(pod, ["n4"]))["NodeNames"] == ["n4"]
+    world.store.apply(PODS, "ADDED", plain_pod("other", gpus=1))  # a pod event only
+    assert world.post("filter", filter_body(pod, ["n4"]))["NodeNames"] == ["n4"]
+    world.store.apply(NODES, "DELETED", gpu_node("n4", gpus=8))
+    gone = world.post("filter", filter_body(pod, ["n4"]))
+    assert gone["NodeNames"] == [] and "not yet seen" in gone["FailedNodes"]["n4"]
 
 
 def test_full_node_objects_are_answered_with_node_objects(world: World) -> None:
