@@ -13,6 +13,7 @@ test ``tests/property/test_event_snapshots_equal_full_builds.py`` checks this).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +24,7 @@ from extender.core.gang.capacity import (
     NodeCapacity,
     SnapshotIndex,
     attach_empty,
+    attach_gang_stamps,
     attach_gated,
     attach_index,
     demand_of,
@@ -58,6 +60,7 @@ class DeltaIndex:
         self._pods_on: Layered[NodeName, tuple[str, ...]] = Layered()
         self._members: dict[str, set[str]] = {}
         self._gang_pods: Layered[str, tuple[str, ...]] = Layered()
+        self._stamps: Layered[str, int] = Layered()
         self._classes: Classes = {}
         self._eligible: dict[Any, tuple[NodeName, ...]] = {}
         self._last: ClusterSnapshot | None = None
@@ -112,6 +115,7 @@ class DeltaIndex:
         self._base = self._base.evolve(base)
         self._pods_on = self._pods_on.evolve(pods_on)
         self._gang_pods = self._gang_pods.evolve(self._regang(changes.gangs))
+        self._stamps = self._stamps.evolve(_restamped(snapshot, changes))
         if changes.nodes:
             self._eligible = {}  # which nodes a shape may use depends on the nodes alone
         index = SnapshotIndex(base=Capacities(self._base, classes=self._classes),
@@ -119,6 +123,7 @@ class DeltaIndex:
                               eligible=self._eligible)
         attach_index(snapshot, index, gpu=self.gpu)
         attach_gated(snapshot, self._gated_now)
+        attach_gang_stamps(snapshot, self._stamps)
         empty = None if self._last is None else self._last.derived.get(f"empty:{self.gpu}")
         if not changes.nodes and isinstance(empty, Capacities):
             attach_empty(snapshot, empty, gpu=self.gpu)
@@ -145,6 +150,24 @@ class DeltaIndex:
                 self._members.pop(gang, None)
                 out[gang] = GONE
         return out
+
+
+_STAMP = itertools.count(1)
+"""Gang stamps for every index in the process: one index's stamps never repeat another's."""
+
+
+def _restamped(snapshot: ClusterSnapshot, changes: IndexChanges) -> dict[str, Any]:
+    """A new stamp for each gang that a changed pod is in, or that a pod joined or left
+    (also for a change of role); a gang's pods changing is all that moves its stamp."""
+    gangs: set[str] = set()
+    for old, new in changes.gangs.values():
+        gangs.update(g for g in (old, new) if g is not None)
+    memberships = snapshot.memberships
+    for uid in changes.pods:
+        member = memberships.get(uid)
+        if member is not None and member.gang is not None:
+            gangs.add(member.gang)
+    return {gang: next(_STAMP) if gang in snapshot.gangs else GONE for gang in gangs}
 
 
 def _recharged(cap: NodeCapacity, pods: Iterable[tuple[int, PodInfo]],

@@ -390,6 +390,23 @@ def attach_gated(snapshot: ClusterSnapshot, gated: frozenset[str]) -> None:
     snapshot.derived[GATED] = gated
 
 
+STAMPS = "gang-stamps"
+
+
+def attach_gang_stamps(snapshot: ClusterSnapshot, stamps: Mapping[str, int]) -> None:
+    """Give a snapshot just built, by a source that sees which pods changed, a stamp per gang
+    that is new whenever one of the gang's pods, or the set or roles of its members, changed.
+    A stamp is never given twice, even by another source (after a relist), so what was
+    derived from a gang's pods may be kept while its stamp stays."""
+    snapshot.derived[STAMPS] = stamps
+
+
+def gang_stamps(snapshot: ClusterSnapshot) -> Mapping[str, int] | None:
+    """The stamps :func:`attach_gang_stamps` gave, or ``None``: derive afresh."""
+    found = snapshot.derived.get(STAMPS)
+    return found if isinstance(found, Mapping) else None
+
+
 def gang_priority(gang: Gang, snapshot: ClusterSnapshot, *, gpu: str = GPU) -> int:
     """The gang's priority: the highest of its templates' and its pods' own.
 

@@ -42,6 +42,7 @@ from extender.core.gang.capacity import (
     NodeCapacity,
     demand_of,
     gang_priority,
+    gang_stamps,
     index_of,
     take,
 )
@@ -98,6 +99,10 @@ class Ledger:
         self.plans_ended = 0
         """Bumped whenever a plan ends (expired, withdrawn, settled, forgotten): capacity went
         back, and pods turned away while it held it may fit now."""
+        self._settled: dict[GangKey, tuple[tuple[int | None, Plan, tuple[InFlight | None, ...]],
+                                           bool]] = {}
+        """Gang -> what :meth:`settle` last found for its plan, and under what (its stamp,
+        the plan, its pods in flight)."""
         self._placed_memo: dict[GangKey, tuple[ClusterSnapshot, int, dict[
             tuple[NodeName, str], int]]] = {}
         self._capacity_memo: tuple[ClusterSnapshot | None, int, CapacityMemo] = (
@@ -349,32 +354,57 @@ class Ledger:
         """
         done: list[GangKey] = []
         members = index_of(snapshot, gpu=gpu).gang_pods
+        stamps = gang_stamps(snapshot)
+        changed = False
         for gang, res in self.reservations():
-            placed: dict[str, int] = {}
-            for (_node, role), n in placed_counts(gang, snapshot, self, gpu=gpu).items():
-                placed[role] = placed.get(role, 0) + n
-            wanted: dict[str, int] = {}
-            for _node, role, n in res.plan.slots:
-                wanted[role] = wanted.get(role, 0) + n
-            for role, n in res.plan.placed:  # a plan made for the rest of the gang
-                if role in wanted:
-                    wanted[role] += n
-            filled = all(placed.get(role, 0) >= n for role, n in wanted.items())
+            pods = members.get(gang)
             # With every pod of the gang deleted, nothing can use the plan any more.
-            if filled or not members.get(gang):
+            if not pods or self._filled(gang, res.plan, pods, stamps, snapshot, gpu=gpu):
                 del self._plans[gang]
                 self._seen.pop(gang, None)
+                self._settled.pop(gang, None)
                 self.plans_ended += 1
                 self._barrier.pop(gang, None)
                 done.append(gang)
+                changed = True
         if len(self._admitted) > len(snapshot.gangs) + _STALE_ADMITTED:
             # Gangs whose workload is gone, forgotten now and then rather than on every call
             # (this runs after every bind); a recreated gang is caught by recheck_admitted.
             for gang in [g for g in self._admitted if g not in snapshot.gangs]:
                 del self._admitted[gang]
                 self._stage.pop(gang, None)
-        self.version += 1
+            changed = True
+        if changed:
+            self.version += 1
         return done
+
+    def _filled(self, gang: GangKey, plan: Plan, pods: tuple[str, ...],
+                stamps: Mapping[str, int] | None, snapshot: ClusterSnapshot, *,
+                gpu: str) -> bool:
+        """Whether every role of ``plan`` has as many of the gang's pods bound or in flight
+        as it holds. Kept while the gang's stamp, its pods in flight and the plan stay the
+        same: settling runs on every new snapshot, and most pod events touch no planned
+        gang, so counting every member of every plan each time was most of its cost."""
+        stamp = None if stamps is None else stamps.get(gang)
+        flights = tuple(map(self._inflight.get, pods))
+        key = (stamp, plan, flights)
+        if stamp is not None:
+            kept = self._settled.get(gang)
+            if kept is not None and kept[0] == key:
+                return kept[1]
+        placed: dict[str, int] = {}
+        for (_node, role), n in placed_counts(gang, snapshot, self, gpu=gpu).items():
+            placed[role] = placed.get(role, 0) + n
+        wanted: dict[str, int] = {}
+        for _node, role, n in plan.slots:
+            wanted[role] = wanted.get(role, 0) + n
+        for role, n in plan.placed:  # a plan made for the rest of the gang
+            if role in wanted:
+                wanted[role] += n
+        filled = all(placed.get(role, 0) >= n for role, n in wanted.items())
+        if stamp is not None:
+            self._settled[gang] = (key, filled)
+        return filled
 
     def recheck_admitted(self, gang: GangKey, snapshot: ClusterSnapshot, *,
                          gpu: str = GPU) -> None:
@@ -406,6 +436,7 @@ class Ledger:
         self._plans.clear()
         self._seen.clear()
         self._placed_memo.clear()
+        self._settled.clear()
         self._inflight.clear()
         self._barrier.clear()
         self._waiting.clear()

@@ -1,0 +1,80 @@
+"""A plan ends once the cluster shows its members bound, and not before, whatever other pod
+events come in between.
+
+Settling keeps, per planned gang, what it last found, for as long as the gang's pods, its
+pods in flight and the plan stay the same (the snapshot source stamps each gang whose pods
+changed). A stamp that missed a change would keep a filled plan reserving its nodes a
+second time, or end a plan early and let another pod take what the gang's next member needs.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from extender.core.gang.capacity import gang_stamps
+from extender.server.app import create_app
+from extender.server.settings import Settings
+from extender.state.store import PODS
+from tests.unit.server.builders import (
+    filter_body,
+    gpu_node,
+    job_of,
+    jobset,
+    jobset_pod,
+    plain_pod,
+    store_of,
+)
+
+NODES = ["n0", "n1", "n2", "n3"]
+
+
+def test_a_plan_settles_when_its_last_member_binds_and_other_events_change_nothing() -> None:
+    store = store_of([gpu_node(n, gpus=8) for n in NODES]
+                     + [jobset("train", workers=2, gpus=8), job_of("train"),
+                        jobset_pod("train", 0, gpus=8), jobset_pod("train", 1, gpus=8)])
+    client = create_app(Settings(), store, time.time).test_client()
+
+    def post(pod: dict[str, Any]) -> Any:
+        response = client.post("/filter", data=filter_body(pod, NODES),
+                               headers={"Content-Type": "application/json"})
+        assert response.status_code == 200
+        return response.get_json()
+
+    def plan() -> list[dict[str, Any]] | None:
+        [gang] = [g for g in client.get("/inspect/gangs").get_json()["gangs"]
+                  if g["gang"] == "ml/train"]
+        found: list[dict[str, Any]] | None = gang["plan"]
+        return found
+
+    def look() -> None:  # any request settles what the cluster caught up with
+        post(plain_pod("probe", gpus=0))
+
+    planned = post(jobset_pod("train", 0, gpus=8))["NodeNames"]
+    assert len(planned) == 2 and plan() is not None
+    first = gang_stamps(store.snapshot())
+    assert first is not None and "ml/train" in first
+
+    for i in range(3):  # pods of no gang come and go: the gang's stamp stays
+        store.apply(PODS, "ADDED", {**plain_pod(f"other-{i}", gpus=1),
+                                    "spec": {**plain_pod("x", gpus=1)["spec"],
+                                             "nodeName": "n3" if "n3" not in planned
+                                             else "n0"}})
+        look()
+        assert plan() is not None
+    stamps = gang_stamps(store.snapshot())
+    assert stamps is not None and stamps["ml/train"] == first["ml/train"]
+
+    store.apply(PODS, "MODIFIED", jobset_pod("train", 0, gpus=8, node=planned[0]))
+    look()
+    assert plan() is not None, "one of two members bound: the plan still holds the other's"
+    stamps = gang_stamps(store.snapshot())
+    assert stamps is not None and stamps["ml/train"] != first["ml/train"]
+
+    store.apply(PODS, "ADDED", plain_pod("later", gpus=0))
+    look()
+    assert plan() is not None
+
+    store.apply(PODS, "MODIFIED", jobset_pod("train", 1, gpus=8, node=planned[1]))
+    look()
+    assert plan() is None, "both members bound: the plan has done its job"
