@@ -102,7 +102,8 @@ class Ledger:
         self._settled: dict[GangKey, tuple[tuple[int | None, Plan, tuple[InFlight | None, ...]],
                                            bool]] = {}
         """Gang -> what :meth:`settle` last found for its plan, and under what (its stamp,
-        the plan, its pods in flight)."""
+        the plan, its pods in flight); an entry goes with the plan, so there are never more
+        than there are plans."""
         self._placed_memo: dict[GangKey, tuple[ClusterSnapshot, int, dict[
             tuple[NodeName, str], int]]] = {}
         self._capacity_memo: tuple[ClusterSnapshot | None, int, CapacityMemo] = (
@@ -198,6 +199,7 @@ class Ledger:
         no longer honours (a slot taken behind Muster's back): the next member's filter plans
         the rest of the gang again around the members already held."""
         self._seen.pop(gang, None)
+        self._settled.pop(gang, None)
         if self._plans.pop(gang, None) is not None:
             self.version += 1
             self.plans_ended += 1
@@ -205,6 +207,7 @@ class Ledger:
     def release(self, gang: GangKey) -> None:
         """Drop the gang's plan and barrier (its in-flight pods stay until observed)."""
         self._seen.pop(gang, None)
+        self._settled.pop(gang, None)
         if self._plans.pop(gang, None) is not None:
             self.plans_ended += 1
         self._barrier.pop(gang, None)
@@ -217,6 +220,7 @@ class Ledger:
         for gang in gone:
             del self._plans[gang]
             self._seen.pop(gang, None)
+            self._settled.pop(gang, None)
         self.plans_ended += len(gone)
         lapsed = [g for g, r in self._holds.items() if r.deadline <= now]
         for gang in lapsed:

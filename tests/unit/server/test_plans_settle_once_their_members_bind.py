@@ -17,6 +17,7 @@ from extender.server.app import create_app
 from extender.server.settings import Settings
 from extender.state.store import PODS
 from tests.unit.server.builders import (
+    Clock,
     filter_body,
     gpu_node,
     job_of,
@@ -78,3 +79,27 @@ def test_a_plan_settles_when_its_last_member_binds_and_other_events_change_nothi
     store.apply(PODS, "MODIFIED", jobset_pod("train", 1, gpus=8, node=planned[1]))
     look()
     assert plan() is None, "both members bound: the plan has done its job"
+
+
+def test_what_settling_keeps_goes_with_the_plan() -> None:
+    """Kept per plan, never past it: a server plans gang after gang for months."""
+    store = store_of([gpu_node(n, gpus=8) for n in NODES]
+                     + [jobset("train", workers=2, gpus=8), job_of("train"),
+                        jobset_pod("train", 0, gpus=8), jobset_pod("train", 1, gpus=8)])
+    clock = Clock()
+    app = create_app(Settings(plan_ttl=30), store, clock)
+    client = app.test_client()
+    ledger = app.extensions["muster.decider"].session.ledger
+
+    def post(pod: dict[str, Any]) -> None:
+        response = client.post("/filter", data=filter_body(pod, NODES),
+                               headers={"Content-Type": "application/json"})
+        assert response.status_code == 200
+
+    post(jobset_pod("train", 0, gpus=8))
+    store.apply(PODS, "ADDED", plain_pod("later", gpus=0))
+    post(plain_pod("probe", gpus=0))  # a new revision: settling looks at the plan
+    assert ledger.plan_for("ml/train") is not None and ledger._settled.keys() == {"ml/train"}
+    clock.now += 31  # the plan expires: no member came within its TTL
+    post(plain_pod("probe", gpus=0))
+    assert ledger.plan_for("ml/train") is None and not ledger._settled
