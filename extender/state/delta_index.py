@@ -29,12 +29,12 @@ from extender.core.gang.capacity import (
     attach_index,
     demand_of,
     is_gated,
+    moved_classes,
     node_capacity,
 )
 from extender.core.model.layered import GONE, Layered
 from extender.core.model.resources import GPU
 from extender.core.model.snapshot import ClusterSnapshot
-from extender.core.model.sortednames import SortedNames
 from extender.core.model.values import NodeName, PodInfo
 
 
@@ -111,7 +111,7 @@ class DeltaIndex:
                 base[name] = GONE if after is None else after
                 moved[name] = after
         self.recomputed = recharged
-        self._classes = _moved(self._classes, self._base, moved)
+        self._classes = moved_classes(self._classes, self._base, moved)
         self._base = self._base.evolve(base)
         self._pods_on = self._pods_on.evolve(pods_on)
         self._gang_pods = self._gang_pods.evolve(self._regang(changes.gangs))
@@ -184,25 +184,3 @@ def _recharged(cap: NodeCapacity, pods: Iterable[tuple[int, PodInfo]],
         free = free - demand.scalar if sign > 0 else free + demand.scalar
         slots = None if slots is None else slots - sign
     return NodeCapacity(free=free, devices=cap.devices, pods=slots, unpacked=cap.unpacked)
-
-
-def _moved(classes: Classes, before: Mapping[NodeName, NodeCapacity],
-           moved: Mapping[NodeName, NodeCapacity | None]) -> Classes:
-    """``classes`` with each moved node taken out of its old class and put in its new one."""
-    if not moved:
-        return classes
-    out = dict(classes)
-    for name, after in moved.items():
-        old = before.get(name)
-        if old is not None:
-            rest = out[old].removing(name)
-            if rest:
-                out[old] = rest
-            else:
-                del out[old]
-        if after is not None:
-            out[after] = out.get(after, _NO_NAMES).adding(name)
-    return out
-
-
-_NO_NAMES: SortedNames[NodeName] = SortedNames()

@@ -310,6 +310,30 @@ def _group(base: Mapping[NodeName, NodeCapacity]) -> Classes:
     return {cap: SortedNames(names) for cap, names in grouped.items()}
 
 
+def moved_classes(classes: Classes, before: Mapping[NodeName, NodeCapacity],
+                  moved: Mapping[NodeName, NodeCapacity | None]) -> Classes:
+    """``classes`` with each moved node taken out of its class in ``before`` (if it had one)
+    and put in the class of its new capacity (``None``: the node is gone). Each move copies
+    one chunk of each class it touches, never a whole class."""
+    if not moved:
+        return classes
+    out = dict(classes)
+    for name, after in moved.items():
+        old = before.get(name)
+        if old is not None:
+            rest = out[old].removing(name)
+            if rest:
+                out[old] = rest
+            else:
+                del out[old]
+        if after is not None:
+            out[after] = out.get(after, _NO_NAMES).adding(name)
+    return out
+
+
+_NO_NAMES: SortedNames[NodeName] = SortedNames()
+
+
 def classes_of(base: Mapping[NodeName, NodeCapacity]) -> Classes:
     """Nodes grouped by identical free capacity (sorted names); derived once per
     :class:`Capacities`, computed afresh for any other mapping."""

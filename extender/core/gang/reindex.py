@@ -22,11 +22,11 @@ from extender.core.gang.capacity import (
     attach_empty,
     attach_index,
     classes_of,
+    moved_classes,
     node_capacity,
 )
 from extender.core.model.resources import GPU
 from extender.core.model.snapshot import ClusterSnapshot
-from extender.core.model.sortednames import SortedNames
 from extender.core.model.values import NodeInfo, NodeName, PodInfo
 
 
@@ -102,21 +102,10 @@ class IndexKeeper:
             return classes_of(index.base)
         if not changed:
             return self._classes
-        moved = set(changed)
-        grouped: dict[NodeCapacity, list[NodeName]] = {}
-        for name in changed:
-            grouped.setdefault(index.base[name], []).append(name)
-        classes: Classes = {}
-        for cap, names in self._classes.items():
-            kept = (SortedNames(n for n in names if n not in moved) if moved.intersection(names)
-                    else names)
-            joining = grouped.pop(cap, None)
-            merged = SortedNames([*kept, *joining]) if joining else kept
-            if merged:
-                classes[cap] = merged
-        for cap, joined in grouped.items():
-            classes[cap] = SortedNames(joined)
-        return classes
+        # ``same_nodes``: every changed node is in both the previous base and this one.
+        before, after = previous.base, index.base
+        return moved_classes(self._classes, before,
+                             {n: after[n] for n in changed if after[n] != before[n]})
 
 
 _NO_PODS: tuple[PodInfo, ...] = ()

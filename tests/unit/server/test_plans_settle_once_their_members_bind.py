@@ -12,10 +12,12 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from flask.testing import FlaskClient
+
 from extender.core.gang.capacity import gang_stamps
 from extender.server.app import create_app
 from extender.server.settings import Settings
-from extender.state.store import PODS
+from extender.state.store import PODS, StateStore
 from tests.unit.server.builders import (
     Clock,
     filter_body,
@@ -30,17 +32,32 @@ from tests.unit.server.builders import (
 NODES = ["n0", "n1", "n2", "n3"]
 
 
+def _train_store() -> StateStore:
+    """Four 8-GPU nodes and a JobSet of two 8-GPU workers, both pending."""
+    return store_of([gpu_node(n, gpus=8) for n in NODES]
+                    + [jobset("train", workers=2, gpus=8), job_of("train"),
+                       jobset_pod("train", 0, gpus=8), jobset_pod("train", 1, gpus=8)])
+
+
+def _filter(client: FlaskClient, pod: dict[str, Any]) -> Any:
+    response = client.post("/filter", data=filter_body(pod, NODES),
+                           headers={"Content-Type": "application/json"})
+    assert response.status_code == 200
+    return response.get_json()
+
+
+def _bound(name: str, node: str) -> dict[str, Any]:
+    pod = plain_pod(name, gpus=1)
+    pod["spec"]["nodeName"] = node
+    return pod
+
+
 def test_a_plan_settles_when_its_last_member_binds_and_other_events_change_nothing() -> None:
-    store = store_of([gpu_node(n, gpus=8) for n in NODES]
-                     + [jobset("train", workers=2, gpus=8), job_of("train"),
-                        jobset_pod("train", 0, gpus=8), jobset_pod("train", 1, gpus=8)])
+    store = _train_store()
     client = create_app(Settings(), store, time.time).test_client()
 
     def post(pod: dict[str, Any]) -> Any:
-        response = client.post("/filter", data=filter_body(pod, NODES),
-                               headers={"Content-Type": "application/json"})
-        assert response.status_code == 200
-        return response.get_json()
+        return _filter(client, pod)
 
     def plan() -> list[dict[str, Any]] | None:
         [gang] = [g for g in client.get("/inspect/gangs").get_json()["gangs"]
@@ -56,11 +73,9 @@ def test_a_plan_settles_when_its_last_member_binds_and_other_events_change_nothi
     first = gang_stamps(store.snapshot())
     assert first is not None and "ml/train" in first
 
+    elsewhere = next(n for n in NODES if n not in planned)
     for i in range(3):  # pods of no gang come and go: the gang's stamp stays
-        store.apply(PODS, "ADDED", {**plain_pod(f"other-{i}", gpus=1),
-                                    "spec": {**plain_pod("x", gpus=1)["spec"],
-                                             "nodeName": "n3" if "n3" not in planned
-                                             else "n0"}})
+        store.apply(PODS, "ADDED", _bound(f"other-{i}", elsewhere))
         look()
         assert plan() is not None
     stamps = gang_stamps(store.snapshot())
@@ -83,18 +98,14 @@ def test_a_plan_settles_when_its_last_member_binds_and_other_events_change_nothi
 
 def test_what_settling_keeps_goes_with_the_plan() -> None:
     """Kept per plan, never past it: a server plans gang after gang for months."""
-    store = store_of([gpu_node(n, gpus=8) for n in NODES]
-                     + [jobset("train", workers=2, gpus=8), job_of("train"),
-                        jobset_pod("train", 0, gpus=8), jobset_pod("train", 1, gpus=8)])
+    store = _train_store()
     clock = Clock()
     app = create_app(Settings(plan_ttl=30), store, clock)
     client = app.test_client()
     ledger = app.extensions["muster.decider"].session.ledger
 
     def post(pod: dict[str, Any]) -> None:
-        response = client.post("/filter", data=filter_body(pod, NODES),
-                               headers={"Content-Type": "application/json"})
-        assert response.status_code == 200
+        _filter(client, pod)
 
     post(jobset_pod("train", 0, gpus=8))
     store.apply(PODS, "ADDED", plain_pod("later", gpus=0))
