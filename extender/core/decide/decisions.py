@@ -119,22 +119,59 @@ def _pinned(
     pod: PodInfo, gang: Gang, role: str, plan: Plan, candidates: Sequence[NodeName], *,
     snapshot: ClusterSnapshot, ledger: Ledger, settings: CoreSettings, outcome: FilterOutcome,
 ) -> FilterDecision | None:
-    """Pass the plan's open nodes for ``role``; ``None`` if the plan has none left."""
-    open_nodes = open_slots(pod, gang, role, plan, snapshot=snapshot, ledger=ledger,
-                            settings=settings)
-    if not open_nodes:
+    """Pass one of the plan's open nodes for ``role`` (:func:`_claim`), or all of the offered
+    ones if other members' claims cover them; ``None`` if the plan has none left."""
+    slots = _open_counts(pod, gang, role, plan, snapshot=snapshot, ledger=ledger,
+                         settings=settings)
+    if not slots:
         return None
-    passed = tuple(n for n in candidates if n in open_nodes)
-    shown = passed or tuple(sorted(open_nodes))
+    passed = tuple(n for n in candidates if n in slots)
+    if passed:
+        one = _claim(pod, gang, role, passed, slots, snapshot=snapshot, ledger=ledger)
+        if one is not None:
+            passed = (one,)
+    shown = passed or tuple(sorted(slots))
     where = ", ".join(shown[:8]) + (f" and {len(shown) - 8} more" if len(shown) > 8 else "")
     note = f"gang {gang.key} placed this {role} on {where}"
     others = f"gang {gang.key} placed this {role} elsewhere (reserved plan)"
     # Reasons for the other nodes matter only when none passed (kube-scheduler reports them);
     # a pinned member of a big gang is filtered every cycle, over thousands of nodes.
-    unresolvable = {} if passed else {n: others for n in candidates if n not in open_nodes}
+    unresolvable = {} if passed else {n: others for n in candidates if n not in slots}
     reason = note if passed else f"{note}, but kube-scheduler offered none of them"
     return FilterDecision(passed, _NONE, MappingProxyType(unresolvable), outcome, reason,
                           gang.key, plan)
+
+
+def _claim(
+    pod: PodInfo, gang: Gang, role: str, offered: Sequence[NodeName],
+    slots: Mapping[NodeName, int], *, snapshot: ClusterSnapshot, ledger: Ledger,
+) -> NodeName | None:
+    """The one offered open node this member takes, claimed in the ledger; ``None`` when
+    other members' claims fill every offered slot (a claim whose pod never came to bind:
+    the member is then offered them all, as before claims).
+
+    With one node passed, kube-scheduler binds the pod there without scoring (no prioritize
+    call, none of its own score plugins). Its own earlier claim is kept if still offered, so
+    a member filtered again goes where it was sent. Other members' claims count against a
+    node's open slots until their pod is placed (in flight or bound; then ``slots`` counts
+    it) or gone."""
+    claims = ledger.claims(gang.key)
+    mine = claims.get(pod.uid)
+    if mine is not None and mine[0] in offered:
+        return mine[0]
+    taken: dict[NodeName, int] = {}
+    flying = ledger.in_flight()
+    for uid, (node, claimed_role) in claims.items():
+        if uid == pod.uid or claimed_role != role or node not in slots or uid in flying:
+            continue
+        other = snapshot.pods.get(uid)
+        if other is not None and other.node_name is None and not other.deleting:
+            taken[node] = taken.get(node, 0) + 1
+    for node in offered:
+        if slots[node] > taken.get(node, 0):
+            ledger.claim(gang.key, pod.uid, node, role)
+            return node
+    return None
 
 
 def open_slots(
@@ -143,16 +180,27 @@ def open_slots(
 ) -> set[NodeName]:
     """The nodes where ``plan`` still has a slot of ``role`` open for ``pod``: the only nodes a
     planned member's filter can pass, whatever else is offered."""
+    return set(_open_counts(pod, gang, role, plan, snapshot=snapshot, ledger=ledger,
+                            settings=settings))
+
+
+def _open_counts(
+    pod: PodInfo, gang: Gang, role: str, plan: Plan, *, snapshot: ClusterSnapshot,
+    ledger: Ledger, settings: CoreSettings,
+) -> dict[NodeName, int]:
+    """Node -> slots of ``role`` ``plan`` still has open there for ``pod`` (only nodes with
+    one at least)."""
     placed = ledger.placed(gang.key, snapshot, gpu=settings.gpu_resource)
     own = _where(pod, ledger)
     domain = _subgroup_domain(pod, gang, plan, snapshot)
-    open_nodes = set()
+    out: dict[NodeName, int] = {}
     for n in plan.nodes_for(role):
         have = placed.get((n, role), 0) - (1 if own == n else 0)
-        if plan.count(n, role) > have and n in snapshot.nodes and (
+        left = plan.count(n, role) - have
+        if left > 0 and n in snapshot.nodes and (
                 domain is None or snapshot.nodes[n].label(domain[0]) == domain[1]):
-            open_nodes.add(n)
-    return open_nodes
+            out[n] = left
+    return out
 
 
 def _subgroup_domain(pod: PodInfo, gang: Gang, plan: Plan,

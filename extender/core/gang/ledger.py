@@ -58,6 +58,9 @@ forgets them in one pass."""
 """Seconds a pod stays in flight without being observed bound before it is forgotten."""
 
 
+_NO_CLAIMS: Mapping[str, tuple[NodeName, str]] = MappingProxyType({})
+
+
 @dataclass(frozen=True, slots=True)
 class Reservation:
     plan: Plan
@@ -104,6 +107,9 @@ class Ledger:
         """Gang -> what :meth:`settle` last found for its plan, and under what (its stamp,
         the plan, its pods in flight); an entry goes with the plan, so there are never more
         than there are plans."""
+        self._claims: dict[GangKey, dict[str, tuple[NodeName, str]]] = {}
+        """Gang -> pod uid -> (node, role): the one node of the plan a member's filter passed
+        it, until its bind arrives (:meth:`claim`); goes with the plan."""
         self._placed_memo: dict[GangKey, tuple[ClusterSnapshot, int, dict[
             tuple[NodeName, str], int]]] = {}
         self._capacity_memo: tuple[ClusterSnapshot | None, int, CapacityMemo] = (
@@ -129,6 +135,7 @@ class Ledger:
         twin._stage = dict(self._stage)
         twin._holds = dict(self._holds)
         twin._seen = {g: set(s) for g, s in self._seen.items()}
+        twin._claims = {g: dict(c) for g, c in self._claims.items()}
         twin.version = self.version
         return twin
 
@@ -146,6 +153,7 @@ class Ledger:
     def reserve(self, plan: Plan, *, now: float, ttl: float) -> None:
         self._plans[plan.gang] = Reservation(plan=plan, reserved_at=now, deadline=now + ttl)
         self._seen.pop(plan.gang, None)
+        self._claims.pop(plan.gang, None)  # claims were on the old plan's slots
         self._holds.pop(plan.gang, None)  # admitted: its plan holds what it needs now
         self.version += 1
 
@@ -194,20 +202,38 @@ class Ledger:
             self._plans[gang] = Reservation(res.plan, res.reserved_at, deadline)
             self.version += 1
 
+    def claim(self, gang: GangKey, pod_uid: str, node: NodeName, role: str) -> None:
+        """A member's filter passed it ``node`` alone, one of its plan's open slots of
+        ``role``. kube-scheduler skips scoring for a pod with one feasible node and binds it
+        there; until that bind arrives, other members' filters leave the slot to it (two
+        members offered the same open nodes could otherwise both pick one, and one bind
+        would be turned away). A claim is a hint for the filter only: binds check the plan's
+        slots as always. It goes with the plan; a member filtered again claims anew."""
+        if gang in self._plans:
+            self._claims.setdefault(gang, {})[pod_uid] = (node, role)
+
+    def claims(self, gang: GangKey) -> Mapping[str, tuple[NodeName, str]]:
+        """Pod uid -> (node, role) claimed on the gang's plan (no copy)."""
+        return self._claims.get(gang, _NO_CLAIMS)
+
+    def _plan_went(self, gang: GangKey) -> None:
+        """What is kept per plan goes with it."""
+        self._seen.pop(gang, None)
+        self._settled.pop(gang, None)
+        self._claims.pop(gang, None)
+
     def drop_plan(self, gang: GangKey) -> None:
         """End the gang's plan only; its barrier and held members stay. For a plan the cluster
         no longer honours (a slot taken behind Muster's back): the next member's filter plans
         the rest of the gang again around the members already held."""
-        self._seen.pop(gang, None)
-        self._settled.pop(gang, None)
+        self._plan_went(gang)
         if self._plans.pop(gang, None) is not None:
             self.version += 1
             self.plans_ended += 1
 
     def release(self, gang: GangKey) -> None:
         """Drop the gang's plan and barrier (its in-flight pods stay until observed)."""
-        self._seen.pop(gang, None)
-        self._settled.pop(gang, None)
+        self._plan_went(gang)
         if self._plans.pop(gang, None) is not None:
             self.plans_ended += 1
         self._barrier.pop(gang, None)
@@ -219,8 +245,7 @@ class Ledger:
         gone = sorted(g for g, r in self._plans.items() if r.deadline <= now)
         for gang in gone:
             del self._plans[gang]
-            self._seen.pop(gang, None)
-            self._settled.pop(gang, None)
+            self._plan_went(gang)
         self.plans_ended += len(gone)
         lapsed = [g for g, r in self._holds.items() if r.deadline <= now]
         for gang in lapsed:
@@ -365,8 +390,7 @@ class Ledger:
             # With every pod of the gang deleted, nothing can use the plan any more.
             if not pods or self._filled(gang, res.plan, pods, stamps, snapshot, gpu=gpu):
                 del self._plans[gang]
-                self._seen.pop(gang, None)
-                self._settled.pop(gang, None)
+                self._plan_went(gang)
                 self.plans_ended += 1
                 self._barrier.pop(gang, None)
                 done.append(gang)
@@ -441,6 +465,7 @@ class Ledger:
         self._seen.clear()
         self._placed_memo.clear()
         self._settled.clear()
+        self._claims.clear()
         self._inflight.clear()
         self._barrier.clear()
         self._waiting.clear()

@@ -1,12 +1,14 @@
 """Two members of a gang sent to one planned node do not cost the gang its plan.
 
-The filter offers every member of a role every node where its plan has a slot of that role
-open, and kube-scheduler filters several members before the first one's bind arrives. It may
-then send two of them to the node where the plan holds one: the node has room for both in its
-view, which does not see the reservation of another gang planned since on the rest of that
-node. The second one's bind is refused (that room is the other gang's), but its own gang's plan
-still holds the slot it left open elsewhere: the plan must stay, so the member's next filter
-is pinned there. Dropping it (as for a slot taken behind Muster's back) let a burst of gangs
+kube-scheduler filters several members before the first one's bind arrives. Each member's
+filter claims one open slot of its plan, so members offered the same nodes go to different
+ones; but a member whose own slot kube-scheduler does not offer (it failed one of its own
+filters for a moment) is offered the open nodes others have claimed, and may then be sent to
+the node where the plan holds one: the node has room for both in kube-scheduler's view, which
+does not see the reservation of another gang planned since on the rest of that node. The
+second one's bind is refused (that room is the other gang's), but its own gang's plan still
+holds the slot it left open elsewhere: the plan must stay, so the member's next filter is
+pinned there. Dropping it (as for a slot taken behind Muster's back) let a burst of gangs
 planned 54 ms apart fail the first one.
 """
 
@@ -56,19 +58,24 @@ def world(gangs: Sequence[Gang], *, gated: Iterable[str] = (), revision: int) ->
 
 def planned_in_turn() -> tuple[GangSession, ClusterSnapshot]:
     """The first gang planned on both nodes (one worker each: binpack fills the smaller node
-    first), both its workers filtered before either binds, then the second gang planned on
-    the rest of the big node by the next ungating round."""
+    first), both its workers filtered before either binds, each claiming one node, the
+    second filtered again while kube-scheduler offers it the big node only, then the second
+    gang planned on the rest of the big node by the next ungating round."""
     session = GangSession(SETTINGS)
     session.ungate(world([FIRST], gated={"first-worker-0", "first-worker-1"}, revision=1),
                    now=0.0)
     plan = session.ledger.plan_for(FIRST.key)
     assert plan is not None and sorted(plan.slots) == [(BIG, "worker", 1), (SMALL, "worker", 1)]
     snap = world([FIRST, SECOND], gated={"second-worker-0"}, revision=2)
+    claimed = []
     for i in range(2):
         step = session.filter(snap.pods[uid(FIRST, "worker", i)], [BIG, SMALL], snapshot=snap,
                               now=0.010)
         assert step.decision.outcome is FilterOutcome.PINNED
-        assert set(step.decision.passed) == {BIG, SMALL}
+        claimed.append(step.decision.passed)
+    assert claimed == [(BIG,), (SMALL,)]
+    step = session.filter(snap.pods[uid(FIRST, "worker", 1)], [BIG], snapshot=snap, now=0.020)
+    assert (step.decision.outcome, step.decision.passed) == (FilterOutcome.PINNED, (BIG,))
     session.ungate(snap, now=0.054)
     second = session.ledger.plan_for(SECOND.key)
     assert second is not None and second.slots == ((BIG, "worker", 1),)

@@ -183,7 +183,9 @@ def test_the_member_completing_a_gang_whose_held_member_lost_its_node_fails_it_w
     first = decide_filter(snap.pods[uid(gang, "worker", 0)], [N1, NodeName("n2")],
                           snapshot=snap, ledger=ledger, now=0, settings=SETTINGS)
     assert first.outcome is FilterOutcome.PLANNED
-    held_on, other = (NodeName(n) for n in first.passed)
+    assert first.plan is not None
+    [held_on] = first.passed
+    [other] = {n for n, _, _ in first.plan.slots} - {held_on}
     w0, w1 = uid(gang, "worker", 0), uid(gang, "worker", 1)
     assert decide_bind(w0, held_on, snapshot=snap, ledger=ledger, now=1,
                        settings=SETTINGS).outcome is BindOutcome.WAIT

@@ -76,7 +76,9 @@ def test_planned_members_are_pinned_to_their_nodes_only() -> None:
     snap = make_snapshot(TWO_BY_EIGHT, gangs=[gang])
     ledger = Ledger()
     first = _filter(snap, ledger, uid(gang, "worker", 0))
-    assert first.outcome is FilterOutcome.PLANNED and first.passed == ("n1", "n2")
+    # One planned node, claimed: kube-scheduler binds there without scoring.
+    assert first.outcome is FilterOutcome.PLANNED and first.passed == ("n1",)
+    assert first.plan is not None and {n for n, _, _ in first.plan.slots} == {"n1", "n2"}
     decide_bind(uid(gang, "worker", 0), NodeName("n1"), snapshot=snap, ledger=ledger, now=1,
                 settings=SETTINGS)
     second = _filter(snap, ledger, uid(gang, "worker", 1), now=1)

@@ -99,3 +99,9 @@ def bind_body(pod: dict[str, Any], node: str) -> bytes:
     meta = pod["metadata"]
     return orjson.dumps({"PodName": meta["name"], "PodNamespace": meta["namespace"],
                          "PodUID": meta["uid"], "Node": node})
+
+
+def plan_nodes(gangs: list[dict[str, Any]], key: str) -> list[str]:
+    """The nodes of gang ``key``'s plan, sorted, from ``/inspect/gangs``' list (none: [])."""
+    [gang] = [g for g in gangs if g["gang"] == key]
+    return sorted({slot["node"] for slot in gang["plan"] or ()})

@@ -25,6 +25,7 @@ from tests.unit.server.builders import (
     job_of,
     jobset,
     jobset_pod,
+    plan_nodes,
     store_of,
 )
 
@@ -54,10 +55,12 @@ def test_the_younger_of_two_deadlocked_gangs_yields_and_the_older_completes() ->
     held: dict[str, str] = {}
     planned: dict[str, str] = {}
     for name in ("alpha", "zulu"):
-        # The first member plans its gang on two nodes; it may go to either.
+        # The first member plans its gang on two nodes and is sent to one of them.
         nodes = _filter(svc, jobset_pod(name, 0, gpus=8), NODES)
-        assert len(nodes) == 2
-        held[name], planned[name] = nodes
+        plan = plan_nodes(svc.inspect_gangs(), f"ml/{name}")
+        assert len(nodes) == 1 and len(plan) == 2 and nodes[0] in plan
+        held[name] = nodes[0]
+        [planned[name]] = set(plan) - {held[name]}
     pool = ThreadPoolExecutor(max_workers=3)
     try:
         waiting = {name: pool.submit(svc.bind, parse_binding_args(

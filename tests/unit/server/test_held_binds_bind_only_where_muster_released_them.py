@@ -32,6 +32,7 @@ from tests.unit.server.builders import (
     job_of,
     jobset,
     jobset_pod,
+    plan_nodes,
     store_of,
 )
 
@@ -57,6 +58,13 @@ class Rig:
     def filter(self, pod: dict[str, Any], nodes: list[str]) -> list[str]:
         answer = self.svc.filter(parse_extender_args(filter_body(pod, nodes)))
         return list(answer["NodeNames"] or [])
+
+    def planned(self) -> tuple[str, str]:
+        """Filter the first worker, which plans the gang on two nodes: (the node it is sent
+        to, the plan's other node)."""
+        [first] = self.filter(W0, NODES)
+        [other] = set(plan_nodes(self.svc.inspect_gangs(), "ml/train")) - {first}
+        return first, other
 
     def bind(self, pod: dict[str, Any], node: str) -> ExtenderBindingResultJSON:
         return self.svc.bind(parse_binding_args(bind_body(pod, node)))
@@ -110,7 +118,7 @@ def rig() -> Iterator[Rig]:
 
 def test_a_retried_bind_to_another_node_supersedes_the_held_one_and_binds_where_charged(
         rig: Rig) -> None:
-    first, second = rig.filter(W0, NODES)
+    first, second = rig.planned()
     spare = next(n for n in NODES if n not in (first, second))
     earlier = rig.hold(W0, first)
     retry = rig.hold(W0, spare)  # kube-scheduler gave up on the first request, tried elsewhere
@@ -124,7 +132,7 @@ def test_a_retried_bind_to_another_node_supersedes_the_held_one_and_binds_where_
 
 
 def test_a_member_held_while_its_node_is_deleted_is_never_bound_there(rig: Rig) -> None:
-    first, _ = rig.filter(W0, NODES)
+    first, _ = rig.planned()
     held = rig.hold(W0, first)
     rig.store.apply("v1/Node", "DELETED", gpu_node(first, gpus=8))
     rig.clock.now += 1
@@ -137,7 +145,7 @@ def test_a_member_held_while_its_node_is_deleted_is_never_bound_there(rig: Rig) 
 
 
 def test_a_deleted_pods_held_bind_fails_at_once_not_at_its_timeout(rig: Rig) -> None:
-    first, _ = rig.filter(W0, NODES)
+    first, _ = rig.planned()
     held = rig.hold(W0, first)
     rig.store.apply("v1/Pod", "DELETED", W0)
     rig.clock.now += 1
@@ -154,7 +162,7 @@ def _ref(pod: dict[str, Any]) -> PodRef:
 
 def test_a_retry_arriving_between_release_and_wake_up_neither_steals_nor_strands_it(
         rig: Rig) -> None:
-    first, second = rig.filter(W0, NODES)
+    first, second = rig.planned()
     spare = next(n for n in NODES if n not in (first, second))
     held = rig.hold(W0, first)
     # Holding the lock keeps the held request asleep: W1 completes the gang and releases W0
@@ -173,7 +181,7 @@ def test_a_retry_arriving_between_release_and_wake_up_neither_steals_nor_strands
 
 def test_a_retry_does_not_inherit_the_failure_meant_for_the_request_it_replaces(
         rig: Rig) -> None:
-    first, _ = rig.filter(W0, NODES)
+    first, _ = rig.planned()
     spare = next(n for n in NODES if n != first)
     uid = W0["metadata"]["uid"]
     held = rig.hold(W0, first)
