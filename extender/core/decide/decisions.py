@@ -37,6 +37,7 @@ from extender.core.decide.holders import Holder, describe_holders, holders_in_th
 from extender.core.decide.preemption import PreemptionPlan
 from extender.core.decide.settings import CoreSettings
 from extender.core.gang.capacity import (
+    NodeCapacity,
     demand_of,
     describe_free,
     empty_capacity,
@@ -394,6 +395,8 @@ def decide_prioritize(
     demand = demand_of(pod.shape, gpu=gpu)
     domain = _gang_domain(gang, snapshot, ledger, gpu=gpu)
     out = []
+    # Nodes of a pool mostly share a few capacities: each is scored once per call.
+    scores: dict[tuple[NodeCapacity, NodeCapacity, bool | None], int] = {}
     for n in candidates:
         node = snapshot.nodes.get(n)
         if node is None:
@@ -401,8 +404,12 @@ def decide_prioritize(
             continue
         in_domain = None if domain is None or gang is None or gang.topology is None else (
             node.label(gang.topology.key) == domain)
-        out.append((n, node_score(settings.policy, capacity[n], demand,
-                                  empty=empty_capacity(node, gpu=gpu), in_domain=in_domain)))
+        key = (capacity[n], empty_capacity(node, gpu=gpu), in_domain)
+        score = scores.get(key)
+        if score is None:
+            score = scores[key] = node_score(settings.policy, key[0], demand, empty=key[1],
+                                             in_domain=in_domain)
+        out.append((n, score))
     return out
 
 

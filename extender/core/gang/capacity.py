@@ -91,11 +91,23 @@ class NodeCapacity:
     in another order, or not), so where another share would go is unknown and none is placed
     (see :func:`count_fitting`). Pods listing their devices are charged there and never set it."""
     gpu_milli_free: int = field(init=False, compare=False, repr=False)
+    _hash: int = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         # Derived once: placement asks for these for every candidate node.
         object.__setattr__(self, "whole_free", sum(1 for d in self.devices if d >= DEVICE))
         object.__setattr__(self, "gpu_milli_free", sum(max(d, 0) for d in self.devices))
+        # Capacities key capacity classes and per-call memos, once per node looked at.
+        object.__setattr__(self, "_hash", hash((self.free, self.devices, self.pods,
+                                                self.unpacked)))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __reduce__(self) -> tuple[type[NodeCapacity], tuple[Resources, tuple[int, ...],
+                                                           int | None, bool]]:
+        # Built again where unpickled: string hashes differ from one process to the next.
+        return (NodeCapacity, (self.free, self.devices, self.pods, self.unpacked))
 
     @property
     def partial_devices(self) -> int:

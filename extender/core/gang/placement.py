@@ -180,15 +180,25 @@ def _fill(
     return left
 
 
+_UNRANKED: tuple[int, ...] = (-1,)
+"""Not ranked yet in this call (a rank is a sort key; ``None``: the pod does not fit)."""
+
+
 def _rank_nodes(
     demand: Demand, nodes: Sequence[NodeName], *, cap_of: Mapping[NodeName, NodeCapacity],
     working: Mapping[NodeName, NodeCapacity], policy: Policy,
 ) -> list[NodeName]:
     keyed = []
+    # Nodes of a pool mostly share a few capacities: each is ranked once per call.
+    ranks: dict[NodeCapacity, tuple[int, ...] | None] = {}
     for name in nodes:
         cap = working.get(name) or cap_of[name]
-        if count_fitting(cap, demand) > 0:
-            keyed.append((node_order_key(policy, cap, demand), name))
+        rank = ranks.get(cap, _UNRANKED)
+        if rank is _UNRANKED:
+            rank = ranks[cap] = (node_order_key(policy, cap, demand)
+                                 if count_fitting(cap, demand) > 0 else None)
+        if rank is not None:
+            keyed.append((rank, name))
     keyed.sort()
     return [name for _, name in keyed]
 

@@ -63,6 +63,10 @@ class Resources(Mapping[str, int]):
             self._hash = hash(tuple(self._items.items()))
         return self._hash
 
+    def __reduce__(self) -> tuple[type[Resources], tuple[dict[str, int]]]:
+        # The kept hash stays behind: string hashes differ from one process to the next.
+        return (Resources, (self._items,))
+
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Resources):
             return self._items == other._items

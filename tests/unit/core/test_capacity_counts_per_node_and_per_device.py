@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from extender.core.gang.capacity import (
@@ -136,3 +142,26 @@ def test_a_pod_listing_its_devices_is_charged_exactly_those() -> None:
     node = make_node("n1", gpus=4)
     pod = make_pod("w", shape=make_shape(gpus=2), node="n1", devices=(1, 3))
     assert node_capacity(node, [pod]).devices == (DEVICE, 0, DEVICE, 0)
+
+
+def test_a_capacity_is_one_key_by_value_in_this_process_and_in_another() -> None:
+    """Capacities key capacity classes and per-call memos with a hash kept from construction;
+    one unpickled in another process (string hashes differ there) is keyed by value too."""
+    node = make_node("n1", gpus=8, cpu=64)
+    pods = [make_pod("a", shape=make_shape(gpus=4, cpu=8), node="n1")]
+    one, two = node_capacity(node, pods), node_capacity(node, list(pods))
+    assert one is not two and {one: "class"}[two] == "class"
+    assert take(one, demand_of(make_shape(gpus=1)), 1) not in {one}
+    script = (
+        "import pickle, sys\n"
+        "from extender.core.gang.capacity import node_capacity\n"
+        "from tests.unit.core.builders import make_node, make_pod, make_shape\n"
+        "sent = pickle.loads(sys.stdin.buffer.read())\n"
+        "node = make_node('n1', gpus=8, cpu=64)\n"
+        "here = node_capacity(node, [make_pod('a', shape=make_shape(gpus=4, cpu=8), "
+        "node='n1')])\n"
+        "print({here: 'class'}.get(sent), sent.whole_free)\n")
+    done = subprocess.run([sys.executable, "-c", script], input=pickle.dumps(one),
+                          capture_output=True, check=True, cwd=Path(__file__).parents[3],
+                          env={**os.environ, "PYTHONHASHSEED": "12345"})
+    assert done.stdout.decode().split() == ["class", "4"]
