@@ -152,8 +152,7 @@ class Ledger:
 
     def reserve(self, plan: Plan, *, now: float, ttl: float) -> None:
         self._plans[plan.gang] = Reservation(plan=plan, reserved_at=now, deadline=now + ttl)
-        self._seen.pop(plan.gang, None)
-        self._claims.pop(plan.gang, None)  # claims were on the old plan's slots
+        self._plan_went(plan.gang)  # what was kept was about the old plan, if any
         self._holds.pop(plan.gang, None)  # admitted: its plan holds what it needs now
         self.version += 1
 
