@@ -58,6 +58,10 @@ pods has not changed for ``--quiet`` seconds after the last pod was created, or 
 * ``stranded GPUs``: GPUs bound to partial gangs at the end, held for good (nothing finishes);
 * ``partial GPU-s``: GPUs bound to partial gangs, summed over the polls for the first
   ``--horizon`` seconds (the state after the end held constant).
+
+Each mode's notes also give the CPU seconds each process used while the pods were created,
+and from the first pod to the end (:func:`cpu_pinning.cpu_spent`): on a small machine every
+process takes its CPU from the others, the API server's included.
 """
 
 from __future__ import annotations
@@ -506,20 +510,27 @@ def _observe(box: Sandbox, label: str, mix: list[dict[str, Any]], spec: MixSpec,
     t0 = time.monotonic()
     poller = Poller(watcher, t0, options.poll)
     poller.start()
+    cpu = [cpu_pinning.cpu_by_name(box.running())]
     try:
         with contextlib.ExitStack() as hogging:
             if hog:
                 hogging.enter_context(CpuHog(limit=options.timeout + 60))
             create_pods(box, order, workers=options.creators)
             submit_s = time.monotonic() - t0
+            cpu.append(cpu_pinning.cpu_by_name(box.running()))
             say(f"[{label}] {len(order)} pods created in {submit_s:.1f} s; waiting until "
                 f"bound pods are quiet for {options.quiet:.0f} s")
             timed_out = _wait_quiet(poller, submit_s, quiet=options.quiet,
                                     timeout=options.timeout, say=say, mode=label)
     finally:
         poller.stop()
+    cpu.append(cpu_pinning.cpu_by_name(box.running()))
     samples = poller.samples
     notes = [f"{poller.errors} polls failed"] if poller.errors else []
+    if len(cpu) == 3:
+        notes.append("CPU-s while pods were created: " + cpu_pinning.cpu_spent(cpu[0], cpu[1]))
+        notes.append("CPU-s from the first pod to the end (the quiet window too): "
+                     + cpu_pinning.cpu_spent(cpu[0], cpu[2]))
     notes.append(f"poll took {poller.mean_poll_ms():.0f} ms on average")
     if pinned:
         notes.append(pinned)

@@ -81,3 +81,31 @@ def pin_sandbox(running: Mapping[str, int], *, rest: set[int], muster: set[int])
     shown = ", ".join(f"{n} {c}" for n, c in sorted(counts.items()))
     return (f"threads pinned: Muster's to CPU {sorted(muster)}, the rest to CPU "
             f"{sorted(rest)} ({shown})")
+
+
+def cpu_of(pid: int, proc: Path = Path("/proc")) -> float | None:
+    """CPU seconds a live process has used, its threads included (``utime`` + ``stime``,
+    fields 14 and 15 of ``/proc/PID/stat``); ``None`` if it is gone."""
+    try:
+        stat = (proc / str(pid) / "stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2:].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_by_name(running: Mapping[str, int], proc: Path = Path("/proc")) -> dict[str, float]:
+    """CPU seconds used so far by each sandbox process (``name -> pid``, each its session's
+    leader) with everything in its session, and by this process as ``bench``. A process
+    that ended is not counted: take two readings and subtract (:func:`cpu_spent`)."""
+    used = {"bench": cpu_of(os.getpid(), proc) or 0.0}
+    for pid, name in members({p: n for n, p in running.items()}, proc).items():
+        used[name] = used.get(name, 0.0) + (cpu_of(pid, proc) or 0.0)
+    return used
+
+
+def cpu_spent(before: Mapping[str, float], after: Mapping[str, float]) -> str:
+    """``"kube-apiserver 9.1, muster 4.2, ... (total 21.0 CPU-s)"``, most first."""
+    spent = {n: max(0.0, after[n] - before.get(n, 0.0)) for n in after}
+    shown = ", ".join(f"{n} {s:.1f}" for n, s in sorted(spent.items(), key=lambda i: -i[1]))
+    return f"{shown} (total {sum(spent.values()):.1f} CPU-s)"

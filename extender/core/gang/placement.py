@@ -96,14 +96,22 @@ class Plan:
     _counts: dict[tuple[NodeName, str], int] = field(
         default_factory=dict, compare=False, hash=False, repr=False
     )
+    _nodes: set[NodeName] = field(default_factory=set, init=False, compare=False, hash=False,
+                                  repr=False)
 
     def __post_init__(self) -> None:
-        # Indexed once: the filter of every pinned member asks these.
+        # Indexed once: the filter of every pinned member asks these, and every bind asks
+        # each other plan whether it has a slot on the bind's node.
         by_role: dict[str, list[NodeName]] = {}
         for node, role, n in self.slots:
             by_role.setdefault(role, []).append(node)
             self._counts[(node, role)] = n
+            self._nodes.add(node)
         self._by_role.update({r: tuple(ns) for r, ns in by_role.items()})
+
+    def uses(self, node: NodeName) -> bool:
+        """Whether the plan has a slot on ``node``."""
+        return node in self._nodes
 
     @property
     def pods(self) -> int:

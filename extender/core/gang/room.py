@@ -28,7 +28,7 @@ def _reserved_on(
     """Other gangs' reservations still unfilled on ``node``: ``(gang, demand, pods)``."""
     out = []
     for gang, res in ledger.reservations():
-        if gang == exclude or not any(n == node for n, _, _ in res.plan.slots):
+        if gang == exclude or not res.plan.uses(node):
             continue
         placed = ledger.placed(gang, snapshot, gpu=gpu)
         for n, role, count in res.plan.slots:

@@ -21,6 +21,9 @@ from extender.core.model.values import (
     WorkloadTree,
 )
 
+_GANG_PODS = "pods by gang"
+"""The :attr:`ClusterSnapshot.derived` key of :meth:`ClusterSnapshot.pods_of_gang`'s groups."""
+
 
 @dataclass(frozen=True)
 class ClusterSnapshot:
@@ -45,7 +48,7 @@ class ClusterSnapshot:
     """Values derived from this snapshot once, by the core or by the source that built it
     (base capacity per node, capacity with nothing placed), as kube-scheduler's ``Snapshot``
     keeps its derived node lists: a snapshot never changes, so neither do they. Read and
-    written only through :mod:`extender.core.gang.capacity`."""
+    written only through :mod:`extender.core.gang.capacity` and :meth:`pods_of_gang`."""
 
     @classmethod
     def of(
@@ -79,9 +82,18 @@ class ClusterSnapshot:
         return self.gangs.get(member.gang)
 
     def pods_of_gang(self, key: GangKey) -> list[PodInfo]:
-        """The gang's pods that exist now, sorted by name for determinism."""
-        return sorted(
-            (self.pods[uid] for uid, m in self.memberships.items()
-             if m.gang == key and uid in self.pods),
-            key=lambda p: p.key,
-        )
+        """The gang's pods that exist now, sorted by name for determinism.
+
+        Every gang's pods are grouped in one pass over the memberships, the first time any
+        gang's are asked for, and kept in :attr:`derived`: describing every gang is then one
+        pass, not one per gang."""
+        found = self.derived.get(_GANG_PODS)
+        if isinstance(found, dict):
+            groups: dict[GangKey, list[PodInfo]] = found
+        else:
+            groups = {}
+            for uid, member in self.memberships.items():
+                if member.gang is not None and uid in self.pods:
+                    groups.setdefault(member.gang, []).append(self.pods[uid])
+            self.derived[_GANG_PODS] = groups
+        return sorted(groups.get(key, ()), key=lambda p: p.key)

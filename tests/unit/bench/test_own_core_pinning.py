@@ -82,3 +82,18 @@ def test_every_thread_of_every_process_in_a_session_is_pinned() -> None:
         for leader in (muster_leader, other_leader):
             os.killpg(leader.pid, 9)
             leader.wait()
+
+
+def test_cpu_is_summed_over_a_session_and_spent_is_the_difference(tmp_path: Path) -> None:
+    tick = os.sysconf("SC_CLK_TCK")
+    for pid, sid, utime, stime in ((41, 41, 2 * tick, tick), (42, 41, tick, 0),
+                                   (50, 50, 5 * tick, 0)):
+        (tmp_path / str(pid)).mkdir()
+        (tmp_path / str(pid) / "stat").write_text(
+            f"{pid} (a (b) c) S 1 {pid} {sid} 0 -1 4194560 0 0 0 0 {utime} {stime} 0 0\n")
+    before = cpu_pinning.cpu_by_name({"muster": 41, "etcd": 50}, tmp_path)
+    assert before == {"bench": 0.0, "muster": 4.0, "etcd": 5.0}
+    assert cpu_pinning.cpu_of(43, tmp_path) is None  # gone
+    after = {**before, "muster": 10.0, "kwok": 1.0}
+    assert cpu_pinning.cpu_spent(before, after) == (
+        "muster 6.0, kwok 1.0, bench 0.0, etcd 0.0 (total 7.0 CPU-s)")
