@@ -31,8 +31,8 @@ GC_THRESHOLDS = (10_000, 20, 20)
 generation's collection every 700 net allocations of containers, and a full collection, a walk
 over every object the worker keeps (its whole cluster snapshot), every 100 of those. Muster
 allocates a burst of short-lived dicts for every watch event and request, almost none of them
-in cycles: at the defaults a burst of 838 pods took about 0.44 CPU-s of collection in the
-worker (4 full collections, 0.27 s of it); see docs/benchmarks.md."""
+in cycles: at the defaults a burst of 838 pods took 0.33 CPU-s of collection in the worker
+(2 full collections, 0.21 s of it), and 0.05 CPU-s at these; see docs/benchmarks.md."""
 
 
 def tune_gc() -> None:
