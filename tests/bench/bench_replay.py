@@ -17,6 +17,7 @@ growth near x10 for x10 nodes and pods.
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 from dataclasses import dataclass
@@ -93,8 +94,13 @@ def loaded(nodes: int, pods: int) -> dict[str, Run]:
     return out
 
 
-def main() -> int:
-    small = "--small" in sys.argv
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description="Replay synthetic days of gang workloads (about 3 minutes; --small: "
+                    "a smaller pair of days, for a quick look).")
+    parser.add_argument("--small", action="store_true",
+                        help="200 and 1,000 nodes instead of 1,000 and 10,000")
+    small = parser.parse_args(argv).small
     sizes = [(200, 2_000), (1_000, 10_000)] if small else [(1_000, 10_000), (10_000, 100_000)]
     results = idle(sizes)
     heavy = loaded(100, 4_500) if small else loaded(500, 22_500)
