@@ -10,6 +10,10 @@ on the cluster): the creation of a gang's last member, or the end of a pod that 
 room a gated gang waits for, is acted on within ``gap`` seconds, not at the next tick. A
 burst of events is taken in one round, and rounds are at least ``gap`` apart, so a busy
 cluster costs at most one round per ``gap``; the status updates of running pods cost none.
+A round that took long (a large cluster, or a busy machine where the round waited for the
+CPU) spaces the next one further (:func:`spacing`), so rounds brought on by changes take at
+most :data:`SHARE` of the time: the rest is for the verbs, and on a shared machine for the
+API server.
 """
 
 from __future__ import annotations
@@ -28,7 +32,21 @@ GAP = 0.05
 pace."""
 
 
+SHARE = 0.25
+"""The most of the wall time that rounds brought on by changes may take."""
+LONGEST = 0.5
+"""The most seconds between a round and the next one brought on by changes, however long the
+round took (it may have waited for the service's lock): a gang's last member is acted on
+within this long after the round before."""
+
 _ENDED = ("Succeeded", "Failed")
+
+
+def spacing(took: float, gap: float) -> float:
+    """Seconds from the end of a round that took ``took`` seconds to the earliest start of
+    the next one brought on by changes: ``gap``, or longer so that rounds take at most
+    :data:`SHARE` of the time, up to :data:`LONGEST`."""
+    return max(gap, min(took * (1 - SHARE) / SHARE, LONGEST))
 
 
 def behind_gates(obj: Mapping[str, Any] | None) -> bool:
@@ -76,17 +94,19 @@ class Housekeeper:
         self._nudged.set()
 
     def _run(self) -> None:
-        last = float("-inf")
+        ended, took = float("-inf"), 0.0
         while not self._stop.is_set():
             if self._nudged.wait(self._interval):
                 # Coalesce: what arrives within the gap is taken by this one round.
-                pause = max(self._gap, last + self._gap - time.monotonic())
+                pause = max(self._gap, ended + spacing(took, self._gap) - time.monotonic())
                 if self._stop.wait(pause):
                     return
                 self._nudged.clear()  # a change during the round nudges the next one
-            last = time.monotonic()
+            started = time.monotonic()
             try:
                 self._service.housekeep()
             except Exception:  # the thread must outlive any bug; the next round tries again
                 log.exception("event=housekeeping-failed")
+            ended = time.monotonic()
+            took = ended - started
             self.rounds += 1

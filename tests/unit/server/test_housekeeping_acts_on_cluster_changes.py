@@ -8,8 +8,17 @@ import threading
 import time
 from typing import Any
 
+import pytest
+
 from extender.server.app import create_app
-from extender.server.housekeeping import Housekeeper, may_unblock
+from extender.server.housekeeping import (
+    GAP,
+    LONGEST,
+    SHARE,
+    Housekeeper,
+    may_unblock,
+    spacing,
+)
 from extender.server.settings import Settings
 from extender.state.ports import MemoryUngater
 from extender.state.store import PODS
@@ -142,3 +151,36 @@ def test_status_updates_of_running_pods_bring_no_round_and_deletions_only_while_
     store.apply(PODS, "ADDED", running(0))
     store.apply(PODS, "DELETED", running(0))
     assert wait_for(lambda: len(rounds) == 2)
+
+
+def test_rounds_brought_on_by_changes_take_at_most_their_share_of_the_time() -> None:
+    assert spacing(0.001, GAP) == GAP  # a cheap round: the next may come a gap later
+    assert spacing(0.1, GAP) == pytest.approx(0.1 * (1 - SHARE) / SHARE)
+    assert spacing(5.0, GAP) == LONGEST  # a round that waited long for the lock
+
+
+class Slow:
+    """A service whose every round takes 0.1 s (a large cluster, or a busy machine)."""
+
+    def __init__(self) -> None:
+        self.rounds = 0
+
+    def housekeep(self) -> int:
+        self.rounds += 1
+        time.sleep(0.1)
+        return 0
+
+
+def test_slow_rounds_under_a_stream_of_changes_leave_most_of_the_time_to_the_rest() -> None:
+    service = Slow()
+    keeper = Housekeeper(service, interval=TICK).start()
+    try:
+        end = time.monotonic() + 1.5
+        while time.monotonic() < end:  # a change every 10 ms, as in a burst of pods
+            keeper.nudge()
+            time.sleep(0.01)
+    finally:
+        keeper.stop()
+    # Each round is followed by 0.3 s without one (a share of 1/4): at most 4 or 5 rounds
+    # in 1.5 s. Spaced by the gap alone (0.05 s) there would be about 10.
+    assert 2 <= service.rounds <= 5
