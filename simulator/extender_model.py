@@ -135,10 +135,10 @@ class MusterExtender:
         return self.session.poll(ticket, snapshot=self.cluster.snapshot(), now=now)
 
     def bound(self, uid: str, node: NodeName) -> None:
-        self.session.bound(uid, node, snapshot=self.cluster.snapshot())
+        self.session.bound(uid, node, current=self.cluster.snapshot)
 
     def bind_failed(self, uid: str) -> None:
-        self.session.bind_failed(uid, snapshot=self.cluster.snapshot())
+        self.session.bind_failed(uid, current=self.cluster.snapshot)
 
     def tick(self, now: float) -> tuple[Effect, ...]:
         return self.session.tick(self.cluster.snapshot(), now=now)

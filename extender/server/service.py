@@ -356,21 +356,21 @@ class GangService:
             return binding_result(step.reason)
         if not self._may_act():
             with self._cond:
-                self.session.bind_failed(ref.uid, snapshot=self._state.snapshot())
+                self.session.bind_failed(ref.uid, current=self._state.snapshot)
             self._count("bind", "not_leader")
             return binding_result(f"muster: no longer the leader; not binding {ref.key}")
         try:
             self._binder.bind(ref, args.node)
         except BindError as err:
             with self._cond:
-                self.session.bind_failed(ref.uid, snapshot=self._state.snapshot())
+                self.session.bind_failed(ref.uid, current=self._state.snapshot)
             self._count("bind", "error")
             log.warning("verb=bind pod=%s node=%s outcome=error reason=%r", ref.key, args.node,
                         str(err))
             return binding_result(f"binding {ref.key} to {args.node} failed: {err}")
         self._state.assume_bound(ref.namespace, ref.name, args.node)
         with self._cond:
-            self.session.bound(ref.uid, NodeName(args.node), snapshot=self._state.snapshot())
+            self.session.bound(ref.uid, NodeName(args.node), current=self._state.snapshot)
         self._count("bind", step.outcome)
         log.info("verb=bind pod=%s node=%s outcome=%s", ref.key, args.node, step.outcome)
         return binding_result()
@@ -414,7 +414,7 @@ class GangService:
             self._binder.bind(ref, node)
         except BindError as err:
             with self._cond:
-                self.session.bind_failed(ref.uid, snapshot=self._state.snapshot())
+                self.session.bind_failed(ref.uid, current=self._state.snapshot)
             self._count("bind", "parked_error")
             log.warning("verb=bind pod=%s node=%s outcome=parked-error reason=%r", ref.key,
                         node, str(err))
@@ -424,7 +424,7 @@ class GangService:
             return
         self._state.assume_bound(ref.namespace, ref.name, node)
         with self._cond:
-            self.session.bound(ref.uid, NodeName(node), snapshot=self._state.snapshot())
+            self.session.bound(ref.uid, NodeName(node), current=self._state.snapshot)
         self._count("bind", "parked_bound")
         log.info("verb=bind pod=%s node=%s outcome=parked-bound", ref.key, node)
 

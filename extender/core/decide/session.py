@@ -20,7 +20,7 @@ A gang whose workload is deleted is forgotten at the next look at the cluster (`
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -585,12 +585,12 @@ class GangSession:
         if released_to != node:
             # Cannot happen while one request per pod is held (the ledger charged the node this
             # request named); if it did, binding here would use room nobody checked.
-            self.bind_failed(ref.uid, snapshot=snapshot)
+            self.bind_failed(ref.uid, current=lambda: snapshot)
             return BindStep(Step.REFUSE, "rejected",
                             f"pod {ref.key} was released to bind to {released_to}, not {node}; "
                             "not binding it elsewhere", hold.gang)
         if node not in snapshot.nodes:
-            self.bind_failed(ref.uid, snapshot=snapshot)
+            self.bind_failed(ref.uid, current=lambda: snapshot)
             return BindStep(Step.REFUSE, "node_gone",
                             f"node {node} was deleted before pod {ref.key} could bind there",
                             hold.gang)
@@ -600,21 +600,26 @@ class GangSession:
         """The adapter stopped waiting on ``ticket`` (any way out; idempotent)."""
         self.held.close(ticket)
 
-    def bound(self, uid: str, node: NodeName, *, snapshot: ClusterSnapshot) -> None:
-        """The adapter posted the pod's Binding."""
+    def bound(self, uid: str, node: NodeName, *,
+              current: Callable[[], ClusterSnapshot]) -> None:
+        """The adapter posted the pod's Binding. ``current`` gives the snapshot with it, and
+        is called only when this Binding ends its gang's release (the plan is settled then):
+        bringing the snapshot up to date after every Binding of a burst would make one
+        snapshot per Binding where the next request makes one for them all."""
         self.ledger.confirm_bound(uid, node)
-        self._done_releasing(uid, snapshot)
+        self._done_releasing(uid, current)
 
-    def bind_failed(self, uid: str, *, snapshot: ClusterSnapshot) -> None:
-        """The adapter's Binding failed: the pod holds nothing."""
+    def bind_failed(self, uid: str, *, current: Callable[[], ClusterSnapshot]) -> None:
+        """The adapter's Binding failed: the pod holds nothing (``current``: as for
+        :meth:`bound`)."""
         self.ledger.forget_pod(uid)
-        self._done_releasing(uid, snapshot)
+        self._done_releasing(uid, current)
 
-    def _done_releasing(self, uid: str, snapshot: ClusterSnapshot) -> None:
+    def _done_releasing(self, uid: str, current: Callable[[], ClusterSnapshot]) -> None:
         # The gang's last Binding ends its plan now, not at the next request, which may come
         # only after these pods are gone.
         if self.held.done_releasing(uid) is not None:
-            self.ledger.settle(snapshot, gpu=self.settings.gpu_resource)
+            self.ledger.settle(current(), gpu=self.settings.gpu_resource)
 
     def _fail_held(self, rejected: Sequence[tuple[str, NodeName]], reason: str,
                    snapshot: ClusterSnapshot, gang: GangKey | None, out: list[Effect], *,

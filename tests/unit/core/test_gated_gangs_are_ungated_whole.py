@@ -245,7 +245,7 @@ def test_a_staged_gangs_later_stage_is_ungated_as_it_appears() -> None:
     step: BindStep = session.bind(PodRef(leader.namespace, leader.name, leader.uid),
                                   leader_node, snapshot=running, now=1.0)
     assert step.step is Step.BIND
-    session.bound(leader.uid, leader_node, snapshot=running)
+    session.bound(leader.uid, leader_node, current=lambda: running)
     later = world([gang], bound={"lws-leader-0": str(leader_node)}, revision=3)
     effects = session.ungate(later, now=5.0)
     assert ungated_names(effects) == ["lws-worker-0"]
