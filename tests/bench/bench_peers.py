@@ -527,10 +527,9 @@ def _observe(box: Sandbox, label: str, mix: list[dict[str, Any]], spec: MixSpec,
     cpu.append(cpu_pinning.cpu_by_name(box.running()))
     samples = poller.samples
     notes = [f"{poller.errors} polls failed"] if poller.errors else []
-    if len(cpu) == 3:
-        notes.append("CPU-s while pods were created: " + cpu_pinning.cpu_spent(cpu[0], cpu[1]))
-        notes.append("CPU-s from the first pod to the end (the quiet window too): "
-                     + cpu_pinning.cpu_spent(cpu[0], cpu[2]))
+    notes.append("CPU-s while pods were created: " + cpu_pinning.cpu_spent(cpu[0], cpu[1]))
+    notes.append("CPU-s from the first pod to the end (the quiet window too): "
+                 + cpu_pinning.cpu_spent(cpu[0], cpu[2]))
     notes.append(f"poll took {poller.mean_poll_ms():.0f} ms on average")
     if pinned:
         notes.append(pinned)

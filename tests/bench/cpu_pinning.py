@@ -32,15 +32,20 @@ def split(cpus: Iterable[int]) -> tuple[set[int], set[int]]:
     return {ordered[0]}, set(ordered[1:])
 
 
-def session_of(pid: int, proc: Path = Path("/proc")) -> int | None:
-    """A process's session id (``/proc/PID/stat`` field 6), or ``None`` if it is gone."""
+def _stat(pid: int, proc: Path) -> list[str] | None:
+    """``/proc/PID/stat`` from field 3 on (index 0 is field 3), or ``None`` if it is gone."""
     try:
         stat = (proc / str(pid) / "stat").read_text()
     except OSError:
         return None
     # The command name (field 2) is in parentheses and may hold spaces and parentheses.
-    fields = stat[stat.rindex(")") + 2:].split()
-    return int(fields[3])
+    return stat[stat.rindex(")") + 2:].split()
+
+
+def session_of(pid: int, proc: Path = Path("/proc")) -> int | None:
+    """A process's session id (``/proc/PID/stat`` field 6), or ``None`` if it is gone."""
+    fields = _stat(pid, proc)
+    return None if fields is None else int(fields[3])
 
 
 def members(sessions: Mapping[int, str], proc: Path = Path("/proc")) -> dict[int, str]:
@@ -86,11 +91,9 @@ def pin_sandbox(running: Mapping[str, int], *, rest: set[int], muster: set[int])
 def cpu_of(pid: int, proc: Path = Path("/proc")) -> float | None:
     """CPU seconds a live process has used, its threads included (``utime`` + ``stime``,
     fields 14 and 15 of ``/proc/PID/stat``); ``None`` if it is gone."""
-    try:
-        stat = (proc / str(pid) / "stat").read_text()
-    except OSError:
+    fields = _stat(pid, proc)
+    if fields is None:
         return None
-    fields = stat[stat.rindex(")") + 2:].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
