@@ -59,14 +59,14 @@ def register(subparsers: Any) -> None:
                         help=f"run {what} (default: on; --no-{name} leaves it out, and its kind "
                              "is then stored but gets no pods)")
     up.add_argument("--gating", action=argparse.BooleanOptionalAction, default=True,
-                    help="serve Muster's admission webhook on loopback and gate new gang pods "
-                         "until their gang is planned (default: on; --no-gating leaves pods "
-                         "ungated, decided by filter and bind alone)")
-    up.add_argument("--gate-by", choices=[g.value for g in GateBy], default=GateBy.WEBHOOK.value,
-                    help="what gates new pods: webhook (Muster's admission webhook, served on "
-                         "loopback; the default) or policy (the API server's "
+                    help="gate new gang pods until their gang is planned, by --gate-by "
+                         "(default: on; --no-gating leaves pods ungated, decided by filter "
+                         "and bind alone)")
+    up.add_argument("--gate-by", choices=[g.value for g in GateBy], default=GateBy.POLICY.value,
+                    help="what gates new pods: policy (the API server's "
                          "MutatingAdmissionPolicy of manifests/gate-policy/, no call to "
-                         "Muster)")
+                         "Muster; the default) or webhook (Muster's admission webhook, served "
+                         "on loopback)")
     up.add_argument("--no-kwok", action="store_true",
                     help="leave KWOK out: bound pods stay Pending, never finish, and deleted "
                          "bound pods stay Terminating unless deleted with --grace-period=0")

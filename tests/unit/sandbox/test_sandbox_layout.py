@@ -347,11 +347,11 @@ def test_gating_is_on_in_sandbox_up_unless_turned_off() -> None:
     assert _spec(parser.parse_args(["sandbox", "up", "--no-gating"])).gating is False
 
 
-def test_sandbox_up_gates_by_the_webhook_unless_the_policy_is_asked_for() -> None:
+def test_sandbox_up_gates_by_the_policy_unless_the_webhook_is_asked_for() -> None:
     parser = build_parser()
-    assert _spec(parser.parse_args(["sandbox", "up"])).gate_by is GateBy.WEBHOOK
-    assert _spec(parser.parse_args(["sandbox", "up", "--gate-by", "policy"])).gate_by \
-        is GateBy.POLICY
+    assert _spec(parser.parse_args(["sandbox", "up"])).gate_by is GateBy.POLICY
+    assert _spec(parser.parse_args(["sandbox", "up", "--gate-by", "webhook"])).gate_by \
+        is GateBy.WEBHOOK
     with pytest.raises(SystemExit):
         parser.parse_args(["sandbox", "up", "--gate-by", "cel"])
 
