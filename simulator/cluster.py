@@ -34,12 +34,14 @@ from extender.core.gang.capacity import (
     NodeCapacity,
     SnapshotIndex,
     attach_empty,
+    attach_gated,
     attach_index,
     charge_pod,
     classes_of,
     count_fitting,
     demand_of,
     empty_capacity,
+    is_gated,
     node_capacity,
     take,
 )
@@ -128,6 +130,9 @@ class ClusterModel:
         self.gangs: dict[GangKey, Gang] = {}
         self.assumed: dict[str, NodeName] = {}
         """Pods kube-scheduler assumed onto a node, bind pending."""
+        self.gated: set[str] = set()
+        """Pods with a scheduling gate (:meth:`set_gates`): kept here, as the server's store
+        keeps them, so an ungating look does not pass over every pod."""
         self.preferred: dict[str, Preferred] = {}
         """Pod -> its preferred node affinity (only kube-scheduler's score reads it)."""
         self.on_node: dict[NodeName, set[str]] = {n: set() for n in self.nodes}
@@ -188,6 +193,7 @@ class ClusterModel:
             proxy = MappingProxyType(self.base)
             base = Capacities(proxy, classes=dict(self._base_classes))
             attach_empty(snapshot, self._empty_view, gpu=self.gpu)
+            attach_gated(snapshot, frozenset(self.gated))
             attach_index(snapshot, SnapshotIndex(
                 base=base, pods_on=MappingProxyType(self._pods_on),
                 gang_pods=MappingProxyType(self._gang_pods), eligible=self._eligible,
@@ -323,6 +329,8 @@ class ClusterModel:
                 preferred: Preferred = ()) -> None:
         """A pod appears (created pending, or recorded already bound)."""
         self.pods[pod.uid] = pod
+        if is_gated(pod):
+            self.gated.add(pod.uid)
         if preferred:
             self.preferred[pod.uid] = preferred
         if membership is not None:
@@ -364,6 +372,19 @@ class ClusterModel:
 
     def _gpu_milli(self, pod: PodInfo) -> int:
         return self.demand(pod.shape).gpu_milli
+
+    def set_gates(self, uid: str, gates: tuple[str, ...]) -> None:
+        """The pod's scheduling gates are now ``gates`` (added at its creation by admission,
+        removed by Muster's ungating)."""
+        pod = self.pods[uid]
+        if pod.gates == gates:
+            return
+        self.pods[uid] = updated = replace(pod, gates=gates)
+        if is_gated(updated):
+            self.gated.add(uid)
+        else:
+            self.gated.discard(uid)
+        self._changed()
 
     def assume(self, uid: str, node: NodeName) -> None:
         """kube-scheduler reserves ``node`` for the pod while its bind is pending."""
@@ -411,6 +432,7 @@ class ClusterModel:
                 self.forget(uid)
             pod = self.pods.pop(uid, None)
             self.preferred.pop(uid, None)
+            self.gated.discard(uid)
             member = self.memberships.pop(uid, None)
             if member is not None:
                 self._gang_member(uid, member.gang, present=False)

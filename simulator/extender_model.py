@@ -146,6 +146,16 @@ class MusterExtender:
     def next_due(self) -> float | None:
         return self.session.next_due()
 
+    def ungate(self, now: float) -> tuple[Effect, ...]:
+        """One ungating look (:meth:`GangSession.ungate`), as the server's housekeeper takes
+        one after changes; it decides only when something could have changed."""
+        return self.session.ungate(self.cluster.snapshot(), now=now)
+
+    def gates_due(self) -> float:
+        """When an ungating look may decide something although nothing changed (an ungating
+        asked for again, the bound on a pod whose gang is unresolved); ``inf``: never."""
+        return self.session.gates.due
+
 
 def _room(capacity: CapacityView, demand: Demand) -> int:
     """Pods of ``demand`` the nodes could hold, each node counted alone (an upper bound)."""

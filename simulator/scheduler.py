@@ -19,6 +19,12 @@ Per pod, one scheduling cycle, as kube-scheduler runs it:
    them out, and the session is ticked whenever something falls due, as the server's
    housekeeper ticks it every second; otherwise it binds.
 
+In ``muster+gates`` mode a new gang member waits behind Muster's gate instead of entering the
+queue. After each instant's events, before the queue runs, Muster takes an ungating look, as
+its housekeeper does after changes: a gang planned whole has its members' gates lifted
+together, and they enter the queue; one that does not fit stays gated, costing the queue
+nothing. A look also falls due when the session asks (:meth:`MusterExtender.gates_due`).
+
 A pod that fails goes to the unschedulable pool with a backoff (1 s doubling to 10 s); cluster
 events (pods freed) move the pool back to the queue (pods still backing off wait for its end),
 and every 30 s pods left there five minutes are moved back anyway, as kube-scheduler does.
@@ -42,6 +48,7 @@ from extender.core.decide.effects import (
     Release,
     Requeue,
     Step,
+    Ungate,
     Withdrawn,
 )
 from extender.core.gang.capacity import Demand, NodeCapacity
@@ -59,6 +66,10 @@ class Mode(StrEnum):
     """kube-scheduler alone: pods bind one by one, gangs may be left partial."""
     MUSTER = "muster"
     """kube-scheduler with Muster's filter, prioritize and bind (the gang barrier)."""
+    GATED = "muster+gates"
+    """As ``muster``, and each new gang member is created behind Muster's scheduling gate (as
+    the admission policy or webhook puts it there): it enters kube-scheduler's queue only once
+    an ungating look (:meth:`GangSession.ungate`, the server's own) planned its gang whole."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +120,12 @@ class Tick:
     """Something falls due in Muster's session (a plan's TTL, a barrier's timeout)."""
 
 
-SchedulerEvent = BackoffEnd | Flush | PollHeld | Tick
+@dataclass(frozen=True, slots=True)
+class Look:
+    """An ungating look falls due without a change (``muster+gates``)."""
+
+
+SchedulerEvent = BackoffEnd | Flush | PollHeld | Tick | Look
 
 
 @dataclass(slots=True)
@@ -133,6 +149,10 @@ class Counters:
     """Gangs whose barrier timed out (their held members failed)."""
     rejected_binds: int = 0
     """Held or assumed pods whose bind failed and went back to the queue."""
+    gated: int = 0
+    """Pods created behind Muster's gate (``muster+gates``)."""
+    ungated: int = 0
+    """Gated pods whose gate a look lifted."""
 
 
 class _Feasible:
@@ -179,6 +199,8 @@ class SchedulerModel:
         """Ticket -> (pod, node) of each bind request held at Muster's barrier."""
         self._ticks: set[float] = set()
         """Times a :class:`Tick` is scheduled for."""
+        self._looks: set[float] = set()
+        """Times a :class:`Look` is scheduled for."""
         self._flush_due = False
         self._no_fit: dict[object, int] = {}
         """Memo: pod shape -> cache revision at which no node fit it."""
@@ -191,12 +213,15 @@ class SchedulerModel:
         c = self.counters
         return {"attempts": c.attempts, "failed": c.failed, "held": c.held,
                 "withdrawn": c.withdrawn, "rejected_binds": c.rejected_binds,
+                "gated": c.gated, "ungated": c.ungated,
                 "core_calls": self.extender.core_calls,
                 "answered_by_bound": self.extender.answered_by_bound}
 
     # queue -----------------------------------------------------------------------------------
     def enqueue(self, uid: str, now: float) -> None:
         if uid in self._in_active or uid not in self.cluster.pods:
+            return
+        if self._waits_at_gate(uid):
             return
         pod = self.cluster.pods[uid]
         queued = self._queued_at.setdefault(uid, now)
@@ -208,7 +233,50 @@ class SchedulerModel:
         return [uid for *_, uid in sorted(self._active)]
 
     def pending(self) -> int:
-        return len(self._in_active) + len(self._unschedulable) + len(self._backing_off)
+        return (len(self._in_active) + len(self._unschedulable) + len(self._backing_off)
+                + len(self.cluster.gated))
+
+    def gate_new(self, uid: str) -> None:
+        """A pod the replay creates is admitted: in ``muster+gates`` mode a gang member gets
+        Muster's gate, as the admission policy (or webhook) adds it at creation."""
+        member = self.cluster.memberships.get(uid)
+        if self.settings.mode is not Mode.GATED or member is None or member.gang is None:
+            return
+        pod = self.cluster.pods[uid]
+        if self.settings.core.gate not in pod.gates:
+            self.cluster.set_gates(uid, (*pod.gates, self.settings.core.gate))
+            self.counters.gated += 1
+
+    def _waits_at_gate(self, uid: str) -> bool:
+        """Whether the pod is kept out of the queue by Muster's gate (``muster+gates`` only:
+        the other modes do not model ungating, and queue a recorded gated pod as before)."""
+        return (self.settings.mode is Mode.GATED
+                and self.settings.core.gate in self.cluster.pods[uid].gates)
+
+    def look(self, now: float) -> None:
+        """Muster's ungating look (``muster+gates``): lift the gates of the gangs it planned
+        whole, and queue their members."""
+        if self.settings.mode is not Mode.GATED or not self.cluster.gated:
+            return
+        self._looks.discard(now)
+        gate = self.settings.core.gate
+        effects = self.extender.ungate(now)
+        for effect in effects:
+            if not isinstance(effect, Ungate):
+                continue
+            for ref in effect.pods:
+                pod = self.cluster.pods.get(ref.uid)
+                if pod is None or gate not in pod.gates:
+                    continue
+                self.cluster.set_gates(ref.uid, tuple(g for g in pod.gates if g != gate))
+                self.counters.ungated += 1
+                self.enqueue(ref.uid, now)
+        self._effects(effects, now)
+        due = self.extender.gates_due()
+        if self.cluster.gated and due != float("inf") and due not in self._looks:
+            self._looks.add(due := max(due, now))
+            self.events.schedule(due, Look(), priority=Priority.RETRY)
+        self._schedule_tick(now)
 
     def forget_pod(self, uid: str) -> None:
         """The pod is gone (finished or deleted)."""
@@ -252,6 +320,8 @@ class SchedulerModel:
             self._flush(now)
         elif isinstance(event, PollHeld):
             self._poll(event.ticket, now)
+        elif isinstance(event, Look):
+            self.look(now)
         else:
             self._ticks.discard(now)
             due = self.extender.next_due()

@@ -22,6 +22,7 @@ from simulator.preferences import Preferred, preferred_affinity
 from simulator.scheduler import (
     BackoffEnd,
     Flush,
+    Look,
     Mode,
     PollHeld,
     SchedulerModel,
@@ -143,11 +144,13 @@ class Simulation:
             for item in list(self.events.pop_due()):
                 self._handle(item.event, item.time)
             now = self.events.now
+            self.scheduler.look(now)
             self.scheduler.run(now)
             self.metrics.end_round(now, used_gpu_milli=self.cluster.used_gpu_milli)
             if progress is not None:
                 progress(total - self._arrivals_pending, total)
         if self.events.now == 0.0:
+            self.scheduler.look(0.0)
             self.scheduler.run(0.0)
             self.metrics.end_round(0.0, used_gpu_milli=self.cluster.used_gpu_milli)
         end = self.last_progress if horizon is None else min(horizon, self.events.now)
@@ -164,7 +167,7 @@ class Simulation:
         self.events.schedule(time, event, priority=priority)
 
     def _handle(self, event: object, now: float) -> None:
-        if isinstance(event, BackoffEnd | Flush | PollHeld | Tick):
+        if isinstance(event, BackoffEnd | Flush | PollHeld | Tick | Look):
             self.scheduler.handle(event, now)
             return
         self._progress -= 1
@@ -198,6 +201,13 @@ class Simulation:
 
     def _arrive(self, spec: WorkloadSpec, now: float) -> None:
         tree = spec.tree
+        if any(g.created == 0.0 for g in tree.gangs):
+            # No creationTimestamp (a synthetic day, a hand-written snapshot): the workload is
+            # created when it arrives, and its gangs are as old as that. Muster orders gangs
+            # of one priority by age (ungating looks, the deadlock graph); without this they
+            # would all tie at 0 and go by name.
+            tree = replace(tree, gangs=tuple(g if g.created else replace(g, created=now)
+                                             for g in tree.gangs))
         key = tree.ref.key
         self.cluster.add_workload(tree)
         self._runtime[key] = spec.runtime
@@ -238,6 +248,8 @@ class Simulation:
             if pod.node_name is not None and pod.holds_resources:
                 self._bound(pod, now)
             elif pod.node_name is None:
+                if pod.uid not in recorded:  # created now: admission may gate it
+                    self.scheduler.gate_new(pod.uid)
                 self.scheduler.enqueue(pod.uid, now)
 
     def _create_later(self, key: str, now: float) -> None:

@@ -71,7 +71,8 @@ def _modes(raw: str | None) -> list[Mode]:
     try:
         modes = [Mode(n) for n in names]
     except ValueError:
-        raise CliError(f"--compare {raw!r}: schedulers are default and muster") from None
+        raise CliError(f"--compare {raw!r}: schedulers are "
+                       + ", ".join(m.value for m in Mode)) from None
     if not modes or len(set(modes)) != len(modes):
         raise CliError(f"--compare {raw!r}: name each scheduler once")
     return modes
@@ -144,6 +145,9 @@ def run_gangs(args: argparse.Namespace) -> int:
         ["gang wait p50", *(_fmt(r["gang_wait_seconds"]["p50"], " s") for r in reports)],
         ["gang wait p95", *(_fmt(r["gang_wait_seconds"]["p95"], " s") for r in reports)],
         ["pods bound", *(r["pods"]["bound"] for r in reports)],
+        # What gates save kube-scheduler: cycles for pods of gangs that cannot start yet.
+        ["scheduling cycles", *(results[n].stats.get("attempts", 0) for n in names)],
+        ["  of which failed", *(results[n].stats.get("failed", 0) for n in names)],
     ]
     if reports[0]["gangs_in_one_domain"] is not None:
         rows.insert(3, ["gangs admitted within one rack",

@@ -158,7 +158,7 @@ def test_cli_compare_prints_one_report_per_scheduler(capsys: pytest.CaptureFixtu
 def test_cli_rejects_unknown_scheduler_and_bad_synthetic_key(
         capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["simulate", str(EXAMPLE), "--compare", "default,volcano"]) == 1
-    assert "schedulers are default and muster" in capsys.readouterr().err
+    assert "schedulers are default, muster, muster+gates" in capsys.readouterr().err
     assert main(["simulate", "--synthetic", "zones=3"]) == 1
     assert "KEY one of" in capsys.readouterr().err
 
