@@ -30,9 +30,8 @@ from collections.abc import Sequence
 from extender.core.decide.decisions import CoreSettings, FilterDecision, FilterOutcome
 from extender.core.decide.effects import BindStep, Effect
 from extender.core.decide.session import Entry, GangSession, Offer
-from extender.core.gang.capacity import CapacityView, Demand, classes_of, count_fitting, demand_of
-from extender.core.gang.ledger import Ledger, free_capacity, per_role, placed_counts
-from extender.core.gang.placement import gang_demands
+from extender.core.gang.bounds import cannot_fit
+from extender.core.gang.ledger import Ledger, free_capacity
 from extender.core.model.notices import PodRef
 from extender.core.model.snapshot import ClusterSnapshot
 from extender.core.model.values import Gang, NodeName, PodInfo
@@ -104,20 +103,8 @@ class MusterExtender:
     def _cannot_fit(self, gang: Gang, pod: PodInfo, snapshot: ClusterSnapshot) -> bool:
         """True only if no plan for the rest of the gang's minimum can exist now."""
         gpu = self.settings.gpu_resource
-        by_role = per_role(placed_counts(gang.key, snapshot, self.ledger, gpu=gpu,
-                                         exclude=pod.uid))
-        need: dict[Demand, int] = {}
-        for rd in gang_demands(gang, by_role):
-            if rd.need:
-                demand = demand_of(rd.shape, gpu=gpu)
-                need[demand] = need.get(demand, 0) + rd.need
-        if not need:
-            return False
         capacity = free_capacity(snapshot, self.ledger, gpu=gpu, exclude=gang.key)
-        whole = sum(d.whole * n for d, n in need.items())
-        if whole and _whole_free(capacity) < whole:
-            return True
-        return any(_room(capacity, demand) < n for demand, n in need.items())
+        return cannot_fit(gang, snapshot, self.ledger, capacity, gpu=gpu, exclude=pod.uid)
 
     # prioritize, bind, the barrier, time ---------------------------------------------------
     def prioritize(self, pod: PodInfo, passed: Sequence[NodeName],
@@ -155,19 +142,3 @@ class MusterExtender:
         """When an ungating look may decide something although nothing changed (an ungating
         asked for again, the bound on a pod whose gang is unresolved); ``inf``: never."""
         return self.session.gates.due
-
-
-def _room(capacity: CapacityView, demand: Demand) -> int:
-    """Pods of ``demand`` the nodes could hold, each node counted alone (an upper bound)."""
-    room = sum(count_fitting(cap, demand) * len(names)
-               for cap, names in classes_of(capacity.base).items())
-    for name, cap in capacity.changes.items():
-        room += count_fitting(cap, demand) - count_fitting(capacity.base[name], demand)
-    return room
-
-
-def _whole_free(capacity: CapacityView) -> int:
-    total = sum(cap.whole_free * len(names) for cap, names in classes_of(capacity.base).items())
-    for name, cap in capacity.changes.items():
-        total += cap.whole_free - capacity.base[name].whole_free
-    return total

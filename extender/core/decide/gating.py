@@ -10,7 +10,9 @@ to filter on every retry. :func:`decide_ungates` looks at every gated pod this M
 - a gang that does not fit stays gated with the reason the filter would give, and is looked
   at again only when the cluster changed in a way that could help: free capacity grew
   somewhere (a pod ended, a plan ended, a node came), its own members changed, or its plan
-  appeared (its ungated members were filtered);
+  appeared (its ungated members were filtered). When only free capacity grew, and not
+  enough for the gang (:func:`~extender.core.gang.bounds.shortfall`) while it has no one
+  to preempt, it is not planned again, and the bound's reason is told;
 - a member of a gang already planned or admitted (a later stage of a staged gang) is
   ungated as it appears: its filter is pinned to the plan;
 - a gang that does not fit but would by evicting lower-priority units is ungated: only pods in
@@ -30,9 +32,10 @@ from dataclasses import dataclass, field
 
 from extender.core.decide.decisions import FilterOutcome, decide_filter
 from extender.core.decide.effects import Ungate
-from extender.core.decide.holders import Holder
-from extender.core.decide.preemption import plan_preemption
+from extender.core.decide.holders import Holder, describe_holders
+from extender.core.decide.preemption import may_preempt, plan_preemption
 from extender.core.decide.settings import CoreSettings
+from extender.core.gang.bounds import shortfall
 from extender.core.gang.capacity import NodeCapacity, gang_priority, gated_of, index_of
 from extender.core.gang.ledger import Ledger, free_capacity
 from extender.core.model.notices import PodRef
@@ -56,6 +59,12 @@ class GateBook:
     looked: dict[GangKey, tuple[tuple[object, ...], int | None]] = field(default_factory=dict)
     """Gang -> what it was looked at with when it was left gated, and the free-capacity
     epoch then (``None`` when it was left gathering: capacity does not matter to it)."""
+    holders: dict[GangKey, tuple[Holder, ...]] = field(default_factory=dict)
+    """Gang -> who held what it needed at its last full look, while it is left gated: a
+    look the bound answers says the same of them."""
+    never: set[GangKey] = field(default_factory=set)
+    """Gangs left gated at their last full look because not even an empty cluster holds
+    them: a look the bound answers leaves that reason as it is."""
     epoch: int = 0
     """Bumped whenever free capacity grew anywhere since the last look."""
     free: Mapping[NodeName, NodeCapacity] | None = None
@@ -65,6 +74,9 @@ class GateBook:
     """The earliest time a look may decide something although nothing changed."""
     evaluated: int = 0
     """Gangs planned (or tried) so far: what the tests count to see a gang looked at once."""
+    bounded: int = 0
+    """Looks at a gang left gated for want of room that free capacity had grown for, but
+    not enough to hold it (:func:`~extender.core.gang.bounds.shortfall`): not planned."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +90,8 @@ class StillGated:
     """``GangWaiting`` (it does not fit; said on its pods too) or ``GangGathering`` (too few
     members exist yet; said on the workload only)."""
     holders: tuple[Holder, ...] = ()
+    never: bool = False
+    """Not even an empty cluster holds the gang (the filter's ``rejected``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +157,8 @@ def decide_ungates(snapshot: ClusterSnapshot, *, now: float, ledger: Ledger,
             del table[uid]
     for key in [k for k in book.looked if k not in snapshot.gangs]:
         del book.looked[key]
+        book.holders.pop(key, None)
+        book.never.discard(key)
     ungates: list[Ungate] = []
     loose: dict[str, list[PodRef]] = {}
     by_gang: dict[GangKey, list[PodInfo]] = {}
@@ -206,8 +222,25 @@ def decide_ungates(snapshot: ClusterSnapshot, *, now: float, ledger: Ledger,
         book.free = dict(free)
     for key, pods, uids, state in looks:
         gang = snapshot.gangs[key]
-        if book.looked.get(key) == (state, book.epoch):
+        before = book.looked.get(key)
+        if before == (state, book.epoch):
             continue  # nothing changed that could let it fit
+        why = (_still_cannot_fit(gang, snapshot, ledger, settings)
+               if before is not None and before[0] == state and before[1] is not None
+               else None)
+        if why is not None:
+            # Only free capacity grew since it was left gated for want of room, and not
+            # enough to hold it: it waits without being planned again, told the bound's
+            # reason (and who held the room at its last full look). A gang that would not
+            # fit an empty cluster keeps saying so.
+            book.looked[key] = (state, book.epoch)
+            book.bounded += 1
+            if key not in book.never:
+                held = book.holders.get(key, ())
+                reason = f"gang {key}: does not fit: {why}" + (
+                    f"; {describe_holders(held)}" if held else "")
+                gated_out.append(StillGated(key, tuple(pods), reason, "GangWaiting", held))
+            continue
         short = shortfalls[key] if key in shortfalls else _shortfall(gang, snapshot, uids,
                                                                     ledger)
         outcome = _look(gang, pods, short, snapshot=snapshot, now=now, ledger=ledger,
@@ -216,9 +249,16 @@ def decide_ungates(snapshot: ClusterSnapshot, *, now: float, ledger: Ledger,
             # Remembered as it was before this look (planning may change the ledger); a
             # gang still gathering waits for its members, whatever the capacity.
             book.looked[key] = (state, None if outcome.event == GATHERING else book.epoch)
+            book.holders[key] = outcome.holders
+            if outcome.never:
+                book.never.add(key)
+            else:
+                book.never.discard(key)
             gated_out.append(outcome)
             continue
         book.looked.pop(key, None)
+        book.holders.pop(key, None)
+        book.never.discard(key)
         ungate, made = outcome
         if made:
             planned.append(key)
@@ -231,6 +271,17 @@ def decide_ungates(snapshot: ClusterSnapshot, *, now: float, ledger: Ledger,
     if ungates:
         book.due = min(book.due, now + settings.gate_retry)
     return Ungating(tuple(ungates), tuple(gated_out), tuple(planned))
+
+
+def _still_cannot_fit(gang: Gang, snapshot: ClusterSnapshot, ledger: Ledger,
+                      settings: CoreSettings) -> str | None:
+    """Why the gang certainly still does not fit (:func:`shortfall` on the free capacity it
+    sees, its own holds included) when it has no one to preempt either; ``None``: plan it."""
+    gpu = settings.gpu_resource
+    if may_preempt(gang, snapshot, gpu=gpu):
+        return None
+    free = free_capacity(snapshot, ledger, gpu=gpu, exclude=gang.key)
+    return shortfall(gang, snapshot, ledger, free, gpu=gpu)
 
 
 def _shortfall(gang: Gang, snapshot: ClusterSnapshot, uids: tuple[str, ...],
@@ -272,7 +323,8 @@ def _look(gang: Gang, pods: list[PodInfo], short: tuple[int, int] | None, *,
                                 f"{len(victims.victims)} lower-priority units would let it "
                                 "fit whole: ungated for kube-scheduler's preemption", key), False
     if decision.outcome not in _PLACED:
-        return StillGated(key, tuple(pods), decision.reason, "GangWaiting", decision.holders)
+        return StillGated(key, tuple(pods), decision.reason, "GangWaiting", decision.holders,
+                          never=decision.outcome is FilterOutcome.REJECTED)
     made = decision.outcome is FilterOutcome.PLANNED
     why = (f"gang {key}: planned whole; ungating {len(refs)} members together" if made else
            f"gang {key}: its plan holds these members; ungating {len(refs)}")

@@ -102,6 +102,25 @@ def preemptor(gang: Gang, snapshot: ClusterSnapshot, *, gpu: str) -> tuple[int, 
     return priority, preempts
 
 
+_LOWEST = "lowest priority placed"
+
+
+def may_preempt(gang: Gang, snapshot: ClusterSnapshot, *, gpu: str) -> bool:
+    """Whether :func:`candidates` could find any unit for ``gang`` to evict: it may preempt,
+    and some placed pod has a lower priority than it (a unit's priority is never below its
+    pods'). ``False`` is certain; ``True`` only means "look"."""
+    priority, preempts = preemptor(gang, snapshot, gpu=gpu)
+    if not preempts:
+        return False
+    lowest = snapshot.derived.get(_LOWEST)
+    if not isinstance(lowest, int | float):
+        index = index_of(snapshot, gpu=gpu)
+        lowest = min((snapshot.pods[u].shape.priority for uids in index.pods_on.values()
+                      for u in uids), default=float("inf"))
+        snapshot.derived[_LOWEST] = lowest
+    return lowest < priority
+
+
 def candidates(gang: Gang, snapshot: ClusterSnapshot, ledger: Ledger, *, gpu: str,
                pdb_nodes: Collection[NodeName] = ()) -> list[Victim]:
     """Every unit the gang may evict, in the order the greedy tries them."""

@@ -228,6 +228,62 @@ def test_an_unfit_gang_is_looked_at_again_only_when_capacity_grew() -> None:
     assert ungated_names(effects) == ["big-worker-0", "big-worker-1"]
 
 
+def test_room_that_grew_but_cannot_hold_the_gang_does_not_plan_it_again() -> None:
+    """A pod ending frees room a waiting gang cannot use: the look does not plan it (the
+    bound rules it out) and says why from the bound; room that can hold it plans it at once."""
+    gang = make_gang("big", roles=[("worker", 2, make_shape(gpus=8))])
+    blocker = make_pod("blocker", shape=make_shape(gpus=8), node="n2")
+    small = make_pod("small", shape=make_shape(gpus=4), node="n1")
+    session = GangSession(SETTINGS)
+    session.ungate(world([gang], extra=[blocker, small]), now=0.0)
+    assert session.gates.evaluated == 1 and session.gates.bounded == 0
+    # small ends: n1 is free, n2 is not; one node of 8 GPUs cannot hold two such pods.
+    effects = session.ungate(world([gang], extra=[blocker], revision=2), now=1.0)
+    assert session.gates.evaluated == 1 and session.gates.bounded == 1
+    assert ungates(effects) == []
+    [said] = workload_events(effects, "GangWaiting")
+    assert said.message == ("gang ml/big: does not fit: it needs 16 more whole GPUs and 8 are "
+                            "free outside other gangs' plans")
+    assert session.last_reason[gang.key] == said.message
+    # Nothing changed since: neither planned nor bounded again.
+    session.ungate(world([gang], extra=[blocker], revision=2), now=2.0)
+    assert (session.gates.evaluated, session.gates.bounded) == (1, 1)
+    # The blocker ends: the bound lets it through, and it is planned and ungated whole.
+    effects = session.ungate(world([gang], revision=3), now=3.0)
+    assert session.gates.evaluated == 2 and session.gates.bounded == 1
+    assert ungated_names(effects) == ["big-worker-0", "big-worker-1"]
+
+
+def test_a_gang_no_empty_cluster_holds_keeps_saying_so_when_the_bound_answers() -> None:
+    gang = make_gang("huge", roles=[("worker", 3, make_shape(gpus=8))])  # 24 GPUs on 16
+    blocker = make_pod("blocker", shape=make_shape(gpus=4), node="n1")
+    session = GangSession(SETTINGS)
+    session.ungate(world([gang], extra=[blocker]), now=0.0)
+    never = session.last_reason[gang.key]
+    assert "empty cluster" in never
+    effects = session.ungate(world([gang], revision=2), now=1.0)  # the blocker ends
+    assert (session.gates.evaluated, session.gates.bounded) == (1, 1)
+    assert workload_events(effects, "GangWaiting") == [] and ungates(effects) == []
+    assert session.last_reason[gang.key] == never
+
+
+def test_a_gang_that_may_preempt_is_looked_at_whatever_the_bound_says() -> None:
+    """Room too small for a gang may still be enough once lower-priority pods are evicted:
+    the bound is not used for a gang with anyone to preempt."""
+    shape = make_shape(gpus=8, priority=100)
+    gang = make_gang("vip", roles=[("worker", 2, shape)], priority=100)
+    high = replace(make_pod("high", shape=make_shape(gpus=8, priority=1000), node="n2"))
+    low = make_pod("low", shape=make_shape(gpus=4), node="n1")
+    lower = make_pod("lower", shape=make_shape(gpus=2), node="n1")
+    session = GangSession(SETTINGS)
+    session.ungate(world([gang], extra=[high, low, lower]), now=0.0)
+    assert session.gates.evaluated == 1
+    # lower ends: n1 has 6 GPUs free, n2 none; evicting low cannot free n2 either, but only
+    # planning the preemption can tell: the gang is looked at again.
+    session.ungate(world([gang], extra=[high, low], revision=2), now=1.0)
+    assert session.gates.evaluated == 2 and session.gates.bounded == 0
+
+
 def test_a_staged_gangs_later_stage_is_ungated_as_it_appears() -> None:
     gang = make_gang("lws", roles=[("leader", 1, make_shape(gpus=8)),
                                    ("worker", 1, make_shape(gpus=8))],

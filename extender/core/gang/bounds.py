@@ -1,0 +1,87 @@
+"""A necessary condition for a gang to fit: cheap, from capacity classes, and never wrong.
+
+Planning a gang that does not fit costs a bounded search, then the reasons (an empty
+cluster's plan, who holds what it needs). A gang waiting for room is looked at again whenever
+free capacity grows anywhere, and on a busy cluster that is every time a pod ends. Most of
+those changes cannot help it: one GPU freed on one node does not make room for eight pods of
+eight GPUs. :func:`cannot_fit` says so without planning: for some pod shape the gang still
+needs, the nodes could not hold that many even if no other shape wanted room (each node
+counted alone, from the classes of identical capacity), or fewer whole GPUs are free than it
+needs. When it says ``True`` no plan exists; when it says ``False`` one may.
+:func:`shortfall` says why, in words a waiting gang's events can carry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from extender.core.gang.capacity import (
+    CapacityView,
+    Demand,
+    NodeCapacity,
+    classes_of,
+    count_fitting,
+    demand_of,
+)
+from extender.core.gang.ledger import Ledger, per_role, placed_counts
+from extender.core.gang.placement import gang_demands
+from extender.core.model.resources import GPU
+from extender.core.model.snapshot import ClusterSnapshot
+from extender.core.model.values import Gang, NodeName
+
+
+def shortfall(gang: Gang, snapshot: ClusterSnapshot, ledger: Ledger,
+              capacity: Mapping[NodeName, NodeCapacity], *, gpu: str = GPU,
+              exclude: str | None = None) -> str | None:
+    """Why no plan for the rest of the gang's minimum can exist on ``capacity`` (free
+    capacity as the gang sees it), or ``None`` when one may; ``exclude``: a pod of the gang
+    not counted as placed (the one being filtered)."""
+    by_role = per_role(placed_counts(gang.key, snapshot, ledger, gpu=gpu, exclude=exclude))
+    need: dict[Demand, tuple[int, list[str]]] = {}
+    for rd in gang_demands(gang, by_role):
+        if rd.need:
+            demand = demand_of(rd.shape, gpu=gpu)
+            count, roles = need.get(demand, (0, []))
+            need[demand] = (count + rd.need, [*roles, rd.role])
+    whole = sum(d.whole * n for d, (n, _) in need.items())
+    if whole:
+        free = whole_gpus_free(capacity)
+        if free < whole:
+            return (f"it needs {whole} more whole GPUs and {free} are free outside other "
+                    "gangs' plans")
+    for demand, (count, roles) in need.items():
+        room = pods_that_fit(capacity, demand)
+        if room < count:
+            return (f"at most {room} of the {count} more {'/'.join(roles)} pods it needs "
+                    "fit the free capacity, each node counted alone")
+    return None
+
+
+def cannot_fit(gang: Gang, snapshot: ClusterSnapshot, ledger: Ledger,
+               capacity: Mapping[NodeName, NodeCapacity], *, gpu: str = GPU,
+               exclude: str | None = None) -> bool:
+    """True only if no plan for the rest of the gang's minimum can exist (:func:`shortfall`)."""
+    return shortfall(gang, snapshot, ledger, capacity, gpu=gpu, exclude=exclude) is not None
+
+
+def pods_that_fit(capacity: Mapping[NodeName, NodeCapacity], demand: Demand) -> int:
+    """Pods of ``demand`` the nodes could hold, each node counted alone (an upper bound)."""
+    if isinstance(capacity, CapacityView):
+        room = sum(count_fitting(cap, demand) * len(names)
+                   for cap, names in classes_of(capacity.base).items())
+        for name, cap in capacity.changes.items():
+            room += count_fitting(cap, demand) - count_fitting(capacity.base[name], demand)
+        return room
+    return sum(count_fitting(cap, demand) * len(names)
+               for cap, names in classes_of(capacity).items())
+
+
+def whole_gpus_free(capacity: Mapping[NodeName, NodeCapacity]) -> int:
+    """Whole GPU devices free on all the nodes together."""
+    if isinstance(capacity, CapacityView):
+        total = sum(cap.whole_free * len(names)
+                    for cap, names in classes_of(capacity.base).items())
+        for name, cap in capacity.changes.items():
+            total += cap.whole_free - capacity.base[name].whole_free
+        return total
+    return sum(cap.whole_free * len(names) for cap, names in classes_of(capacity).items())
