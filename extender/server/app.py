@@ -76,6 +76,7 @@ def create_app(settings: Settings, state: StateStore, clock: Clock, *,
                             may_act=deciding if leadership else None, ungater=ungater,
                             gang_objects=gang_objects)
         service = decider = gangs
+        metrics.watch_looks(gangs.gang_looks)
         if leadership is not None:
             from extender.server.leading import LeaderGate  # noqa: PLC0415
 

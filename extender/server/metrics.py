@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 import extender
@@ -24,6 +24,7 @@ from extender.state.store import SOURCE_STATES
 
 VERBS = ("filter", "prioritize", "bind", "preempt")
 GANG_STATES = ("waiting", "planned", "bound", "finished", "expired")
+LOOK_ANSWERS = ("planner", "bound")
 
 # Filter adds straight to every scheduling cycle, so the buckets resolve sub-millisecond times;
 # bind holds at the barrier for up to --bind-timeout, hence the long tail.
@@ -90,6 +91,12 @@ class Metrics:
         state (``listing``, ``synced``, ``broken``, ``forbidden``), 0 for the others."""
         self.registry.register(_SourceStates(states))
 
+    def watch_looks(self, looks: Callable[[], Mapping[str, int]]) -> None:
+        """``muster_gang_looks_total{answered_by}`` at scrape time: gangs waiting at their
+        gates that ungating looks ran the planner for (``planner``) or answered with the fit
+        bound (``bound``)."""
+        self.registry.register(_Looks(looks))
+
     def render(self) -> bytes:
         return generate_latest(self.registry)
 
@@ -105,6 +112,21 @@ class _SourceStates(Collector):
         for source, current in sorted(self._states().items()):
             for state in SOURCE_STATES:
                 family.add_metric([source, state], 1.0 if state == current else 0.0)
+        yield family
+
+
+class _Looks(Collector):
+    def __init__(self, looks: Callable[[], Mapping[str, int]]) -> None:
+        self._looks = looks
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        family = CounterMetricFamily(
+            "muster_gang_looks", "Gangs waiting at their gates that an ungating look planned "
+            "again (planner) or ruled out from capacity classes without planning (bound)",
+            labels=["answered_by"])
+        looks = self._looks()
+        for how in LOOK_ANSWERS:
+            family.add_metric([how], float(looks.get(how, 0)))
         yield family
 
 

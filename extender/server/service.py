@@ -131,6 +131,9 @@ class GangService:
         the leader (leader election), so a bind decided in its term is not posted after it."""
         self._term = 0
         """Bumped when leadership is gained or lost: a bind held in an older term fails."""
+        self._looks_before = (0, 0)
+        """Gangs planned and answered by the fit bound in ungating looks of the sessions
+        this service had before the current one (:meth:`gang_looks`)."""
 
     # --- leadership (see extender.server.leading) ----------------------------------------------
 
@@ -142,6 +145,9 @@ class GangService:
         with self._cond:
             self._term += 1
             self._cond.notify_all()  # a bind still held from an older term fails
+            gates = self.session.gates
+            self._looks_before = (self._looks_before[0] + gates.evaluated,
+                                  self._looks_before[1] + gates.bounded)
             self.session = GangSession(self.session.settings)
             for ref in refused:
                 self.session.turn_away(ref, untrusted=True)
@@ -488,6 +494,14 @@ class GangService:
         return describe_gangs(snapshot, session.ledger, last_reason=dict(session.last_reason),
                               waiting=session.open_requests(), holders=dict(session.holders),
                               scheduler_names=self._settings.scheduler_names)
+
+    def gang_looks(self) -> Mapping[str, int]:
+        """Gangs left gated that ungating looks planned (the planner ran, whether or not it
+        found room) and those the fit bound answered without planning, since start. Two
+        ints read without the lock: a scrape may see one look's counts half updated."""
+        planned, bounded = self._looks_before
+        gates = self.session.gates
+        return {"planner": planned + gates.evaluated, "bound": bounded + gates.bounded}
 
     def gang_counts(self) -> Mapping[str, int]:
         snapshot = self._state.snapshot()

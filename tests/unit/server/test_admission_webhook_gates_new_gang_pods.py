@@ -205,6 +205,40 @@ def test_housekeeping_ungates_a_gang_whole_once_it_fits() -> None:
         f"train-worker-0-{i}" for i in range(3)]
 
 
+def test_looks_the_fit_bound_answers_are_counted_apart_from_planned_ones() -> None:
+    store = store_of([gpu_node("n0"), jobset("train", workers=3, gpus=4), job_of("train"),
+                      *(gated_pod("train", i, 4) for i in range(3))])
+    ungater = MemoryUngater()
+    clock = Clock()
+    app = create_app(SETTINGS, store, clock, binder=MemoryBinder(store), events=MemoryEvents(),
+                     ungater=ungater)
+    svc = app.extensions["muster.decider"]
+    assert isinstance(svc, GangService)
+
+    def looks() -> dict[str, float]:
+        scraped = app.test_client().get("/metrics").data.decode()
+        return {how: float(line.rsplit(" ", 1)[1]) for how in ("planner", "bound")
+                for line in scraped.splitlines()
+                if line.startswith(f'muster_gang_looks_total{{answered_by="{how}"}} ')}
+
+    svc.housekeep()  # 12 GPUs on one 8-GPU node: planned once, stays gated
+    assert looks() == {"planner": 1.0, "bound": 0.0}
+    store.apply("v1/Node", "ADDED", gpu_node("n1", gpus=2))  # room grew, not to 12
+    clock.now += 1
+    svc.housekeep()
+    assert looks() == {"planner": 1.0, "bound": 1.0} and ungater.ungated() == []
+    store.apply("v1/Node", "ADDED", gpu_node("n2"))
+    clock.now += 1
+    svc.housekeep()
+    assert looks() == {"planner": 2.0, "bound": 1.0}
+    assert len(ungater.ungated()) == 3
+    # A new term (leadership taken over) starts a new session, whose first look plans the
+    # gang (still gated here: the memory ungater leaves the store as it is) once more. The
+    # counts go on from the old session's: a counter never goes back.
+    svc.take_over()
+    assert looks() == {"planner": 3.0, "bound": 1.0}
+
+
 def webhook_port(tmp_path: Path, **serve: Any) -> tuple[int, ssl.SSLContext]:
     """A webhook port serving a fresh cluster's app over TLS; its port and a client context
     trusting it."""
