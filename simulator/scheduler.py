@@ -256,9 +256,9 @@ class SchedulerModel:
     def look(self, now: float) -> None:
         """Muster's ungating look (``muster+gates``): lift the gates of the gangs it planned
         whole, and queue their members."""
+        self._looks.discard(now)
         if self.settings.mode is not Mode.GATED or not self.cluster.gated:
             return
-        self._looks.discard(now)
         gate = self.settings.core.gate
         effects = self.extender.ungate(now)
         for effect in effects:
@@ -272,9 +272,9 @@ class SchedulerModel:
                 self.counters.ungated += 1
                 self.enqueue(ref.uid, now)
         self._effects(effects, now)
-        due = self.extender.gates_due()
-        if self.cluster.gated and due != float("inf") and due not in self._looks:
-            self._looks.add(due := max(due, now))
+        due = self.extender.gates_due()  # inf: nothing falls due; never before the next instant
+        if self.cluster.gated and now < due < float("inf") and due not in self._looks:
+            self._looks.add(due)
             self.events.schedule(due, Look(), priority=Priority.RETRY)
         self._schedule_tick(now)
 

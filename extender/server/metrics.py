@@ -8,6 +8,7 @@ never stale. The gang wait time is observed from the events the service emits
 
 from __future__ import annotations
 
+import contextlib
 import math
 import platform
 import threading
@@ -116,17 +117,22 @@ class _SourceStates(Collector):
 
 
 class _Looks(Collector):
+    """A counter read from the service at scrape time; while the service is too busy to say,
+    the last counts read (a counter never goes back, and never turns NaN)."""
+
     def __init__(self, looks: Callable[[], Mapping[str, int]]) -> None:
         self._looks = looks
+        self._last: Mapping[str, int] = {}
 
     def collect(self) -> Iterator[CounterMetricFamily]:
         family = CounterMetricFamily(
-            "muster_gang_looks", "Gangs waiting at their gates that an ungating look planned "
-            "again (planner) or ruled out from capacity classes without planning (bound)",
+            "muster_gang_looks", "Gated gangs an ungating look ran the planner for (planner) "
+            "or ruled out from capacity classes without planning (bound)",
             labels=["answered_by"])
-        looks = self._looks()
+        with contextlib.suppress(Busy):
+            self._last = self._looks()
         for how in LOOK_ANSWERS:
-            family.add_metric([how], float(looks.get(how, 0)))
+            family.add_metric([how], float(self._last.get(how, 0)))
         yield family
 
 

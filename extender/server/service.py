@@ -497,11 +497,12 @@ class GangService:
 
     def gang_looks(self) -> Mapping[str, int]:
         """Gangs left gated that ungating looks planned (the planner ran, whether or not it
-        found room) and those the fit bound answered without planning, since start. Two
-        ints read without the lock: a scrape may see one look's counts half updated."""
-        planned, bounded = self._looks_before
-        gates = self.session.gates
-        return {"planner": planned + gates.evaluated, "bound": bounded + gates.bounded}
+        found room) and those the fit bound answered without planning, since start, over
+        every term (read under the lock: a new term moves the counts to ``_looks_before``)."""
+        with self._lock_or_busy():
+            planned, bounded = self._looks_before
+            gates = self.session.gates
+            return {"planner": planned + gates.evaluated, "bound": bounded + gates.bounded}
 
     def gang_counts(self) -> Mapping[str, int]:
         snapshot = self._state.snapshot()

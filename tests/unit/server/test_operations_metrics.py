@@ -1,5 +1,6 @@
 """The metrics an operator alerts on, read from ``/metrics`` after real requests: the build,
-how long gangs waited for admission, and each watched source's state."""
+how long gangs waited for admission, each watched source's state, and how ungating looks
+were answered."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from flask.testing import FlaskClient
 
 import extender
 from extender.server.app import create_app
-from extender.server.metrics import GangWaitObserver
+from extender.server.decider import Busy
+from extender.server.metrics import GangWaitObserver, Metrics
 from extender.server.settings import Settings
 from extender.state.memory import MemoryBinder
 from extender.state.ports import EventType, MemoryEvents, PodEvent, PodRef, WorkloadEvent
@@ -137,3 +139,21 @@ def test_the_observer_passes_every_event_on_and_forgets_the_oldest_gang_beyond_i
         observer.emit(_told(gang, "GangAdmitted"))
     assert seen == [2.0, 1.0]  # gang b (from 1001 to 1003), gang c; gang a was forgotten
     assert len(inner.events()) == 1 and len(inner.workload_events()) == 7
+
+
+def test_gang_looks_keep_their_last_counts_while_the_service_is_busy() -> None:
+    metrics = Metrics()
+    answers: list[dict[str, int] | None] = [{"planner": 3, "bound": 7}, None]
+
+    def looks() -> dict[str, int]:
+        answer = answers.pop(0)
+        if answer is None:
+            raise Busy("the service lock was not free within 0.5s")
+        return answer
+
+    metrics.watch_looks(looks)
+    for _ in range(2):  # the second scrape finds the service busy
+        text = metrics.render().decode()
+        assert 'muster_gang_looks_total{answered_by="planner"} 3.0' in text
+        assert 'muster_gang_looks_total{answered_by="bound"} 7.0' in text
+    assert answers == []
