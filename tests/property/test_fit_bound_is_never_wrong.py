@@ -11,10 +11,11 @@ from __future__ import annotations
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from extender.core.gang.bounds import cannot_fit, pods_that_fit, whole_gpus_free
+from extender.core.gang.bounds import cannot_fit
 from extender.core.gang.capacity import count_fitting, demand_of
 from extender.core.gang.ledger import Ledger, free_capacity, per_role, placed_counts
 from extender.core.gang.placement import Infeasible, plan_gang
+from extender.core.gang.search import free_totals, room_for
 from tests.unit.core.builders import make_gang, make_node, make_pod, make_shape, make_snapshot
 
 
@@ -57,9 +58,10 @@ def test_a_gang_the_bound_rules_out_has_no_plan(case) -> None:  # type: ignore[n
                      placed=per_role(placed_counts(gang.key, snapshot, ledger)))
     if ruled_out:
         assert isinstance(plan, Infeasible)
-    # The counts read the classes and their changes as a pass over every node would.
+    # The counts the bound reads are what a pass over every node would add up.
+    names = tuple(free)
     for member in gang.members:
         demand = demand_of(member.shape)
-        assert pods_that_fit(free, demand) == sum(count_fitting(c, demand)
-                                                  for c in free.values())
-    assert whole_gpus_free(free) == sum(c.whole_free for c in free.values())
+        assert room_for(demand, names, cap_of=free, enough=10**9) == sum(
+            count_fitting(c, demand) for c in free.values())
+    assert free_totals(names, free)["gpu:whole"] == sum(c.whole_free for c in free.values())

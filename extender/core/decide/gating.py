@@ -48,37 +48,6 @@ GATHERING = "GangGathering"
 _TERMINAL = (PodPhase.SUCCEEDED, PodPhase.FAILED)
 
 
-@dataclass
-class GateBook:
-    """What ungating remembers between looks; owned by the session."""
-
-    since: dict[str, float] = field(default_factory=dict)
-    """Pod UID -> when it was first seen gated."""
-    asked: dict[str, float] = field(default_factory=dict)
-    """Pod UID -> when its ungating was last asked for (until the gate is seen gone)."""
-    looked: dict[GangKey, tuple[tuple[object, ...], int | None]] = field(default_factory=dict)
-    """Gang -> what it was looked at with when it was left gated, and the free-capacity
-    epoch then (``None`` when it was left gathering: capacity does not matter to it)."""
-    holders: dict[GangKey, tuple[Holder, ...]] = field(default_factory=dict)
-    """Gang -> who held what it needed at its last full look, while it is left gated: a
-    look the bound answers says the same of them."""
-    never: set[GangKey] = field(default_factory=set)
-    """Gangs left gated at their last full look because not even an empty cluster holds
-    them: a look the bound answers leaves that reason as it is."""
-    epoch: int = 0
-    """Bumped whenever free capacity grew anywhere since the last look."""
-    free: Mapping[NodeName, NodeCapacity] | None = None
-    seen: tuple[int, int, int] | None = None
-    """(revision, snapshot identity, ledger version) of the last look."""
-    due: float = float("inf")
-    """The earliest time a look may decide something although nothing changed."""
-    evaluated: int = 0
-    """Gangs planned (or tried) so far: what the tests count to see a gang looked at once."""
-    bounded: int = 0
-    """Looks at a gang left gated for want of room that free capacity had grown for, but
-    not enough to hold it (:func:`~extender.core.gang.bounds.shortfall`): not planned."""
-
-
 @dataclass(frozen=True, slots=True)
 class StillGated:
     """A gang left behind its gates, and why."""
@@ -92,6 +61,34 @@ class StillGated:
     holders: tuple[Holder, ...] = ()
     never: bool = False
     """Not even an empty cluster holds the gang (the filter's ``rejected``)."""
+
+
+@dataclass
+class GateBook:
+    """What ungating remembers between looks; owned by the session."""
+
+    since: dict[str, float] = field(default_factory=dict)
+    """Pod UID -> when it was first seen gated."""
+    asked: dict[str, float] = field(default_factory=dict)
+    """Pod UID -> when its ungating was last asked for (until the gate is seen gone)."""
+    looked: dict[GangKey, tuple[tuple[object, ...], int | None]] = field(default_factory=dict)
+    """Gang -> what it was looked at with when it was left gated, and the free-capacity
+    epoch then (``None`` when it was left gathering: capacity does not matter to it)."""
+    last: dict[GangKey, StillGated] = field(default_factory=dict)
+    """Gang -> what its last full look said, while it is left gated: a look the bound
+    answers names the same holders, and leaves a gang no empty cluster holds saying so."""
+    epoch: int = 0
+    """Bumped whenever free capacity grew anywhere since the last look."""
+    free: Mapping[NodeName, NodeCapacity] | None = None
+    seen: tuple[int, int, int] | None = None
+    """(revision, snapshot identity, ledger version) of the last look."""
+    due: float = float("inf")
+    """The earliest time a look may decide something although nothing changed."""
+    evaluated: int = 0
+    """Gangs planned (or tried) so far: what the tests count to see a gang looked at once."""
+    bounded: int = 0
+    """Looks at a gang left gated for want of room that free capacity had grown for, but
+    not enough to hold it (:func:`~extender.core.gang.bounds.shortfall`): not planned."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,8 +154,7 @@ def decide_ungates(snapshot: ClusterSnapshot, *, now: float, ledger: Ledger,
             del table[uid]
     for key in [k for k in book.looked if k not in snapshot.gangs]:
         del book.looked[key]
-        book.holders.pop(key, None)
-        book.never.discard(key)
+        book.last.pop(key, None)
     ungates: list[Ungate] = []
     loose: dict[str, list[PodRef]] = {}
     by_gang: dict[GangKey, list[PodInfo]] = {}
@@ -235,8 +231,9 @@ def decide_ungates(snapshot: ClusterSnapshot, *, now: float, ledger: Ledger,
             # fit an empty cluster keeps saying so.
             book.looked[key] = (state, book.epoch)
             book.bounded += 1
-            if key not in book.never:
-                held = book.holders.get(key, ())
+            last = book.last.get(key)
+            if last is None or not last.never:
+                held = () if last is None else last.holders
                 reason = f"gang {key}: does not fit: {why}" + (
                     f"; {describe_holders(held)}" if held else "")
                 gated_out.append(StillGated(key, tuple(pods), reason, "GangWaiting", held))
@@ -249,16 +246,11 @@ def decide_ungates(snapshot: ClusterSnapshot, *, now: float, ledger: Ledger,
             # Remembered as it was before this look (planning may change the ledger); a
             # gang still gathering waits for its members, whatever the capacity.
             book.looked[key] = (state, None if outcome.event == GATHERING else book.epoch)
-            book.holders[key] = outcome.holders
-            if outcome.never:
-                book.never.add(key)
-            else:
-                book.never.discard(key)
+            book.last[key] = outcome
             gated_out.append(outcome)
             continue
         book.looked.pop(key, None)
-        book.holders.pop(key, None)
-        book.never.discard(key)
+        book.last.pop(key, None)
         ungate, made = outcome
         if made:
             planned.append(key)

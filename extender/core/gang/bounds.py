@@ -6,8 +6,11 @@ free capacity grows anywhere, and on a busy cluster that is every time a pod end
 those changes cannot help it: one GPU freed on one node does not make room for eight pods of
 eight GPUs. :func:`cannot_fit` says so without planning: for some pod shape the gang still
 needs, the nodes could not hold that many even if no other shape wanted room (each node
-counted alone, from the classes of identical capacity), or fewer whole GPUs are free than it
-needs. When it says ``True`` no plan exists; when it says ``False`` one may.
+counted alone: :func:`~extender.core.gang.search.room_for`, from the classes of identical
+capacity on large clusters), or fewer whole GPUs are free than it needs
+(:func:`~extender.core.gang.search.free_totals`): two of the tests the planner's own
+:func:`~extender.core.gang.search.could_fit` makes, over every node rather than each role's
+eligible ones. When it says ``True`` no plan exists; when it says ``False`` one may.
 :func:`shortfall` says why, in words a waiting gang's events can carry.
 """
 
@@ -15,16 +18,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from extender.core.gang.capacity import (
-    CapacityView,
-    Demand,
-    NodeCapacity,
-    classes_of,
-    count_fitting,
-    demand_of,
-)
+from extender.core.gang.capacity import Demand, NodeCapacity, demand_of
 from extender.core.gang.ledger import Ledger, per_role, placed_counts
 from extender.core.gang.placement import gang_demands
+from extender.core.gang.search import free_totals, room_for
 from extender.core.model.resources import GPU
 from extender.core.model.snapshot import ClusterSnapshot
 from extender.core.model.values import Gang, NodeName
@@ -43,14 +40,15 @@ def shortfall(gang: Gang, snapshot: ClusterSnapshot, ledger: Ledger,
             demand = demand_of(rd.shape, gpu=gpu)
             count, roles = need.get(demand, (0, []))
             need[demand] = (count + rd.need, [*roles, rd.role])
+    names = tuple(capacity)
     whole = sum(d.whole * n for d, (n, _) in need.items())
     if whole:
-        free = whole_gpus_free(capacity)
+        free = free_totals(names, capacity)["gpu:whole"] or 0
         if free < whole:
             return (f"it needs {whole} more whole GPUs and {free} are free outside other "
                     "gangs' plans")
     for demand, (count, roles) in need.items():
-        room = pods_that_fit(capacity, demand)
+        room = room_for(demand, names, cap_of=capacity, enough=count)
         if room < count:
             return (f"at most {room} of the {count} more {'/'.join(roles)} pods it needs "
                     "fit the free capacity, each node counted alone")
@@ -62,26 +60,3 @@ def cannot_fit(gang: Gang, snapshot: ClusterSnapshot, ledger: Ledger,
                exclude: str | None = None) -> bool:
     """True only if no plan for the rest of the gang's minimum can exist (:func:`shortfall`)."""
     return shortfall(gang, snapshot, ledger, capacity, gpu=gpu, exclude=exclude) is not None
-
-
-def pods_that_fit(capacity: Mapping[NodeName, NodeCapacity], demand: Demand) -> int:
-    """Pods of ``demand`` the nodes could hold, each node counted alone (an upper bound)."""
-    if isinstance(capacity, CapacityView):
-        room = sum(count_fitting(cap, demand) * len(names)
-                   for cap, names in classes_of(capacity.base).items())
-        for name, cap in capacity.changes.items():
-            room += count_fitting(cap, demand) - count_fitting(capacity.base[name], demand)
-        return room
-    return sum(count_fitting(cap, demand) * len(names)
-               for cap, names in classes_of(capacity).items())
-
-
-def whole_gpus_free(capacity: Mapping[NodeName, NodeCapacity]) -> int:
-    """Whole GPU devices free on all the nodes together."""
-    if isinstance(capacity, CapacityView):
-        total = sum(cap.whole_free * len(names)
-                    for cap, names in classes_of(capacity.base).items())
-        for name, cap in capacity.changes.items():
-            total += cap.whole_free - capacity.base[name].whole_free
-        return total
-    return sum(cap.whole_free * len(names) for cap, names in classes_of(capacity).items())

@@ -75,7 +75,7 @@ def room_for(
     return total
 
 
-def _totals(nodes: Sequence[NodeName], cap_of: Mapping[NodeName, NodeCapacity]) -> dict[
+def free_totals(nodes: Sequence[NodeName], cap_of: Mapping[NodeName, NodeCapacity]) -> dict[
     str, int | None
 ]:
     """Free amounts of ``nodes`` added up: scalar resources, whole devices, GPU milli, pod
@@ -171,7 +171,7 @@ def could_fit(
     if len([d for d in demands if d[1]]) < 2:
         return True
     union = sorted({n for role, need, _ in demands if need for n in eligible.get(role, ())})
-    free = _totals(union, cap_of)
+    free = free_totals(union, cap_of)
     wanted: dict[str, int] = {}
     for _, need, demand in demands:
         for name, amount in demand.scalar.items():
