@@ -127,7 +127,7 @@ class _Looks(Collector):
     def collect(self) -> Iterator[CounterMetricFamily]:
         family = CounterMetricFamily(
             "muster_gang_looks", "Gated gangs an ungating look ran the planner for (planner) "
-            "or ruled out from capacity classes without planning (bound)",
+            "or ruled out from free capacity without planning (bound)",
             labels=["answered_by"])
         with contextlib.suppress(Busy):
             self._last = self._looks()

@@ -8,7 +8,7 @@ pods) is replayed in ``muster+gates`` mode: every gang member waits behind Muste
 after each instant's events the session's ungating look (the server's own,
 ``GangSession.ungate``) plans what fits. Every pod that ends frees room, and each time every
 gang waiting for room is looked at again. The fit bound (``extender.core.gang.bounds``) says,
-from capacity classes alone, when the room that grew still cannot hold a gang; the gang is
+from free capacity alone, when the room that grew still cannot hold a gang; the gang is
 then not planned.
 
 The baseline is the same replay with the bound switched off (the look plans every such gang,
