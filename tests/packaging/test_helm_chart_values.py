@@ -192,21 +192,60 @@ def test_without_rbac_the_chart_makes_no_identity_and_no_grant(
     assert changed(defaults, after) == {(key, "") for key in removed}
 
 
+SERVES_THE_POLICY = ("--api-versions", "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy")
+"""What discovery lists on a cluster of 1.36 or later; helm template's own list lacks it."""
+
+
+def sets(*flags: str) -> list[str]:
+    return [arg for flag in flags for arg in ("--set", flag)]
+
+
+@pytest.mark.parametrize("flags", [
+    pytest.param((), id="auto-where-the-cluster-serves-it"),
+    pytest.param(("gating=policy",), id="gating-policy"),
+    pytest.param(("webhook.enabled=false", "gatePolicy.enabled=true"), id="older-switches"),
+])
 def test_the_gate_policy_replaces_the_webhook_and_is_the_manifests_one(
-        tools: Tools, defaults: Objects) -> None:
-    after = tools.template("--set", "webhook.enabled=false", "--set", "gatePolicy.enabled=true")
+        tools: Tools, defaults: Objects, flags: tuple[str, ...]) -> None:
+    after = tools.template(*sets(*flags), *SERVES_THE_POLICY)
     added = {k: v for k, v in after.items() if k not in defaults}
     removed = {k for k in defaults if k not in after}
     assert removed == {("MutatingWebhookConfiguration", None, "muster-gate")}
     assert added == tools.kustomize(MANIFESTS / "gate-policy")
-    # Muster serves no webhook then: its variables are gone, nothing else of it changed.
+    # Muster serves no webhook then: its variables, port and Service port are gone, and the
+    # NetworkPolicy no longer opens the port; nothing else of the chart changed.
+    assert {key for key, _ in changed(defaults, after)} - removed - set(added) == {
+        EXTENDER, ("Service", NAMESPACE, "muster"), ("NetworkPolicy", NAMESPACE, "muster")}
     env = deployment(after, "muster")["spec"]["template"]["spec"]["containers"][0]["env"]
     assert not [e for e in env if e["name"].startswith("MUSTER_WEBHOOK")]
-    elsewhere = tools.template("--set", "webhook.enabled=false", "--set",
-                               "gatePolicy.enabled=true", namespace="ml-infra")
+    elsewhere = tools.template(*sets(*flags), *SERVES_THE_POLICY, namespace="ml-infra")
     [selector, _off] = elsewhere[("MutatingAdmissionPolicy", None, "muster-gate")][
         "spec"]["matchConstraints"]["namespaceSelector"]["matchExpressions"]
     assert selector["values"] == ["kube-system", "ml-infra"]
+
+
+@pytest.mark.parametrize("flags", [
+    pytest.param(("gating=webhook",), id="gating-webhook"),
+    pytest.param(("webhook.enabled=true",), id="older-switch"),
+    pytest.param(("gatePolicy.enabled=false",), id="older-policy-switch-off"),
+    # helm upgrade --reuse-values from an older chart: its defaults, and no gating key at all.
+    pytest.param(("gating=null", "webhook.enabled=true", "gatePolicy.enabled=false"),
+                 id="reused-values-of-an-older-chart"),
+])
+def test_the_webhook_stays_where_chosen_on_a_cluster_that_serves_the_policy(
+        tools: Tools, defaults: Objects, flags: tuple[str, ...]) -> None:
+    assert changed(defaults, tools.template(*sets(*flags), *SERVES_THE_POLICY)) == set()
+
+
+def test_gating_off_installs_neither_gate_and_serves_no_webhook(
+        tools: Tools, defaults: Objects) -> None:
+    for after in (tools.template("--set", "gating=off", *SERVES_THE_POLICY),
+                  tools.template("--set", "webhook.enabled=false")):
+        removed = {k for k in defaults if k not in after}
+        assert removed == {("MutatingWebhookConfiguration", None, "muster-gate")}
+        assert not [k for k in after if k not in defaults]
+        env = deployment(after, "muster")["spec"]["template"]["spec"]["containers"][0]["env"]
+        assert not [e for e in env if e["name"].startswith("MUSTER_WEBHOOK")]
 
 
 def test_monitoring_objects_are_off_unless_asked_one_by_one(
@@ -233,6 +272,9 @@ def test_monitoring_objects_are_off_unless_asked_one_by_one(
     (("extender.leaderElect=false",), "extender.replicas above 1 needs "
                                       "extender.leaderElect"),
     (("gatePolicy.enabled=true",), "gatePolicy.enabled and webhook.enabled"),
+    (("gating=webhook", "webhook.enabled=false"),
+     'gating is "webhook" and webhook.enabled or gatePolicy.enabled is set'),
+    (("gating=sometimes",), "at '/gating': value must be one of 'auto', 'webhook'"),
 ])
 def test_bad_values_fail_the_render_naming_the_value(
         tools: Tools, flags: tuple[str, ...], named: str) -> None:
@@ -248,13 +290,22 @@ def test_a_bare_number_of_seconds_is_a_bind_timeout_as_muster_takes_it(tools: To
         deployment(after, "muster")["spec"]["template"]["spec"]["containers"][0]["env"]
 
 
-def test_install_warns_when_kube_schedulers_minor_is_not_the_clusters(tools: Tools) -> None:
-    def notes(*flags: str) -> str:
-        out = tools.run(str(tools.helm), "install", "muster", str(CHART), "-n", NAMESPACE,
-                        "--dry-run=client", *flags)
-        return out.split("NOTES:", 1)[1]
+def install_notes(tools: Tools, *flags: str) -> str:
+    """What ``helm install`` prints after the objects (a dry run, no cluster)."""
+    out = tools.run(str(tools.helm), "install", "muster", str(CHART), "-n", NAMESPACE,
+                    "--dry-run=client", *flags)
+    return out.split("NOTES:", 1)[1]
 
+
+def test_install_warns_when_kube_schedulers_minor_is_not_the_clusters(tools: Tools) -> None:
     warned = re.search(r"scheduler.image.tag is v1\.33\.4 but the cluster is (v1\.\d+)\.\d+",
-                       notes())
+                       install_notes(tools))
     assert warned, "the default tag is older than the Kubernetes helm assumes without a cluster"
-    assert "WARNING" not in notes("--set", f"scheduler.image.tag={warned[1]}.9")
+    assert "WARNING" not in install_notes(tools, "--set", f"scheduler.image.tag={warned[1]}.9")
+
+
+def test_install_says_which_gate_it_chose(tools: Tools) -> None:
+    assert "Scheduling gates: Muster's admission webhook muster-gate." in install_notes(tools)
+    assert "Scheduling gates: the MutatingAdmissionPolicy muster-gate;" in install_notes(
+        tools, "--set", "gating=policy")
+    assert "Scheduling gates: off;" in install_notes(tools, "--set", "gating=off")

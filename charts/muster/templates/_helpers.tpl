@@ -44,3 +44,32 @@ configuration does not. Call: include "muster.durationMs" (list "extender.bindTi
 {{- fail (printf "values: %s is %q, not a duration (Go style: 5s, 500ms, 1m30s%s)" $path $d (ternary "; a bare number is seconds" "" (index . 2))) -}}
 {{- end -}}
 {{- end }}
+
+{{/*
+How new gang pods get the scheduling gate muster.dev/gang: "webhook", "policy" or "off".
+gating: auto takes the MutatingAdmissionPolicy where the cluster serves it
+(admissionregistration.k8s.io/v1, Kubernetes 1.36 and later), else the webhook. helm install
+and upgrade ask the cluster; helm template knows no cluster and takes the webhook unless given
+--api-versions admissionregistration.k8s.io/v1/MutatingAdmissionPolicy. The older switches
+webhook.enabled and gatePolicy.enabled, when either is set, decide as before (the webhook unless
+set off; both on fails). Call: include "muster.gating" $
+*/}}
+{{- define "muster.gating" -}}
+{{- $web := .Values.webhook | default dict -}}
+{{- $pol := .Values.gatePolicy | default dict -}}
+{{- $gating := .Values.gating | default "auto" | toString -}}
+{{- if or (hasKey $web "enabled") (hasKey $pol "enabled") -}}
+{{- if ne $gating "auto" -}}
+{{- fail (printf "gating is %q and webhook.enabled or gatePolicy.enabled is set: choose with gating alone (auto, webhook, policy or off)" $gating) -}}
+{{- end -}}
+{{- $w := ternary $web.enabled true (hasKey $web "enabled") -}}
+{{- $p := ternary $pol.enabled false (hasKey $pol "enabled") -}}
+{{- if and $w $p -}}
+{{- fail "gatePolicy.enabled and webhook.enabled: the scheduling gate comes from one of the two; set webhook.enabled=false (or gating: policy alone)" -}}
+{{- end -}}
+{{- $gating = ternary "policy" (ternary "webhook" "off" $w) $p -}}
+{{- else if eq $gating "auto" -}}
+{{- $gating = ternary "policy" "webhook" (.Capabilities.APIVersions.Has "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy") -}}
+{{- end -}}
+{{- $gating -}}
+{{- end }}
