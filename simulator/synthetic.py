@@ -23,6 +23,7 @@ from simulator.simulation import Scenario, WorkloadSpec
 KINDS = ("JobSet", "PyTorchJob", "LeaderWorkerSet", "RayCluster")
 TOPOLOGIES = ("none", "required", "preferred", "exclusive")
 RACK = "rack"
+GPU_PRODUCT = "nvidia.com/gpu.product"
 _ANNOTATIONS = {
     "none": {},
     "required": {"muster.dev/topology-required": RACK},
@@ -55,6 +56,10 @@ class SyntheticSpec:
     topology: str = "none"
     """What each workload asks of racks (``muster.dev/topology-*`` annotations): ``none``,
     ``required``, ``preferred`` or ``exclusive``."""
+    gpu_types: int = 0
+    """GPU models the nodes are split into (label ``nvidia.com/gpu.product``, contiguous
+    blocks, as GPU Feature Discovery labels them); each workload's GPU pods select one model,
+    drawn uniformly. 0: one model, no selector."""
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -77,6 +82,8 @@ class SyntheticSpec:
         if self.topology not in TOPOLOGIES:
             raise ValueError(f"synthetic: topology {self.topology!r}; choose from "
                              f"{', '.join(TOPOLOGIES)}")
+        if not 0 <= self.gpu_types <= self.nodes:
+            raise ValueError("synthetic: gpu types must be between 0 and the number of nodes")
         if self.topology != "none" and not self.racks:
             raise ValueError("synthetic: topology needs racks (racks=2)")
 
@@ -90,6 +97,8 @@ def make_nodes(spec: SyntheticSpec) -> tuple[NodeInfo, ...]:
         out = {"kubernetes.io/hostname": f"node-{i:0{width}d}"}
         if spec.racks:  # contiguous blocks, as racks are cabled
             out[RACK] = f"rack-{i * spec.racks // spec.nodes}"
+        if spec.gpu_types:
+            out[GPU_PRODUCT] = gpu_model(i * spec.gpu_types // spec.nodes)
         return out
 
     return tuple(NodeInfo(name=NodeName(f"node-{i:0{width}d}"), allocatable=alloc,
@@ -97,19 +106,29 @@ def make_nodes(spec: SyntheticSpec) -> tuple[NodeInfo, ...]:
                  for i in range(spec.nodes))
 
 
-def _pod_template(gpus: int, cpu: int, memory_gib: int) -> dict[str, Any]:
+def gpu_model(i: int) -> str:
+    """The ``nvidia.com/gpu.product`` of the ``i``-th GPU model of a synthetic day."""
+    return f"GPU-MODEL-{chr(ord('A') + i % 26)}{i // 26 or ''}"
+
+
+def _pod_template(gpus: int, cpu: int, memory_gib: int,
+                  model: str | None = None) -> dict[str, Any]:
     limits = {"nvidia.com/gpu": gpus} if gpus else {}
-    return {"spec": {"schedulerName": "muster", "containers": [{
+    spec: dict[str, Any] = {"schedulerName": "muster", "containers": [{
         "name": "main", "image": "trainer:latest",
         "resources": {"requests": {"cpu": cpu, "memory": f"{memory_gib}Gi", **limits},
-                      "limits": limits}}]}}
+                      "limits": limits}}]}
+    if model is not None and gpus:
+        spec["nodeSelector"] = {GPU_PRODUCT: model}
+    return {"spec": spec}
 
 
 def manifest(kind: str, name: str, *, namespace: str, pods: int, gpus: int, cpu: int,
-             memory_gib: int, elastic: bool = False) -> dict[str, Any]:
+             memory_gib: int, elastic: bool = False, model: str | None = None) -> dict[str, Any]:
     """A workload of ``kind`` whose one gang has ``pods`` pods of ``gpus`` GPUs each
-    (``elastic``: a PyTorchJob whose minimum is half its workers)."""
-    template = _pod_template(gpus, cpu, memory_gib)
+    (``elastic``: a PyTorchJob whose minimum is half its workers; ``model``: the GPU model
+    its GPU pods select)."""
+    template = _pod_template(gpus, cpu, memory_gib, model)
     meta = {"name": name, "namespace": namespace, "uid": f"uid-{namespace}-{name}"}
     if kind == "JobSet":
         return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": meta,
@@ -157,9 +176,11 @@ def generate(spec: SyntheticSpec, *, seed: int, catalog: Catalog) -> Scenario:
         runtime = round(rng.uniform(*spec.runtime), 1)
         # Drawn only when asked for, so days without elastic jobs keep their random stream.
         elastic = spec.elastic > 0 and kind == "PyTorchJob" and rng.random() < spec.elastic
+        model = gpu_model(rng.randrange(spec.gpu_types)) if spec.gpu_types else None
         obj = manifest(kind, dns_name(kind, i), namespace=spec.namespace, pods=pods, gpus=gpus,
                        cpu=max(1, gpus) * cpu_per_gpu // 2,
-                       memory_gib=max(1, gpus) * mem_per_gpu // 2, elastic=elastic)
+                       memory_gib=max(1, gpus) * mem_per_gpu // 2, elastic=elastic,
+                       model=model)
         if spec.topology != "none":
             obj["metadata"]["annotations"] = dict(_ANNOTATIONS[spec.topology])
         descriptor = catalog.for_object(obj)

@@ -29,6 +29,7 @@ _KEYS = {
     "nodes": "nodes", "gpus": "gpus_per_node", "workloads": "workloads", "kinds": "kinds",
     "sizes": "gang_sizes", "gpus-per-pod": "gpus_per_pod", "rate": "arrival_rate",
     "runtime": "runtime", "elastic": "elastic", "racks": "racks", "topology": "topology",
+    "gpu-types": "gpu_types",
 }
 SYNTHETIC_KEYS = tuple(_KEYS)
 

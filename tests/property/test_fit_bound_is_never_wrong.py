@@ -1,9 +1,10 @@
 """The necessary condition ungating skips planning on is never wrong: when
 :func:`~extender.core.gang.bounds.cannot_fit` says a gang cannot fit, the planner finds no plan.
 
-Random clusters of 4- and 8-GPU nodes, partly taken by whole-GPU and shared-GPU pods, and
-gangs of one or two roles (whole GPUs of 1 to 8, or shares of one), some members bound, some
-with a smaller minimum than their count.
+Random clusters of 4- and 8-GPU nodes of two GPU types, partly taken by whole-GPU and
+shared-GPU pods, and gangs of one or two roles (whole GPUs of 1 to 8, or shares of one; any
+node, or one type's nodes only), some members bound, some with a smaller minimum than their
+count.
 """
 
 from __future__ import annotations
@@ -11,22 +12,28 @@ from __future__ import annotations
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from extender.core.gang.bounds import cannot_fit
+from extender.core.gang.bounds import cannot_fit, shortfall
 from extender.core.gang.capacity import count_fitting, demand_of
 from extender.core.gang.ledger import Ledger, free_capacity, per_role, placed_counts
 from extender.core.gang.placement import Infeasible, plan_gang
 from extender.core.gang.search import free_totals, room_for
 from tests.unit.core.builders import make_gang, make_node, make_pod, make_shape, make_snapshot
 
+TYPES = st.sampled_from(["a", "b"])
+
 
 def shapes() -> st.SearchStrategy:  # type: ignore[type-arg]
-    return st.one_of(st.builds(lambda g: make_shape(gpus=g), st.sampled_from([1, 2, 4, 8])),
-                     st.builds(lambda s: make_shape(gpus=1, share=s), st.sampled_from([25, 50])))
+    selector = st.one_of(st.none(), st.builds(lambda t: {"gpu": t}, TYPES))
+    return st.one_of(
+        st.builds(lambda g, s: make_shape(gpus=g, selector=s), st.sampled_from([1, 2, 4, 8]),
+                  selector),
+        st.builds(lambda s, sel: make_shape(gpus=1, share=s, selector=sel),
+                  st.sampled_from([25, 50]), selector))
 
 
 @st.composite
 def cases(draw):  # type: ignore[no-untyped-def]
-    nodes = [make_node(f"n{i}", gpus=draw(st.sampled_from([4, 8])))
+    nodes = [make_node(f"n{i}", gpus=draw(st.sampled_from([4, 8])), labels={"gpu": draw(TYPES)})
              for i in range(draw(st.integers(1, 5)))]
     taken = []
     for i in range(draw(st.integers(0, 8))):
@@ -53,7 +60,10 @@ def test_a_gang_the_bound_rules_out_has_no_plan(case) -> None:  # type: ignore[n
     ledger = Ledger()
     free = free_capacity(snapshot, ledger, exclude=gang.key)
     ruled_out = cannot_fit(gang, snapshot, ledger, free)
-    event(f"ruled out: {ruled_out}")
+    why = shortfall(gang, snapshot, ledger, free)
+    assert ruled_out == (why is not None)
+    event("fits" if why is None else "ruled out on the nodes its pods may use"
+          if "may use" in why else "ruled out on every node")
     plan = plan_gang(gang, snapshot=snapshot, capacity=free,
                      placed=per_role(placed_counts(gang.key, snapshot, ledger)))
     if ruled_out:

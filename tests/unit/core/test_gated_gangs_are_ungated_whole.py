@@ -254,6 +254,33 @@ def test_room_that_grew_but_cannot_hold_the_gang_does_not_plan_it_again() -> Non
     assert ungated_names(effects) == ["big-worker-0", "big-worker-1"]
 
 
+def test_room_on_nodes_the_gang_may_not_use_does_not_plan_it_again() -> None:
+    """Two A100 and two H100 nodes; an A100 gang of two 8-GPU pods waits while an A100 node is
+    busy. Room freed on the H100 nodes would hold it by count, but not where it may run: the
+    bound answers from the nodes its pods may use. Room on an A100 node plans it at once."""
+    nodes = [make_node(f"{kind}-{i}", labels={"gpu": kind})
+             for kind in ("a100", "h100") for i in (1, 2)]
+    gang = make_gang("a100-job", roles=[("worker", 2, make_shape(gpus=8,
+                                                                 selector={"gpu": "a100"}))])
+    busy = make_pod("busy", shape=make_shape(gpus=8), node="a100-1")
+    h100 = [make_pod(f"h{i}", shape=make_shape(gpus=8), node=f"h100-{i}") for i in (1, 2)]
+    session = GangSession(SETTINGS)
+    session.ungate(world([gang], nodes=nodes, extra=[busy, *h100]), now=0.0)
+    assert session.gates.evaluated == 1 and session.gates.bounded == 0
+    # Both H100 nodes empty out: 24 whole GPUs free, 16 of them for nobody it can use.
+    effects = session.ungate(world([gang], nodes=nodes, extra=[busy], revision=2), now=1.0)
+    assert (session.gates.evaluated, session.gates.bounded) == (1, 1)
+    assert ungates(effects) == []
+    [said] = workload_events(effects, "GangWaiting")
+    assert said.message == ("gang ml/a100-job: does not fit: it needs 16 more whole GPUs and 8 "
+                            "are free on the 2 nodes its pods may use, outside other gangs' "
+                            "plans")
+    # The busy A100 node frees: planned and ungated whole.
+    effects = session.ungate(world([gang], nodes=nodes, revision=3), now=2.0)
+    assert (session.gates.evaluated, session.gates.bounded) == (2, 1)
+    assert ungated_names(effects) == ["a100-job-worker-0", "a100-job-worker-1"]
+
+
 def test_a_gang_no_empty_cluster_holds_keeps_saying_so_when_the_bound_answers() -> None:
     gang = make_gang("huge", roles=[("worker", 3, make_shape(gpus=8))])  # 24 GPUs on 16
     blocker = make_pod("blocker", shape=make_shape(gpus=4), node="n1")
