@@ -16,7 +16,7 @@ from extender.core.gang.bounds import cannot_fit, shortfall
 from extender.core.gang.capacity import count_fitting, demand_of
 from extender.core.gang.ledger import Ledger, free_capacity, per_role, placed_counts
 from extender.core.gang.placement import Infeasible, plan_gang
-from extender.core.gang.search import free_totals, room_for
+from extender.core.gang.search import free_totals, free_whole, room_for
 from tests.unit.core.builders import make_gang, make_node, make_pod, make_shape, make_snapshot
 
 TYPES = st.sampled_from(["a", "b"])
@@ -74,4 +74,5 @@ def test_a_gang_the_bound_rules_out_has_no_plan(case) -> None:  # type: ignore[n
         demand = demand_of(member.shape)
         assert room_for(demand, names, cap_of=free, enough=10**9) == sum(
             count_fitting(c, demand) for c in free.values())
-    assert free_totals(names, free)["gpu:whole"] == sum(c.whole_free for c in free.values())
+    assert free_totals(names, free)["gpu:whole"] == free_whole(names, free) == sum(
+        c.whole_free for c in free.values())

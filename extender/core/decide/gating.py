@@ -103,6 +103,8 @@ def _grew(before: Mapping[NodeName, NodeCapacity], now: Mapping[NodeName, NodeCa
     """Whether any node has more of anything free than before (or is new)."""
     for name, cap in now.items():
         old = before.get(name)
+        if old is cap:  # the same capacity object: a node nothing changed on
+            continue
         if old is None:
             return True
         if any(cap.free.get(k, 0) > old.free.get(k, 0) for k in cap.free):

@@ -8,7 +8,7 @@ eight GPUs. :func:`cannot_fit` says so without planning: for some pod shape the 
 needs, the nodes could not hold that many even if no other shape wanted room (each node
 counted alone: :func:`~extender.core.gang.search.room_for`, from the classes of identical
 capacity on large clusters), or fewer whole GPUs are free than it needs
-(:func:`~extender.core.gang.search.free_totals`): two of the tests the planner's own
+(:func:`~extender.core.gang.search.free_whole`): two of the tests the planner's own
 :func:`~extender.core.gang.search.could_fit` makes, first over every node (from classes, cheap),
 then, for roles that may not use every node, over the nodes each may use (node by node).
 When it says ``True`` no plan exists; when it says ``False`` one may.
@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from extender.core.gang.capacity import Demand, NodeCapacity, demand_of
 from extender.core.gang.ledger import Ledger, per_role, placed_counts
 from extender.core.gang.placement import RoleDemand, eligible_for, gang_demands
-from extender.core.gang.search import free_totals, room_for
+from extender.core.gang.search import free_whole, room_for
 from extender.core.model.resources import GPU
 from extender.core.model.snapshot import ClusterSnapshot
 from extender.core.model.values import Gang, NodeName
@@ -45,7 +45,7 @@ def shortfall(gang: Gang, snapshot: ClusterSnapshot, ledger: Ledger,
     names = tuple(capacity)
     whole = sum(d.whole * n for d, (n, _) in need.items())
     if whole:
-        free = free_totals(names, capacity)["gpu:whole"] or 0
+        free = free_whole(names, capacity)
         if free < whole:
             return (f"it needs {whole} more whole GPUs and {free} are free outside other "
                     "gangs' plans")
@@ -75,7 +75,7 @@ def _within_eligible(demands: list[RoleDemand], snapshot: ClusterSnapshot,
     union = sorted({n for _, nodes in need for n in nodes})
     whole = sum(d.whole * n for (d, _), (n, _) in need.items())
     if whole:
-        free = free_totals(union, capacity)["gpu:whole"] or 0
+        free = free_whole(union, capacity)
         if free < whole:
             return (f"it needs {whole} more whole GPUs and {free} are free on the "
                     f"{len(union)} nodes its pods may use, outside other gangs' plans")

@@ -75,20 +75,32 @@ def room_for(
     return total
 
 
-def free_totals(nodes: Sequence[NodeName], cap_of: Mapping[NodeName, NodeCapacity]) -> dict[
-    str, int | None
-]:
-    """Free amounts of ``nodes`` added up: scalar resources, whole devices, GPU milli, pod
-    slots (``None`` when some node has no pod limit)."""
+def _weighted(nodes: Sequence[NodeName], cap_of: Mapping[NodeName, NodeCapacity],
+              ) -> list[tuple[NodeCapacity, int]]:
+    """``nodes``' capacities with the number of times each counts: one per node, or, over
+    every node of a large cluster, one per class of identical capacity (with the changed
+    nodes counted in and their base taken out)."""
     base, changed = _split(cap_of)
     if len(nodes) >= CLASSES_FROM and len(nodes) == len(base):
         weighted = [(cap, len(names)) for cap, names in classes_of(base).items()]
         weighted += [(cap, 1) for name, cap in changed.items() if name in base]
         weighted += [(base[name], -1) for name in changed if name in base]
-    else:
-        weighted = [(cap_of[name], 1) for name in nodes]
+        return weighted
+    return [(cap_of[name], 1) for name in nodes]
+
+
+def free_whole(nodes: Sequence[NodeName], cap_of: Mapping[NodeName, NodeCapacity]) -> int:
+    """Whole devices free on ``nodes``, added up (``free_totals(...)["gpu:whole"]``, alone)."""
+    return sum(cap.whole_free * k for cap, k in _weighted(nodes, cap_of))
+
+
+def free_totals(nodes: Sequence[NodeName], cap_of: Mapping[NodeName, NodeCapacity]) -> dict[
+    str, int | None
+]:
+    """Free amounts of ``nodes`` added up: scalar resources, whole devices, GPU milli, pod
+    slots (``None`` when some node has no pod limit)."""
     out: dict[str, int | None] = {"gpu:whole": 0, "gpu:milli": 0, "pods": 0}
-    for cap, k in weighted:
+    for cap, k in _weighted(nodes, cap_of):
         for name, amount in cap.free.items():
             out[name] = (out.get(name) or 0) + max(amount, 0) * k
         out["gpu:whole"] = (out["gpu:whole"] or 0) + cap.whole_free * k

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import ItemsView, Iterator, Mapping, ValuesView
 
 from extender.core.model.quantity import format_quantity, parse_quantity
 
@@ -54,6 +54,13 @@ class Resources(Mapping[str, int]):
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._items)
+
+    def items(self) -> ItemsView[str, int]:
+        # The dict's own view: Mapping's would look every name up again through __getitem__.
+        return self._items.items()
+
+    def values(self) -> ValuesView[int]:
+        return self._items.values()
 
     def __len__(self) -> int:
         return len(self._items)
