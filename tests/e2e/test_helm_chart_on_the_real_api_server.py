@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ import yaml
 
 from extender.sandbox.binaries import control_plane_bin
 from extender.sandbox.sandbox import Sandbox
+from tests.e2e.conftest import start_sandbox
 
 pytestmark = pytest.mark.e2e
 
@@ -28,10 +30,22 @@ def run(*args: str) -> str:
     return done.stdout
 
 
+@pytest.fixture(scope="module")
+def fresh(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
+    """A control plane of its own: Helm refuses to install over objects of the same names
+    that it does not own, and other tests leave Muster's RBAC and namespace in the shared
+    sandbox."""
+    box = start_sandbox(tmp_path_factory.mktemp("helm"), nodes=1, controller_manager=False)
+    try:
+        yield box
+    finally:
+        box.down()
+
+
 def test_gating_auto_installs_the_policy_on_a_cluster_that_serves_it(
-        sandbox: Sandbox, tmp_path: Path) -> None:
+        fresh: Sandbox, tmp_path: Path) -> None:
     bin_dir = control_plane_bin(quiet=True)
-    kubeconfig = str(sandbox.dir / "kubeconfig")
+    kubeconfig = str(fresh.dir / "kubeconfig")
     out = run(str(bin_dir / "helm"), "install", "muster", str(CHART), "-n", "muster-system",
               "--kubeconfig", kubeconfig, "--dry-run=server", "--set", "tls.mode=existing")
     manifest, _, notes = out.partition("NOTES:")
