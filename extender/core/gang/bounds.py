@@ -17,7 +17,7 @@ When it says ``True`` no plan exists; when it says ``False`` one may.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from extender.core.gang.capacity import Demand, NodeCapacity, demand_of
 from extender.core.gang.ledger import Ledger, per_role, placed_counts
@@ -33,60 +33,66 @@ def shortfall(gang: Gang, snapshot: ClusterSnapshot, ledger: Ledger,
               exclude: str | None = None) -> str | None:
     """Why no plan for the rest of the gang's minimum can exist on ``capacity`` (free
     capacity as the gang sees it), or ``None`` when one may; ``exclude``: a pod of the gang
-    not counted as placed (the one being filtered)."""
+    not counted as placed (the one being filtered).
+
+    The tests run over every node first (by classes, cheap), then over the nodes each role
+    may use (:func:`_within_eligible`)."""
     by_role = per_role(placed_counts(gang.key, snapshot, ledger, gpu=gpu, exclude=exclude))
-    demands = gang_demands(gang, by_role)
-    need: dict[Demand, tuple[int, list[str]]] = {}
-    for rd in demands:
-        if rd.need:
-            demand = demand_of(rd.shape, gpu=gpu)
-            count, roles = need.get(demand, (0, []))
-            need[demand] = (count + rd.need, [*roles, rd.role])
-    names = tuple(capacity)
-    whole = sum(d.whole * n for d, (n, _) in need.items())
-    if whole:
-        free = free_whole(names, capacity)
-        if free < whole:
-            return (f"it needs {whole} more whole GPUs and {free} are free outside other "
-                    "gangs' plans")
-    for demand, (count, roles) in need.items():
-        room = room_for(demand, names, cap_of=capacity, enough=count)
-        if room < count:
-            return (f"at most {room} of the {count} more {'/'.join(roles)} pods it needs "
-                    "fit the free capacity, each node counted alone")
-    return _within_eligible(demands, snapshot, capacity, gpu=gpu)
+    demands = [rd for rd in gang_demands(gang, by_role) if rd.need]
+    every = tuple(capacity)
+    why = _tests(_needs(demands, lambda _rd: every, gpu=gpu), capacity, narrowed=False)
+    return why if why is not None else _within_eligible(demands, snapshot, capacity, gpu=gpu)
 
 
 def _within_eligible(demands: list[RoleDemand], snapshot: ClusterSnapshot,
                      capacity: Mapping[NodeName, NodeCapacity], *, gpu: str) -> str | None:
-    """The same two tests over only the nodes each role may use (its node selector, affinity
+    """The same tests over only the nodes each role may use (its node selector, affinity
     and tolerations: :func:`~extender.core.gang.placement.eligible_for`, the planner's own),
     for roles that may not use every node: an A100 gang is not helped by room on H100 nodes.
-    Node by node, so it costs what the eligible nodes number; it runs only after the tests
-    over classes let the gang through."""
-    need: dict[tuple[Demand, tuple[NodeName, ...]], tuple[int, list[str]]] = {}
-    for rd in demands:
-        if rd.need:
-            key = (demand_of(rd.shape, gpu=gpu), eligible_for(rd.shape, snapshot, gpu=gpu))
-            count, roles = need.get(key, (0, []))
-            need[key] = (count + rd.need, [*roles, rd.role])
-    if all(len(nodes) >= len(capacity) for _, nodes in need):
+    Node by node, so it costs what the eligible nodes number."""
+    eligible = _needs(demands, lambda rd: eligible_for(rd.shape, snapshot, gpu=gpu), gpu=gpu)
+    if all(len(nodes) >= len(capacity) for _, nodes in eligible):
         return None
-    union = sorted({n for _, nodes in need for n in nodes})
+    return _tests(eligible, capacity, narrowed=True)
+
+
+_Needs = dict[tuple[Demand, tuple[NodeName, ...]], tuple[int, list[str]]]
+"""(pod demand, nodes those pods may use) -> (pods needed, the roles they are of)."""
+
+
+def _needs(demands: list[RoleDemand], nodes_of: Callable[[RoleDemand], tuple[NodeName, ...]],
+           *, gpu: str) -> _Needs:
+    need: _Needs = {}
+    for rd in demands:
+        key = (demand_of(rd.shape, gpu=gpu), nodes_of(rd))
+        count, roles = need.get(key, (0, []))
+        need[key] = (count + rd.need, [*roles, rd.role])
+    return need
+
+
+def _tests(need: _Needs, capacity: Mapping[NodeName, NodeCapacity], *,
+           narrowed: bool) -> str | None:
+    """Whole GPUs free against those needed, over the nodes any of the pods may use; then,
+    per group, how many pods the nodes could hold, each node counted alone. ``narrowed``:
+    the nodes are the roles' eligible ones (groups that may use every node were tested over
+    every node already), and the reasons say so."""
+    union = sorted({n for _, nodes in need for n in nodes}) if narrowed else tuple(capacity)
     whole = sum(d.whole * n for (d, _), (n, _) in need.items())
     if whole:
         free = free_whole(union, capacity)
         if free < whole:
-            return (f"it needs {whole} more whole GPUs and {free} are free on the "
-                    f"{len(union)} nodes its pods may use, outside other gangs' plans")
+            where = f" on the {len(union)} nodes its pods may use," if narrowed else ""
+            return (f"it needs {whole} more whole GPUs and {free} are free{where} outside "
+                    "other gangs' plans")
     for (demand, nodes), (count, roles) in need.items():
-        if len(nodes) >= len(capacity):
+        if narrowed and len(nodes) >= len(capacity):
             continue
         room = room_for(demand, nodes, cap_of=capacity, enough=count)
         if room < count:
+            where = (f" of the {len(nodes)} node{'s' if len(nodes) != 1 else ''} they may use"
+                     if narrowed else "")
             return (f"at most {room} of the {count} more {'/'.join(roles)} pods it needs "
-                    f"fit the free capacity of the {len(nodes)} node"
-                    f"{'s' if len(nodes) != 1 else ''} they may use, each node counted alone")
+                    f"fit the free capacity{where}, each node counted alone")
     return None
 
 
