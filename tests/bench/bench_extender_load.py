@@ -560,7 +560,17 @@ class EventWorld:
 def events_mode(sizes: Sequence[int], args: argparse.Namespace) -> int:
     """One event's cost at every size, measured round-robin (100 events per size in turn) so
     that the machine's load at the moment hits every size alike; then each size's rebuild cost
-    by the previous path and its filter latency quiet and under events."""
+    by the previous path and its filter latency quiet and under events.
+
+    In one process, as ``muster serve``'s worker runs: its interpreter-lock switch interval
+    (``Settings.switch_interval``) is set before the threads start, so a filter waiting for
+    the lock behind the event thread waits as long as it would in Muster, not Python's
+    default 5 ms."""
+    from extender.server.settings import Settings  # noqa: PLC0415
+
+    sys.setswitchinterval(Settings().switch_interval)
+    print(f"interpreter switch interval {sys.getswitchinterval() * 1e3:g} ms, "
+          "as muster serve sets it")
     worlds = {n: EventWorld(n, pods_per_node=args.pods_per_node, gangs=args.gangs,
                             members=args.members) for n in sizes}
     for world in worlds.values():

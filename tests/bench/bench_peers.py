@@ -71,6 +71,7 @@ import contextlib
 import json
 import os
 import random
+import subprocess
 import sys
 import tempfile
 import threading
@@ -87,6 +88,7 @@ from extender.core.workloads.cluster import build_snapshot
 from extender.core.workloads.workload import resolve_workload
 from extender.files.catalog import packaged_catalog
 from extender.kube.client import Connection
+from extender.sandbox.binaries import control_plane_bin
 from extender.sandbox.config import GateBy, Ports, SchedulerMode
 from extender.sandbox.controllers import adopt, children, pod_groups
 from extender.sandbox.sandbox import Sandbox, SandboxSpec
@@ -99,6 +101,7 @@ from tests.bench.peer_compare import (
     Figures,
     api_latency,
     api_requests,
+    api_time,
     event_reasons,
     latency_note,
     ratios,
@@ -479,6 +482,34 @@ def _restore_env(name: str, value: str | None) -> None:
         os.environ[name] = value
 
 
+class ApiServerProfile:
+    """A CPU profile of kube-apiserver over the first ``seconds`` of a mode's pods (its
+    ``/debug/pprof/profile``, through kubectl), written beside the sandbox's logs: where the
+    control plane's time went, to read with ``go tool pprof -top``."""
+
+    def __init__(self, box: Sandbox, seconds: float) -> None:
+        self.path = box.dir / "kube-apiserver.cpu.pprof"
+        self.problem = ""
+        argv = [str(control_plane_bin(quiet=True) / "kubectl"), "--kubeconfig",
+                str(box.dir / "kubeconfig"), "get", "--raw",
+                f"/debug/pprof/profile?seconds={seconds:g}"]
+
+        def fetch() -> None:
+            done = subprocess.run(argv, capture_output=True, timeout=seconds + 60, check=False)
+            if done.returncode == 0:
+                self.path.write_bytes(done.stdout)
+            else:
+                self.problem = done.stderr.decode(errors="replace").strip()[:300]
+        self._thread = threading.Thread(target=fetch, name="apiserver-profile", daemon=True)
+        self._thread.start()
+
+    def note(self) -> str:
+        self._thread.join()
+        if self.problem:
+            return f"kube-apiserver CPU profile failed: {self.problem}"
+        return f"kube-apiserver CPU profile: {self.path} (go tool pprof -top FILE)"
+
+
 def _observe(box: Sandbox, label: str, mix: list[dict[str, Any]], spec: MixSpec, *,
              catalog: Catalog, options: argparse.Namespace, say: Callable[[str], None],
              hog: bool = False) -> tuple[ModeResult, list[Sample], list[GangRecord]]:
@@ -511,6 +542,8 @@ def _observe(box: Sandbox, label: str, mix: list[dict[str, Any]], spec: MixSpec,
     poller = Poller(watcher, t0, options.poll)
     poller.start()
     cpu = [cpu_pinning.cpu_by_name(box.running())]
+    profile = (ApiServerProfile(box, options.profile_apiserver)
+               if options.profile_apiserver else None)
     try:
         with contextlib.ExitStack() as hogging:
             if hog:
@@ -531,6 +564,8 @@ def _observe(box: Sandbox, label: str, mix: list[dict[str, Any]], spec: MixSpec,
     notes.append("CPU-s from the first pod to the end (the quiet window too): "
                  + cpu_pinning.cpu_spent(cpu[0], cpu[2]))
     notes.append(f"poll took {poller.mean_poll_ms():.0f} ms on average")
+    if profile is not None:
+        notes.append(profile.note())
     if pinned:
         notes.append(pinned)
     left = fit_left(conn, submitted, gangs, samples[-1].bound, catalog)
@@ -541,6 +576,7 @@ def _observe(box: Sandbox, label: str, mix: list[dict[str, Any]], spec: MixSpec,
     served = api_metrics(conn)
     result.notes.append("API server: " + latency_note(api_latency(served)))
     result.notes.append("API server requests: " + api_requests(served))
+    result.notes.append("API server seconds by request: " + api_time(served))
     events = conn.request("GET", f"/api/v1/namespaces/{NAMESPACE}/events").get("items", [])
     result.notes.append(f"events by writer and reason ({len(events)}): "
                         + event_reasons(events))
@@ -760,6 +796,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--own-core", action="store_true",
                         help="Muster's processes on CPUs of their own, the bench and the "
                              "control plane on the first CPU, in every mode (cpu_pinning.py)")
+    parser.add_argument("--profile-apiserver", type=float, metavar="SECONDS",
+                        help="take a CPU profile of kube-apiserver over the first SECONDS "
+                             "of each mode's pods, kept with the sandbox (use --workdir)")
     parser.add_argument("--min-gang", type=int,
                         help="pods of the smallest JobSet gang (default 2)")
     parser.add_argument("--max-gang", type=int,
@@ -785,6 +824,9 @@ def main(argv: list[str] | None = None) -> int:
     def say(message: str) -> None:
         print(message, file=sys.stderr, flush=True)
 
+    if args.profile_apiserver and (args.streamed or not args.workdir):
+        parser.error("--profile-apiserver needs --workdir (the profile is kept with the "
+                     "sandbox) and applies to the burst only")
     if args.streamed and args.own_core:
         parser.error("--own-core applies to the burst only, not to --streamed")
     if args.streamed:  # its own module: imported only when asked for

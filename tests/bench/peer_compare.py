@@ -228,22 +228,38 @@ def api_latency(metrics_text: str) -> dict[str, Latency]:
                           webhook)}
 
 
-def api_requests(metrics_text: str, *, top: int = 8) -> str:
-    """The API server's requests by verb and resource (``apiserver_request_total``), the
-    ``top`` most frequent, watches and reads of its own left out: who made it work."""
-    counts: dict[str, float] = {}
+def _by_request(metrics_text: str, family_name: str, suffix: str, skip: tuple[str, ...],
+                top: int) -> list[tuple[str, float]]:
+    """One of the API server's families summed by verb and resource (``POST pods/binding``),
+    the verbs in ``skip`` left out, the ``top`` largest first."""
+    totals: dict[str, float] = {}
     for family in text_string_to_metric_families(metrics_text):
-        if family.name != "apiserver_request":
+        if family.name != family_name:
             continue
         for sample in family.samples:
             labels = sample.labels
-            if not sample.name.endswith("_total") or labels.get("verb") in ("WATCH", "LIST"):
+            if not sample.name.endswith(suffix) or labels.get("verb") in skip:
                 continue
             what = "/".join(x for x in (labels.get("resource"), labels.get("subresource")) if x)
             key = f"{labels.get('verb')} {what}"
-            counts[key] = counts.get(key, 0.0) + sample.value
-    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:top]
+            totals[key] = totals.get(key, 0.0) + sample.value
+    return sorted(totals.items(), key=lambda kv: (-kv[1], kv[0]))[:top]
+
+
+def api_requests(metrics_text: str, *, top: int = 8) -> str:
+    """The API server's requests by verb and resource (``apiserver_request_total``), the
+    ``top`` most frequent, watches and reads of its own left out: who made it work."""
+    ranked = _by_request(metrics_text, "apiserver_request", "_total", ("WATCH", "LIST"), top)
     return ", ".join(f"{key} {int(n)}" for key, n in ranked)
+
+
+def api_time(metrics_text: str, *, top: int = 8) -> str:
+    """The API server's time serving requests by verb and resource (the sum of
+    ``apiserver_request_duration_seconds``, reads included, watches left out as they last
+    as long as their clients), the ``top`` most costly: where a slow API server's time went."""
+    ranked = _by_request(metrics_text, "apiserver_request_duration_seconds", "_sum",
+                         ("WATCH", "CONNECT"), top)
+    return ", ".join(f"{key} {s:.1f}" for key, s in ranked)
 
 
 def event_reasons(events: Sequence[Mapping[str, Any]], *, top: int = 10) -> str:

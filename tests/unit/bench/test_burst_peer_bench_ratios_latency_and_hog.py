@@ -16,6 +16,7 @@ from tests.bench.peer_compare import (
     Figures,
     api_latency,
     api_requests,
+    api_time,
     event_reasons,
     quantile,
     ratios,
@@ -103,6 +104,8 @@ def api_metrics() -> str:
         requests.labels("POST", "pods", "", "resource").observe(seconds)
     for _ in range(5):  # a binding is no creation
         requests.labels("POST", "pods", "binding", "resource").observe(0.001)
+    requests.labels("LIST", "pods", "", "cluster").observe(2.0)  # a poller's read
+    requests.labels("WATCH", "pods", "", "cluster").observe(100.0)  # as long as its client
     hooks = Histogram("apiserver_admission_webhook_admission_duration_seconds", "",
                       ["name", "operation", "rejected", "type"], buckets=(0.005, 0.025),
                       registry=registry)
@@ -128,6 +131,8 @@ def test_the_api_servers_own_figures_name_pod_creation_the_webhook_and_who_wrote
     assert found["webhook gate.muster.dev"][0] == 20
     assert found["webhook gate.muster.dev"][1] == pytest.approx(0.005 * 10 / 18)
     assert api_requests(text) == "POST events 32, POST pods 20, PATCH pods/status 7"
+    # Time serving requests: reads count, watches do not (they last as long as their client).
+    assert api_time(text) == "LIST pods 2.0, POST pods 0.5, POST pods/binding 0.0"  # 0.55 s
 
 
 def test_repeated_rounds_give_each_ratio_per_round_and_its_median() -> None:
