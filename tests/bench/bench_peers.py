@@ -495,7 +495,12 @@ class ApiServerProfile:
                 f"/debug/pprof/profile?seconds={seconds:g}"]
 
         def fetch() -> None:
-            done = subprocess.run(argv, capture_output=True, timeout=seconds + 60, check=False)
+            try:
+                done = subprocess.run(argv, capture_output=True, timeout=seconds + 60,
+                                      check=False)
+            except (OSError, subprocess.TimeoutExpired) as err:  # the note says so
+                self.problem = str(err)[:300]
+                return
             if done.returncode == 0:
                 self.path.write_bytes(done.stdout)
             else:
