@@ -76,9 +76,12 @@ def _tests(need: _Needs, capacity: Mapping[NodeName, NodeCapacity], *,
     per group, how many pods the nodes could hold, each node counted alone. ``narrowed``:
     the nodes are the roles' eligible ones (groups that may use every node were tested over
     every node already), and the reasons say so."""
-    union = sorted({n for _, nodes in need for n in nodes}) if narrowed else tuple(capacity)
     whole = sum(d.whole * n for (d, _), (n, _) in need.items())
+    if narrowed and any(len(nodes) >= len(capacity) for _, nodes in need):
+        whole = 0  # some of the pods may use every node: tested over every node already
     if whole:
+        union = (sorted({n for _, nodes in need for n in nodes}) if narrowed
+                 else tuple(capacity))
         free = free_whole(union, capacity)
         if free < whole:
             where = f" on the {len(union)} nodes its pods may use," if narrowed else ""
