@@ -14,6 +14,8 @@ It then measures, client-side over keep-alive connections with concurrent client
 * filter of a *planned member* (its gang was planned by an earlier member's filter), Muster
   and baseline interleaved in rounds so machine noise hits both alike; Muster / baseline ratio
   at p50 and p99 is Muster's own cost (target: <= 1.3 at p50 and <= 2.0 at p99, 5,000 nodes);
+  each server's CPU per filter over those rounds (``/proc``): the baseline's is what gunicorn,
+  Flask and the wire cost alone;
 * the planning filter (first member of each gang), for information;
 * bind with hundreds of members held at the barrier at once, released by each gang's last
   member, against the baseline's immediate bind;
@@ -49,6 +51,8 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+
+from tests.bench import cpu_pinning  # noqa: E402
 
 GPU = "nvidia.com/gpu"
 
@@ -125,7 +129,7 @@ class Server:
     def __init__(self, argv: list[str], port: int) -> None:
         self.port = port
         self.proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE)
+                                     stderr=subprocess.PIPE, start_new_session=True)
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             try:
@@ -139,6 +143,11 @@ class Server:
             time.sleep(0.2)
         self.stop()
         raise RuntimeError(f"server on port {port} not ready in 120s")
+
+    def cpu(self) -> float:
+        """CPU seconds the server has used so far: gunicorn's arbiter and its worker (its
+        session's processes, threads included)."""
+        return cpu_pinning.cpu_by_name({"server": self.proc.pid}).get("server", 0.0)
 
     def stop(self) -> None:
         self.proc.send_signal(signal.SIGTERM)
@@ -271,9 +280,16 @@ def bench(nodes: int, *, gangs: int, members: int, clients: int, rounds: int,
                     samples[who].append(elapsed)
             return job
 
+        cpu = {"muster": 0.0, "baseline": 0.0}
+
+        def measured(server: Server, who: str, jobs: list[Callable[[], None]]) -> None:
+            before = server.cpu()
+            concurrently(jobs, clients)
+            cpu[who] += server.cpu() - before
+
         for _ in range(rounds):  # interleaved, so drift and neighbours hit both alike
-            concurrently([filter_job(m_port, "muster", k) for k in planned], clients)
-            concurrently([filter_job(b_port, "baseline", k) for k in planned], clients)
+            measured(muster, "muster", [filter_job(m_port, "muster", k) for k in planned])
+            measured(baseline, "baseline", [filter_job(b_port, "baseline", k) for k in planned])
 
         # Binds: every gang's members but the last are held at the barrier at once.
         held: list[float] = []
@@ -337,11 +353,16 @@ def bench(nodes: int, *, gangs: int, members: int, clients: int, rounds: int,
         p99 = pct(samples["muster"], 0.99) / pct(samples["baseline"], 0.99)
         print(f"  {'Muster / baseline':<34} p50 x{p50:.2f} (target <= 1.3)   "
               f"p99 x{p99:.2f} (target <= 2.0)")
+        per = {who: cpu[who] / len(samples[who]) for who in cpu}
+        print(f"  {'server CPU per filter':<34} Muster {per['muster'] * 1e3:.2f} ms, "
+              f"baseline {per['baseline'] * 1e3:.2f} ms (gunicorn, Flask and the wire alone; "
+              f"Muster x{per['muster'] / per['baseline']:.2f})")
         print(row("filter, planning a gang (Muster)", plan_times))
         print(row(f"bind, held at barrier ({waiting} at once)", held))
         print(row("bind, releasing its gang", releasing))
         print(row("bind (do-nothing baseline)", base_binds))
-        out.update(p50_ratio=p50, p99_ratio=p99)
+        out.update(p50_ratio=p50, p99_ratio=p99, cpu_muster=per["muster"],
+                   cpu_baseline=per["baseline"])
         orj, std = json_costs(bodies[(0, 1)], orjson.dumps(
             {"Nodes": None, "NodeNames": names, "FailedNodes": {},
              "FailedAndUnresolvableNodes": {}, "Error": ""}))
