@@ -130,6 +130,13 @@ class Server:
         self.port = port
         self.proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE, start_new_session=True)
+        try:  # in a session of its own (to count its CPU): Ctrl-C does not reach it
+            self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _wait_ready(self) -> None:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             try:
@@ -141,8 +148,7 @@ class Server:
             if self.proc.poll() is not None:
                 raise RuntimeError(self.proc.stderr.read().decode() if self.proc.stderr else "")
             time.sleep(0.2)
-        self.stop()
-        raise RuntimeError(f"server on port {port} not ready in 120s")
+        raise RuntimeError(f"server on port {self.port} not ready in 120s")
 
     def cpu(self) -> float:
         """CPU seconds the server has used so far: gunicorn's arbiter and its worker (its
@@ -249,8 +255,12 @@ def bench(nodes: int, *, gangs: int, members: int, clients: int, rounds: int,
                 "--plan-ttl", "600", "--log-level", "warning", "--max-request-bytes",
                 str(64 << 20)]
     muster = Server(env_argv, m_port)
-    baseline = Server([sys.executable, __file__, "--baseline-server", str(b_port),
-                       "--threads", str(threads)], b_port)
+    try:
+        baseline = Server([sys.executable, __file__, "--baseline-server", str(b_port),
+                           "--threads", str(threads)], b_port)
+    except BaseException:  # in its own session, nothing else would stop it
+        muster.stop()
+        raise
     out: dict[str, float] = {}
     try:
         bodies = {(g, i): orjson.dumps({"Pod": member_pod(g, i), "Nodes": None,
