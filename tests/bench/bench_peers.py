@@ -71,7 +71,6 @@ import contextlib
 import json
 import os
 import random
-import subprocess
 import sys
 import tempfile
 import threading
@@ -88,7 +87,6 @@ from extender.core.workloads.cluster import build_snapshot
 from extender.core.workloads.workload import resolve_workload
 from extender.files.catalog import packaged_catalog
 from extender.kube.client import Connection
-from extender.sandbox.binaries import control_plane_bin
 from extender.sandbox.config import GateBy, Ports, SchedulerMode
 from extender.sandbox.controllers import adopt, children, pod_groups
 from extender.sandbox.sandbox import Sandbox, SandboxSpec
@@ -484,27 +482,25 @@ def _restore_env(name: str, value: str | None) -> None:
 
 class ApiServerProfile:
     """A CPU profile of kube-apiserver over the first ``seconds`` of a mode's pods (its
-    ``/debug/pprof/profile``, through kubectl), written beside the sandbox's logs: where the
-    control plane's time went, to read with ``go tool pprof -top``."""
+    ``/debug/pprof/profile``), written beside the sandbox's logs: where the control plane's
+    time went, to read with ``go tool pprof -top``."""
 
-    def __init__(self, box: Sandbox, seconds: float) -> None:
+    def __init__(self, box: Sandbox, conn: Connection, seconds: float) -> None:
         self.path = box.dir / "kube-apiserver.cpu.pprof"
         self.problem = ""
-        argv = [str(control_plane_bin(quiet=True) / "kubectl"), "--kubeconfig",
-                str(box.dir / "kubeconfig"), "get", "--raw",
-                f"/debug/pprof/profile?seconds={seconds:g}"]
 
         def fetch() -> None:
             try:
-                done = subprocess.run(argv, capture_output=True, timeout=seconds + 60,
-                                      check=False)
-            except (OSError, subprocess.TimeoutExpired) as err:  # the note says so
+                status, data = api_get(conn, f"/debug/pprof/profile?seconds={seconds:g}",
+                                       accept="application/octet-stream",
+                                       timeout=seconds + 60)
+            except Exception as err:  # refused, timed out...: the note says so
                 self.problem = str(err)[:300]
                 return
-            if done.returncode == 0:
-                self.path.write_bytes(done.stdout)
+            if status == 200:
+                self.path.write_bytes(data)
             else:
-                self.problem = done.stderr.decode(errors="replace").strip()[:300]
+                self.problem = f"HTTP {status}: {data.decode(errors='replace').strip()[:300]}"
         self._thread = threading.Thread(target=fetch, name="apiserver-profile", daemon=True)
         self._thread.start()
 
@@ -547,7 +543,7 @@ def _observe(box: Sandbox, label: str, mix: list[dict[str, Any]], spec: MixSpec,
     poller = Poller(watcher, t0, options.poll)
     poller.start()
     cpu = [cpu_pinning.cpu_by_name(box.running())]
-    profile = (ApiServerProfile(box, options.profile_apiserver)
+    profile = (ApiServerProfile(box, conn, options.profile_apiserver)
                if options.profile_apiserver else None)
     try:
         with contextlib.ExitStack() as hogging:
@@ -693,13 +689,19 @@ def summarize(mode: str, samples: list[Sample], gangs: list[GangRecord], *,
         singles_bound=len(final - in_gangs), notes=notes, series=series)
 
 
+def api_get(conn: Connection, path: str, *, accept: str, timeout: float) -> tuple[int, bytes]:
+    """A GET of one of the API server's own paths whose body is not JSON (``/metrics``,
+    ``/debug/pprof/...``): its status and raw body."""
+    method, url, headers, _body, _post = conn.api.param_serialize(
+        "GET", path, header_params={"Accept": accept}, auth_settings=["BearerToken"])
+    response = conn.api.call_api(method, url, header_params=headers, _request_timeout=timeout)
+    return int(response.status), bytes(response.read())  # type: ignore[no-untyped-call]
+
+
 def api_metrics(conn: Connection) -> str:
     """The API server's /metrics text (Prometheus format, not JSON)."""
-    method, url, headers, _body, _post = conn.api.param_serialize(
-        "GET", "/metrics", header_params={"Accept": "text/plain"}, auth_settings=["BearerToken"])
     try:
-        response = conn.api.call_api(method, url, header_params=headers, _request_timeout=30)
-        return bytes(response.read()).decode()  # type: ignore[no-untyped-call]
+        return api_get(conn, "/metrics", accept="text/plain", timeout=30)[1].decode()
     except Exception as err:  # a figure for the report, never the bench's failure
         return f"# unreachable: {err}"
 
