@@ -28,6 +28,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from extender.core.devices.attach import lower_objects
 from extender.core.model.objects import ObjectError, node_from_api, pod_from_api, timestamp
 from extender.core.model.values import Membership, NodeInfo, PodInfo, PodPhase, WorkloadTree
 from extender.core.workloads.catalog import Catalog
@@ -152,7 +153,9 @@ def scenario_from_objects(objects: Iterable[Mapping[str, Any]], *, catalog: Cata
     timeline: dict[str, TimelineEntry] = {}
     timelines = 0
     priority_classes: list[Mapping[str, Any]] = []
-    for obj in objects:
+    # DRA counted as the extender counts it: nodes offer their free devices, pods and pod
+    # templates ask for their claims' devices (docs/dra.md).
+    for obj in lower_objects(list(objects)):
         kind = obj.get("kind")
         if kind == PRIORITY_CLASS_KIND:
             priority_classes.append(obj)
@@ -190,9 +193,9 @@ def scenario_from_objects(objects: Iterable[Mapping[str, Any]], *, catalog: Cata
     except PriorityError as err:
         raise ReplayInputError(str(err)) from None
     preferred: dict[str, Preferred] = {}
-    for obj in pods:
-        info = pod_from_api(obj)
-        terms = _preferred(obj.get("spec"), f"pod {info.key}")
+    for admitted_pod in pods:
+        info = pod_from_api(admitted_pod)
+        terms = _preferred(admitted_pod.get("spec"), f"pod {info.key}")
         if terms:
             preferred[info.uid] = terms
     snapshot = build_snapshot(nodes=nodes, pods=pods, objects=others, catalog=catalog)

@@ -29,11 +29,12 @@ from extender.cli.workloads import (
     workloads_in_file,
 )
 from extender.core.decide.fit import FitResult, fit_workload
+from extender.core.devices.attach import is_device_object, lower_objects
 from extender.core.model.snapshot import ClusterSnapshot
 from extender.core.workloads.cluster import build_snapshot
 from extender.files.snapshot import SnapshotFileError, load_snapshot
 from extender.kube.client import KubeError
-from extender.kube.reader import list_workloads, nodes_and_pods, owner_objects
+from extender.kube.reader import device_objects, list_workloads, nodes_and_pods, owner_objects
 
 
 def register(subparsers: Any) -> None:
@@ -58,8 +59,9 @@ def register(subparsers: Any) -> None:
     p.set_defaults(handler=run, error_exit=EXIT_UNANSWERED)
 
 
-def _workload(args: argparse.Namespace, base: Descriptors) -> tuple[Descriptors, Found]:
-    descriptors, found = workloads_in_file(args.filename, base)
+def _workload(args: argparse.Namespace, base: Descriptors, *,
+              devices: list[dict[str, Any]] | None = None) -> tuple[Descriptors, Found]:
+    descriptors, found = workloads_in_file(args.filename, base, devices=devices or ())
     if len(found) > 1:
         names = ", ".join(f.tree.ref.key for f in found)
         raise CliError(f"{args.filename}: holds {len(found)} workloads ({names}); "
@@ -75,12 +77,16 @@ def _split(objects: list[dict[str, Any]],
     return nodes, pods, rest
 
 
-def snapshot_from_file(path: str, descriptors: Descriptors) -> ClusterSnapshot:
+def snapshot_objects(path: str) -> list[dict[str, Any]]:
     try:
-        objects = load_snapshot(path)
+        return load_snapshot(path)
     except SnapshotFileError as err:
         raise CliError(str(err)) from None
-    nodes, pods, rest = _split(objects)
+
+
+def snapshot_from_file(path: str, descriptors: Descriptors,
+                       objects: list[dict[str, Any]]) -> ClusterSnapshot:
+    nodes, pods, rest = _split(lower_objects(objects))
     if not nodes:
         raise CliError(f"{path}: no Node objects; a snapshot is what "
                        "`kubectl get nodes,pods -A -o yaml` prints")
@@ -88,7 +94,7 @@ def snapshot_from_file(path: str, descriptors: Descriptors) -> ClusterSnapshot:
 
 
 def snapshot_from_cluster(args: argparse.Namespace, context: str, descriptors: Descriptors,
-                          found: Found) -> ClusterSnapshot:
+                          found: Found) -> tuple[ClusterSnapshot, list[dict[str, Any]]]:
     conn = connection(args, context=context)
     try:
         nodes, pods = nodes_and_pods(conn)
@@ -99,9 +105,12 @@ def snapshot_from_cluster(args: argparse.Namespace, context: str, descriptors: D
         objects = owner_objects(conn, descriptors.catalog.descriptors, namespace)
         if descriptor is not None:
             objects += list_workloads(conn, descriptor, namespace)
+        devices = device_objects(conn, None)
     except KubeError as err:
         raise CliError(str(err), cluster=True) from None
-    return build_snapshot(nodes=nodes, pods=pods, objects=objects, catalog=descriptors.catalog)
+    nodes, pods, objects = _split(lower_objects([*nodes, *pods, *objects, *devices]))
+    return build_snapshot(nodes=nodes, pods=pods, objects=objects,
+                          catalog=descriptors.catalog), devices
 
 
 def cluster_data(name: str, result: FitResult) -> dict[str, Any]:
@@ -129,15 +138,20 @@ def unreachable_data(name: str, message: str) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     if not args.snapshot and not args.context:
         raise CliError("give at least one --snapshot FILE or --context NAME to fit against")
-    descriptors, found = _workload(args, base_descriptors(args))
+    base = base_descriptors(args)
+    descriptors, found = _workload(args, base)
     clusters: list[dict[str, Any]] = []
     unreachable = False
     for path in args.snapshot:
-        snapshot = snapshot_from_file(path, descriptors)
-        clusters.append(cluster_data(path, fit_workload(found.tree, snapshot)))
+        objects = snapshot_objects(path)
+        snapshot = snapshot_from_file(path, descriptors, objects)
+        # The workload's claims read against this cluster's DeviceClasses and slices.
+        _, here = _workload(args, base, devices=[o for o in objects if is_device_object(o)])
+        clusters.append(cluster_data(path, fit_workload(here.tree, snapshot)))
     for context in args.context:
         try:
-            snapshot = snapshot_from_cluster(args, context, descriptors, found)
+            snapshot, devices = snapshot_from_cluster(args, context, descriptors, found)
+            _, here = _workload(args, base, devices=devices)
         except CliError as err:
             if not err.cluster:
                 raise
@@ -145,7 +159,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"warning: context {context}: {err}", file=sys.stderr)
             clusters.append(unreachable_data(context, str(err)))
             continue
-        clusters.append(cluster_data(context, fit_workload(found.tree, snapshot)))
+        clusters.append(cluster_data(context, fit_workload(here.tree, snapshot)))
     data = {"workload": found.tree.ref.key, "descriptor": found.tree.descriptor,
             "pods": found.tree.pods, "gpus": found.tree.gpus, "clusters": clusters}
     if args.output != "table":

@@ -14,12 +14,14 @@ from extender.cli.workloads import (
     attach_pods,
     resolve,
 )
+from extender.core.devices.attach import DeviceLowering, lowering_of
 from extender.core.model.objects import owner_refs
 from extender.core.model.values import WorkloadTree
 from extender.core.workloads.catalog import Catalog
 from extender.core.workloads.descriptor import Descriptor
 from extender.kube.client import Connection
 from extender.kube.reader import (
+    device_objects,
     get_workload,
     list_pods_and_owners,
     list_workloads,
@@ -64,8 +66,10 @@ def find_one(conn: Connection, descriptors: Descriptors, kinds: Sequence[Descrip
     for descriptor in served:
         obj = get_workload(conn, descriptor, name, namespace)
         if obj is not None:
+            lowering = lowering_of(device_objects(conn, namespace))
+            obj = dict(lowering.workload(obj))
             tree = resolve(obj, descriptors, where=f"{obj['kind']} {namespace}/{name}")
-            return _with_pods(conn, descriptors, [(tree, obj)], namespace)[0]
+            return _with_pods(conn, descriptors, [(tree, obj)], namespace, lowering)[0]
     kind = served[0].target.kind
     raise CliError(f"{kind} {name} not found in namespace {namespace} on {conn.server}",
                    exit_code=EXIT_ERROR)
@@ -80,10 +84,12 @@ def find_all(conn: Connection, descriptors: Descriptors, kinds: Sequence[Descrip
     trees: list[tuple[WorkloadTree, Mapping[str, Any]]] = []
     problems: list[str] = []
     catalog = descriptors.catalog
+    lowering = lowering_of(device_objects(conn, namespace))
     for descriptor in distinct_kinds(kinds):
-        for obj in list_workloads(conn, descriptor, namespace, label_selector=label_selector):
-            if _is_part(obj, catalog):
+        for listed in list_workloads(conn, descriptor, namespace, label_selector=label_selector):
+            if _is_part(listed, catalog):
                 continue
+            obj = lowering.workload(listed)
             meta = obj.get("metadata") or {}
             where = f"{obj.get('kind')} {meta.get('namespace', '')}/{meta.get('name', '?')}"
             try:
@@ -92,12 +98,12 @@ def find_all(conn: Connection, descriptors: Descriptors, kinds: Sequence[Descrip
                 problems.append(str(err))
     if not trees:
         return [], problems
-    return _with_pods(conn, descriptors, trees, namespace), problems
+    return _with_pods(conn, descriptors, trees, namespace, lowering), problems
 
 
 def _with_pods(conn: Connection, descriptors: Descriptors,
                trees: list[tuple[WorkloadTree, Mapping[str, Any]]],
-               namespace: str | None) -> list[Found]:
+               namespace: str | None, lowering: DeviceLowering) -> list[Found]:
     pods, owners = list_pods_and_owners(conn, descriptors.catalog.descriptors, namespace)
-    found = attach_pods(trees, pods, owners, descriptors)
+    found = attach_pods(trees, [lowering.pod(p) for p in pods], owners, descriptors)
     return sorted(found, key=lambda f: (f.tree.ref.namespace, f.tree.ref.kind, f.tree.ref.name))

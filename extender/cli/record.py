@@ -30,7 +30,7 @@ from extender.cli.workloads import (
 )
 from extender.core.workloads.descriptor import Descriptor
 from extender.kube.client import Connection, KubeError, NotFound, ResourceType
-from extender.kube.reader import cluster_descriptor_objects, nodes_and_pods
+from extender.kube.reader import cluster_descriptor_objects, device_objects, nodes_and_pods
 
 RECORDED_AT = "muster.dev/recorded-at"
 PRIORITY_CLASS = ("scheduling.k8s.io", "PriorityClass")
@@ -73,7 +73,7 @@ def _kinds(descriptors: Iterable[Descriptor],
 def record(conn: Connection, descriptors: Iterable[Descriptor], *,
            now: datetime) -> dict[str, Any]:
     """The cluster as one ``List`` (nodes, pods, priority classes, workloads, owners,
-    descriptors)."""
+    descriptors, and DRA's slices, classes, claims and templates)."""
     nodes, pods = nodes_and_pods(conn)
     items = [*nodes, *pods]
     served = conn.resource_types()
@@ -86,6 +86,7 @@ def record(conn: Connection, descriptors: Iterable[Descriptor], *,
         except NotFound:
             continue  # the kind's CRD went away while we were listing
     items.extend(cluster_descriptor_objects(conn))
+    items.extend(device_objects(conn, None))
     return {"apiVersion": "v1", "kind": "List",
             "metadata": {"annotations": {RECORDED_AT: now.isoformat(timespec="seconds")},
                          "server": conn.server},

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from extender.cli.errors import CliError
+from extender.core.devices.attach import lower_objects
 from extender.core.karta.compile import compile_karta
 from extender.core.karta.model import is_karta_document
 from extender.core.model.objects import ObjectError, owner_refs, pod_from_api
@@ -289,11 +290,15 @@ def attach_pods(trees: Sequence[tuple[WorkloadTree, Mapping[str, Any]]],
                   tuple(members[tree.ref.key])) for tree, raw in trees]
 
 
-def workloads_in_file(path: str, descriptors: Descriptors) -> tuple[Descriptors, list[Found]]:
+def workloads_in_file(path: str, descriptors: Descriptors, *,
+                      devices: Sequence[Mapping[str, Any]] = ()) -> tuple[Descriptors, list[Found]]:
     """File mode: the workloads of a file (descriptors in the file are added first), each with
     the pods of the same file that belong to it. Bare pods that belong to no other workload
-    are workloads of their own (kind ``Pod``)."""
+    are workloads of their own (kind ``Pod``). DRA objects of the file, and ``devices`` (a
+    cluster's), count the devices its pods and templates claim."""
     objects = file_objects(path)
+    lowered = lower_objects([*(o.obj for o in objects), *devices])[:len(objects)]
+    objects = [FileObject(dict(obj), o.where) for obj, o in zip(lowered, objects, strict=True)]
     label = "<stdin>" if path == "-" else path
     docs = [(i, o.obj) for i, o in enumerate(objects, start=1) if is_descriptor(o.obj)]
     if docs:

@@ -23,10 +23,11 @@ from extender.kube.events import KubeEvents
 from extender.kube.evict import KubeEvictor
 from extender.kube.gangobjects import KubeGangObjects
 from extender.kube.informer import Backoff, Informer, source_name
+from extender.kube.reader import DEVICE_TYPES
 from extender.kube.requeue import KubeRequeuer
 from extender.kube.ungate import KubeUngater
 from extender.state.build import CatalogSnapshots
-from extender.state.store import DESCRIPTORS, KARTAS, NODES, PODS, StateStore
+from extender.state.store import DESCRIPTORS, DEVICE_SOURCES, KARTAS, NODES, PODS, StateStore
 
 log = logging.getLogger("muster.live")
 
@@ -41,9 +42,10 @@ KARTA_TYPE = ResourceType(group="run.ai", version="v1alpha1", kind="Karta", plur
                           namespaced=False)
 """NVIDIA Workload Map descriptors (``kartas.run.ai``, cluster-scoped), read like ours."""
 
-FIXED = ((NODE_TYPE, False), (POD_TYPE, False), (DESCRIPTOR_TYPE, True), (KARTA_TYPE, True))
+FIXED = ((NODE_TYPE, False), (POD_TYPE, False), (DESCRIPTOR_TYPE, True), (KARTA_TYPE, True),
+         *((t, True) for t in DEVICE_TYPES))
 """The informers every Muster runs besides the catalog's kinds (type, whether it may be
-absent: a cluster without the CRD)."""
+absent: a cluster without the CRD, or without ``resource.k8s.io/v1``)."""
 OWNERS_ONLY = ((DESCRIPTOR_TYPE, True), (KARTA_TYPE, True))
 """What the webhook's own process watches besides the catalog's kinds: no pods, no nodes
 (whether a new pod joins a gang depends only on its owners and the descriptors)."""
@@ -123,7 +125,7 @@ class Watches:
             for owner in d.pods.owners:
                 for rtype in by_kind.get(owner, ()):
                     out[source_name(rtype)] = rtype
-        for fixed in (NODES, PODS, DESCRIPTORS, KARTAS):
+        for fixed in (NODES, PODS, DESCRIPTORS, KARTAS, *DEVICE_SOURCES):
             out.pop(fixed, None)
         return out
 
@@ -132,7 +134,7 @@ class Watches:
         wanted = self.wanted()
         with self._lock:
             current = {s for s in self.informers
-                       if s not in (NODES, PODS, DESCRIPTORS, KARTAS)}
+                       if s not in (NODES, PODS, DESCRIPTORS, KARTAS, *DEVICE_SOURCES)}
             for source in sorted(current - set(wanted)):
                 self.informers.pop(source).stop()
                 self.store.forget(source)

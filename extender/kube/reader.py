@@ -15,10 +15,18 @@ from kubernetes import config
 from kubernetes.config.config_exception import ConfigException
 
 from extender.core.workloads.descriptor import Descriptor
-from extender.kube.client import Connection, NotFound, ResourceType
+from extender.kube.client import Connection, Forbidden, NotFound, ResourceType
 
 POD_TYPE = ResourceType(group="", version="v1", kind="Pod", plural="pods", namespaced=True)
 NODE_TYPE = ResourceType(group="", version="v1", kind="Node", plural="nodes", namespaced=False)
+DEVICE_TYPES = tuple(
+    ResourceType(group="resource.k8s.io", version="v1", kind=kind, plural=plural,
+                 namespaced=namespaced)
+    for kind, plural, namespaced in (
+        ("ResourceSlice", "resourceslices", False), ("DeviceClass", "deviceclasses", False),
+        ("ResourceClaim", "resourceclaims", True),
+        ("ResourceClaimTemplate", "resourceclaimtemplates", True)))
+"""Dynamic Resource Allocation (``resource.k8s.io/v1``): devices, classes, claims, templates."""
 DESCRIPTOR_GROUP_KIND = ("muster.dev", "WorkloadDescriptor")
 KARTA_GROUP_KIND = ("run.ai", "Karta")
 """NVIDIA Workload Map descriptors (``kartas.run.ai``), read as descriptors of format karta."""
@@ -140,3 +148,16 @@ def cluster_descriptor_objects(conn: Connection) -> list[dict[str, Any]]:
 def nodes_and_pods(conn: Connection) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Every node and every pod: what ``kubectl get nodes,pods -A`` shows, for ``muster fit``."""
     return conn.list(NODE_TYPE), conn.list(POD_TYPE)
+
+
+def device_objects(conn: Connection, namespace: str | None) -> list[dict[str, Any]]:
+    """ResourceSlices, DeviceClasses, and the ResourceClaims and templates of ``namespace``
+    (``None``: all): what counts GPUs allocated through DRA. A cluster that does not serve
+    ``resource.k8s.io/v1``, or RBAC that forbids a kind, gives none of that kind."""
+    out: list[dict[str, Any]] = []
+    for rtype in DEVICE_TYPES:
+        try:
+            out.extend(conn.list(rtype, namespace=namespace if rtype.namespaced else None))
+        except (NotFound, Forbidden):
+            continue
+    return out

@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, cast, runtime_checkable
 
+from extender.core.devices.attach import DeviceLowering
 from extender.core.model.snapshot import ClusterSnapshot
 
 RawObject = Mapping[str, Any]
@@ -36,6 +37,13 @@ DESCRIPTORS = "muster.dev/v1alpha1/WorkloadDescriptor"
 KARTAS = "run.ai/v1alpha1/Karta"
 """NVIDIA Workload Map descriptors: held, compiled and listened to like WorkloadDescriptors."""
 DESCRIPTOR_SOURCES = (DESCRIPTORS, KARTAS)
+RESOURCE_SLICES = "resource.k8s.io/v1/ResourceSlice"
+DEVICE_CLASSES = "resource.k8s.io/v1/DeviceClass"
+RESOURCE_CLAIMS = "resource.k8s.io/v1/ResourceClaim"
+CLAIM_TEMPLATES = "resource.k8s.io/v1/ResourceClaimTemplate"
+DEVICE_SOURCES = (RESOURCE_SLICES, DEVICE_CLASSES, RESOURCE_CLAIMS, CLAIM_TEMPLATES)
+"""Dynamic Resource Allocation: lowered into node supply and pod demand (:mod:`.devices`),
+never workload objects."""
 SOURCE_STATES = ("listing", "synced", "broken", "forbidden")
 """What :meth:`StateStore.source_states` says of a source: not listed yet; listed and
 watched; its watch failing (the store is not ready); cannot be watched (RBAC)."""
@@ -129,6 +137,7 @@ class StateStore:
         """(source, key) of every object touched since the last snapshot, for the builder."""
         self._full = True
         """Something changed that the log cannot say (a full list): build from scratch."""
+        self._devices = DeviceLowering()
         self._listeners: list[Callable[[], None]] = []
         self._watchers: list[Callable[[str, str, RawObject | None], None]] = []
 
@@ -325,7 +334,9 @@ class StateStore:
 
     def _changed(self, source: str, key: str | None = None) -> None:
         self._revision += 1
-        if key is None or source in DESCRIPTOR_SOURCES:
+        if source in DEVICE_SOURCES:
+            self._devices.invalidate(source)
+        if key is None or source in DESCRIPTOR_SOURCES or source in DEVICE_SOURCES:
             self._full = True
         else:
             self._log[(source, key)] = None
@@ -378,7 +389,23 @@ class StateStore:
         patched["spec"] = {**(pod.get("spec") or {}), "nodeName": node}
         return patched
 
+    def _device_view(self) -> None:
+        def items(source: str) -> Iterable[RawObject]:
+            entry = self._sources.get(source)
+            return entry.objects.values() if entry is not None else ()
+
+        if any(items(s) for s in DEVICE_SOURCES):
+            self._devices.refresh(
+                slices=items(RESOURCE_SLICES), classes=items(DEVICE_CLASSES),
+                claims=items(RESOURCE_CLAIMS), templates=items(CLAIM_TEMPLATES),
+                pods=[*items(PODS), *self._upserted.values()])
+        else:
+            self._devices.clear()
+
     def _changes(self) -> Changes:
+        self._device_view()
+        lower_node, lower_pod = self._devices.node, self._devices.pod
+        lower_workload = self._devices.workload
         nodes: dict[str, RawObject | None] = {}
         pods: dict[str, RawObject | None] = {}
         objects: dict[str, RawObject | None] = {}
@@ -386,12 +413,14 @@ class StateStore:
             entry = self._sources.get(source)
             found = entry.objects.get(key) if entry is not None else None
             if source == NODES:
-                nodes[key] = found
+                nodes[key] = None if found is None else lower_node(found)
             elif source == PODS:
                 found = found if found is not None else self._upserted.get(key)
-                pods[key] = None if found is None else self._with_assumption(key, found)
+                pods[key] = None if found is None else lower_pod(self._with_assumption(key, found))
+            elif source in DEVICE_SOURCES:
+                continue
             else:
-                objects[f"{source}/{key}"] = found
+                objects[f"{source}/{key}"] = None if found is None else lower_workload(found)
         return Changes(nodes=nodes, pods=pods, objects=objects, revision=self._revision)
 
     def _raw(self) -> RawState:
@@ -399,14 +428,17 @@ class StateStore:
             entry = self._sources.get(source)
             return dict(entry.objects) if entry is not None else {}
 
+        self._device_view()
+        lower_node, lower_pod = self._devices.node, self._devices.pod
         pods = {**self._upserted, **items(PODS)}
         objects: dict[str, RawObject] = {}
         for source in sorted(self._sources):
-            if source not in (NODES, PODS, *DESCRIPTOR_SOURCES):
-                objects.update({f"{source}/{k}": v for k, v in items(source).items()})
+            if source not in (NODES, PODS, *DESCRIPTOR_SOURCES, *DEVICE_SOURCES):
+                objects.update({f"{source}/{k}": self._devices.workload(v)
+                                for k, v in items(source).items()})
         return RawState(
-            nodes=tuple(v for _, v in sorted(items(NODES).items())),
-            pods=tuple(self._with_assumption(k, v) for k, v in sorted(pods.items())),
+            nodes=tuple(lower_node(v) for _, v in sorted(items(NODES).items())),
+            pods=tuple(lower_pod(self._with_assumption(k, v)) for k, v in sorted(pods.items())),
             objects=tuple(v for _, v in sorted(objects.items())),
             object_keys=tuple(sorted(objects)),
             descriptors=tuple(v for source in DESCRIPTOR_SOURCES

@@ -41,7 +41,7 @@ from extender.core.gang.scoring import Policy, domain_cost, node_order_key
 from extender.core.gang.search import Assignment, could_fit, room_for, search
 from extender.core.gang.subgroups import Fit, assign_domains, units_of
 from extender.core.model.quantity import format_quantity
-from extender.core.model.resources import GPU, MEMORY
+from extender.core.model.resources import GPU, MEMORY, UNCOUNTABLE_PREFIX, device_phrase
 from extender.core.model.snapshot import ClusterSnapshot
 from extender.core.model.values import (
     Gang,
@@ -290,9 +290,17 @@ def _shortage(
         if largest < demand.share:
             return (f"a {role} needs {demand.share}m of one {gpu} device, "
                     f"the largest free device has {max(largest, 0)}m")
-    for name, amount in demand.scalar.items():
+    # What cannot be counted at all first: its reason says why, not a shortfall.
+    for name, amount in sorted(demand.scalar.items(),
+                               key=lambda kv: not kv[0].startswith(UNCOUNTABLE_PREFIX)):
         largest = max((c.free.get(name, 0) for c in caps), default=0)
         if largest < amount:
+            phrase = device_phrase(name, amount)
+            if phrase is not None:
+                if name.startswith(UNCOUNTABLE_PREFIX):
+                    return f"a {role} waits: its {phrase}"
+                return (f"a {role} needs {phrase} on one node, the most free is "
+                        f"{max(largest, 0) // 1000}")
             binary = name == MEMORY
             return (f"a {role} needs {name}={format_quantity(amount, binary=binary)} on one "
                     f"node, the largest free is {format_quantity(max(largest, 0), binary=binary)}")

@@ -25,6 +25,17 @@ from extender.core.model.values import (
     freeze_labels,
 )
 
+DEVICE_SUPPLY = "muster.dev/device-supply"
+"""Top-level key the state store adds to a raw Node: the DRA devices it can still give, as
+resource -> milli-units (:mod:`extender.core.devices.lowering`). API objects never have it."""
+
+
+def _extra(obj: Mapping[str, Any], key: str) -> Resources:
+    raw = obj.get(key)
+    if not isinstance(raw, Mapping) or not raw:
+        return Resources()
+    return Resources({str(k): v for k, v in raw.items() if isinstance(v, int)})
+
 
 class ObjectError(ModelError):
     """An API object missing a field it needs, or holding one of the wrong type."""
@@ -92,7 +103,7 @@ def node_from_api(obj: Mapping[str, Any]) -> NodeInfo:
                                 effect=str(t.get("effect") or "NoSchedule")))
     return NodeInfo(
         name=NodeName(name),
-        allocatable=allocatable,
+        allocatable=allocatable + _extra(obj, DEVICE_SUPPLY),
         labels=_labels(meta, "labels", f"node {name}"),
         taints=tuple(taints),
         unschedulable=spec.get("unschedulable") is True,

@@ -24,6 +24,11 @@ from extender.core.model.values import (
     freeze_labels,
 )
 
+DEVICE_DEMAND = "muster.dev/device-demand"
+"""Key the state store adds to a raw PodSpec (a pod's or a workload's pod template's) that
+takes devices through ResourceClaims: resource -> milli-units its claims still ask, lowered by
+:mod:`extender.core.devices.lowering`. API objects never have it."""
+
 #: Annotations that ask for a share of one GPU device.
 GPU_FRACTION_ANNOTATIONS = ("gpu-fraction", "muster.dev/gpu-fraction")
 GPU_MILLI_ANNOTATION = "muster.dev/gpu-milli"
@@ -203,8 +208,11 @@ def shape_of(
         selector = freeze_labels(_mapping(spec.get("nodeSelector"), f"{path}.nodeSelector"))
     except LabelError as err:
         raise PodSpecError(f"{path}.nodeSelector", str(err)) from err
+    devices = spec.get(DEVICE_DEMAND)
+    extra = Resources({str(k): v for k, v in devices.items() if isinstance(v, int)}) \
+        if isinstance(devices, Mapping) else EMPTY
     return PodShape(
-        requests=pod_requests(spec, path),
+        requests=pod_requests(spec, path) + extra,
         gpu_share=gpu_share(annotations),
         node_selector=selector,
         affinity=required_affinity(spec, path),

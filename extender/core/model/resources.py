@@ -12,6 +12,27 @@ MEMORY = "memory"
 PODS = "pods"
 EPHEMERAL_STORAGE = "ephemeral-storage"
 
+DEVICE_CLASS_PREFIX = "deviceclass.resource.kubernetes.io/"
+"""Devices of a DRA DeviceClass, counted as the resource Kubernetes names after the class (plus
+``#<digest>`` of a request's selectors, :mod:`extender.core.devices.matching`)."""
+UNCOUNTABLE_PREFIX = "unschedulable: "
+"""A demand no node supplies; the rest of the name says why (a missing DeviceClass...)."""
+GPU_DEVICE_CLASS = DEVICE_CLASS_PREFIX + "gpu.nvidia.com"
+"""NVIDIA's GPU DRA driver's class: its devices are GPUs where no extended resource says so."""
+
+
+def device_phrase(name: str, amount: int) -> str | None:
+    """How a reason says ``amount`` of a DRA resource (``8 gpu.nvidia.com devices``), or None
+    for other resources."""
+    if name.startswith(UNCOUNTABLE_PREFIX):
+        return f"devices that cannot be counted ({name[len(UNCOUNTABLE_PREFIX):]})"
+    if name.startswith(DEVICE_CLASS_PREFIX):
+        device_class, _, digest = name[len(DEVICE_CLASS_PREFIX):].partition("#")
+        which = f" matching its selectors ({digest})" if digest else ""
+        return f"{amount // 1000} {device_class} device{'s' if amount != 1000 else ''}{which}"
+    return None
+
+
 #: Resources shown with binary suffixes when rendered for people.
 _BINARY_RESOURCES = frozenset({MEMORY, EPHEMERAL_STORAGE})
 
@@ -137,8 +158,10 @@ class Resources(Mapping[str, int]):
 
     @property
     def gpus(self) -> int:
-        """Whole ``nvidia.com/gpu`` units (requests are whole numbers)."""
-        return self._items.get(GPU, 0) // 1000
+        """Whole ``nvidia.com/gpu`` units (requests are whole numbers); where there are none,
+        devices of NVIDIA's DRA class ``gpu.nvidia.com`` (a class serving ``nvidia.com/gpu``
+        charges both, so they are never counted twice)."""
+        return (self._items.get(GPU) or self._items.get(GPU_DEVICE_CLASS, 0)) // 1000
 
     def render(self) -> str:
         return ", ".join(

@@ -9,6 +9,7 @@ import pkgutil
 
 import extender.core
 from extender.core.decide.errors import DecisionError
+from extender.core.devices.errors import DeviceError
 from extender.core.gang.errors import PlacementError
 from extender.core.karta.errors import KartaError
 from extender.core.model.errors import CoreError, ModelError
@@ -16,7 +17,7 @@ from extender.core.workloads.errors import DescriptionError
 
 BASES: dict[str, type[CoreError]] = {
     "model": ModelError, "workloads": DescriptionError, "karta": KartaError,
-    "gang": PlacementError, "decide": DecisionError,
+    "gang": PlacementError, "decide": DecisionError, "devices": DeviceError,
 }
 CONTROL_FLOW = {"_UnsupportedAt", "Unsupported", "UnknownKind"}
 """Raised and caught inside one module (or a lookup miss answered as "no descriptor"), never

@@ -83,8 +83,7 @@ LEASE_USES: dict[tuple[str, str, str], tuple[Use, ...]] = {
 ELECTION_MODULES = ("extender.kube.lease", "extender.kube.elector")
 """Modules ``muster serve --leader-elect`` uses besides those live.py imports."""
 
-for _name in FIXED_INFORMERS:
-    _type = getattr(live, _name)
+for _type in (*(getattr(live, n) for n in FIXED_INFORMERS), *live.DEVICE_TYPES):
     assert _type in {t for t, _ in live.FIXED}
     _started = Use("extender.kube.live:Watches.start", "self.fixed")
     USES[(_type.group, _type.plural, "list")] = (_started, INFORMER_LIST)
@@ -257,5 +256,6 @@ def test_each_deployment_runs_under_its_own_service_account() -> None:
 
 
 def test_the_informers_started_whatever_the_catalog_says_are_the_tables_and_no_more() -> None:
-    assert [t for t, _ in live.FIXED] == [getattr(live, n) for n in FIXED_INFORMERS]
+    assert [t for t, _ in live.FIXED] == [*(getattr(live, n) for n in FIXED_INFORMERS),
+                                          *live.DEVICE_TYPES]
     assert {t for t, _ in live.OWNERS_ONLY} <= {t for t, _ in live.FIXED}

@@ -1,0 +1,162 @@
+"""DRA lowered into raw objects: Nodes, Pods and workloads' pod templates with their device
+supply and demand attached, for the state store, the command line's files and the simulator.
+
+The store calls :meth:`DeviceLowering.refresh` before it hands objects to the snapshot builder;
+only then, and only when a DRA object changed since, is anything computed again. The costly part
+(matching devices against classes and selectors in CEL) is redone only when slices, classes or
+the set of request signatures change; allocations move the free counts alone. A cluster without
+any DRA object pays nothing: nodes and pods pass through untouched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from extender.core.devices.lowering import DeviceCatalog, DeviceView, signatures_of
+from extender.core.model.objects import DEVICE_SUPPLY
+from extender.core.model.podspec import DEVICE_DEMAND
+
+RawObject = Mapping[str, Any]
+
+_CATALOG_SOURCES = frozenset({"resource.k8s.io/v1/ResourceSlice",
+                              "resource.k8s.io/v1/DeviceClass"})
+
+
+class DeviceLowering:
+    """Not thread-safe: the store calls it under its lock."""
+
+    def __init__(self) -> None:
+        self._view: DeviceView | None = None
+        self._catalog: DeviceCatalog | None = None
+        self._signatures: frozenset[tuple[str, tuple[str, ...]]] = frozenset()
+        self._stale = True
+        self._catalog_stale = True
+
+    @property
+    def view(self) -> DeviceView | None:
+        return self._view
+
+    def invalidate(self, source: str) -> None:
+        self._stale = True
+        if source in _CATALOG_SOURCES:
+            self._catalog_stale = True
+
+    def clear(self) -> None:
+        self._view, self._catalog, self._stale, self._catalog_stale = None, None, True, True
+
+    def refresh(self, *, slices: Iterable[RawObject], classes: Iterable[RawObject],
+                claims: Iterable[RawObject], templates: Iterable[RawObject],
+                pods: Iterable[RawObject]) -> None:
+        if not self._stale and self._view is not None:
+            return
+        claims, templates = list(claims), list(templates)
+        signatures = signatures_of(claims, templates)
+        if self._catalog is None or self._catalog_stale or signatures != self._signatures:
+            self._catalog = DeviceCatalog.build(slices, classes, signatures)
+            self._signatures, self._catalog_stale = signatures, False
+        live = frozenset(str((p.get("metadata") or {}).get("uid") or "") for p in pods)
+        self._view = DeviceView.build(self._catalog, claims=claims, templates=templates,
+                                      live_pods=live)
+        self._stale = False
+
+    def node(self, node: RawObject) -> RawObject:
+        if self._view is None:
+            return node
+        status = node.get("status")
+        allocatable = status.get("allocatable") if isinstance(status, Mapping) else None
+        name = str((node.get("metadata") or {}).get("name") or "")
+        supply = self._view.node_supply(
+            name, allocatable if isinstance(allocatable, Mapping) else {})
+        return {**node, DEVICE_SUPPLY: supply} if supply else node
+
+    def pod(self, pod: RawObject) -> RawObject:
+        if self._view is None:
+            return pod
+        demand = self._view.pod_demand(pod)
+        if not demand:
+            return pod
+        return {**pod, "spec": {**(pod.get("spec") or {}), DEVICE_DEMAND: demand}}
+
+    def workload(self, obj: RawObject) -> RawObject:
+        """A workload object with each pod template's device demand, wherever its templates
+        are (any PodSpec with ``resourceClaims`` beneath it), copied along the way only."""
+        if self._view is None:
+            return obj
+        namespace = str((obj.get("metadata") or {}).get("namespace") or "default")
+        view = self._view
+
+        def lowered(value: object, depth: int) -> object:
+            if depth > _DEPTH:
+                return value
+            if isinstance(value, Mapping):
+                out: dict[str, Any] | None = None
+                if isinstance(value.get("resourceClaims"), list) and "containers" in value:
+                    demand = view.spec_demand(namespace, value)
+                    if demand:
+                        out = {**value, DEVICE_DEMAND: demand}
+                for key, item in value.items():
+                    new = lowered(item, depth + 1)
+                    if new is not item:
+                        out = out if out is not None else dict(value)
+                        out[key] = new
+                return out if out is not None else value
+            if isinstance(value, list):
+                items = [lowered(item, depth + 1) for item in value]
+                changed = any(a is not b for a, b in zip(items, value, strict=True))
+                return items if changed else value
+            return value
+
+        found = lowered(obj, 0)
+        return found if isinstance(found, Mapping) else obj
+
+
+_DEPTH = 24
+"""How deep a pod template may sit in a workload object (JobSet: 7 levels)."""
+
+
+DEVICE_KINDS = frozenset({"ResourceSlice", "DeviceClass", "ResourceClaim",
+                          "ResourceClaimTemplate"})
+
+
+def is_device_object(obj: RawObject) -> bool:
+    return str(obj.get("apiVersion") or "").startswith("resource.k8s.io/") \
+        and obj.get("kind") in DEVICE_KINDS
+
+
+def lowering_of(objects: Iterable[RawObject]) -> DeviceLowering:
+    """A lowering over the DRA objects among ``objects`` (a file, a snapshot, a listing)."""
+    found: dict[str, list[RawObject]] = {kind: [] for kind in DEVICE_KINDS}
+    pods: list[RawObject] = []
+    for obj in objects:
+        if is_device_object(obj):
+            found[str(obj.get("kind"))].append(obj)
+        elif obj.get("kind") == "Pod":
+            pods.append(obj)
+    lowering = DeviceLowering()
+    if any(found.values()):
+        lowering.refresh(slices=found["ResourceSlice"], classes=found["DeviceClass"],
+                         claims=found["ResourceClaim"],
+                         templates=found["ResourceClaimTemplate"], pods=pods)
+    return lowering
+
+
+def lower_objects(objects: Sequence[RawObject]) -> list[dict[str, Any]]:
+    """``objects`` with DRA lowered into them as the store lowers what it holds: Nodes with
+    their free devices, Pods and workloads' pod templates with their claims' devices. Same
+    length and order; DRA objects themselves pass unchanged."""
+    lowering = lowering_of(objects)
+    if lowering.view is None:
+        return [dict(o) for o in objects]
+    out: list[RawObject] = []
+    for obj in objects:
+        kind = obj.get("kind")
+        if is_device_object(obj):
+            out.append(obj)
+        elif kind == "Node":
+            out.append(lowering.node(obj))
+        elif kind == "Pod":
+            out.append(lowering.pod(obj))
+        else:
+            out.append(lowering.workload(obj))
+    return [dict(o) for o in out]

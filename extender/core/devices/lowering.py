@@ -1,0 +1,297 @@
+"""DRA lowered into resources: each node's free devices, each pod's device demand.
+
+Every capacity check in Muster works on :class:`~extender.core.model.resources.Resources`. A
+:class:`DeviceView` turns DRA into that currency:
+
+* **supply** (per node): for every signature (a class, or a class with a request's selectors),
+  how many of its devices the node can still give, after the devices that ResourceClaims have
+  allocated (``status.allocation``, the allocator's truth) and the counters those use; plus,
+  for each extended resource a DeviceClass serves (``extendedResourceName``), the class's free
+  devices on nodes whose allocatable lacks that resource, as kube-scheduler serves it there;
+* **demand** (per pod): the devices of its claims not yet allocated, charged as
+  :mod:`~extender.core.devices.matching` says. A claim already allocated is in the supply's
+  numbers, not the pod's, so a pod through PreBind (allocated, not yet bound) and a pod whose
+  bind failed (its claim left allocated) are both counted once.
+
+A pod's extended-resource request (``nvidia.com/gpu: 8`` served by DRA) stays in its container
+requests; the hidden claim kube-scheduler allocates for it is therefore not subtracted again
+while its pod exists. What cannot be counted (a missing class or claim, a selector that does not
+evaluate, ``allocationMode: All``) becomes a demand no node supplies, named by the problem, so
+the gang waits saying why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from extender.core.devices.inventory import Device, Inventory, build_inventory
+from extender.core.devices.matching import Matches, Signature, match_devices, resource_name
+from extender.core.devices.requests import (
+    ClaimSpec,
+    DeviceClassInfo,
+    extended_classes,
+    read_claim_spec,
+    read_classes,
+)
+from extender.core.model.quantity import MILLI
+from extender.core.model.resources import DEVICE_CLASS_PREFIX, UNCOUNTABLE_PREFIX
+
+EXTENDED_CLAIM_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
+POD_CLAIM_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    return _mapping(obj.get("metadata"))
+
+
+def object_key(obj: Mapping[str, Any]) -> str:
+    meta = _meta(obj)
+    return f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}"
+
+
+@dataclass(frozen=True)
+class DeviceCatalog:
+    """Slices and classes, matched against the signatures of every claim and template (the
+    part that evaluates CEL; rebuilt only when one of those changes)."""
+
+    inventory: Inventory
+    classes: Mapping[str, DeviceClassInfo]
+    matches: Matches
+    extended: Mapping[str, DeviceClassInfo]
+    """Extended resource name (explicit or implicit) -> the class serving it."""
+
+    @classmethod
+    def build(cls, slices: Iterable[Mapping[str, Any]], classes: Iterable[Mapping[str, Any]],
+              signatures: Iterable[Signature]) -> DeviceCatalog:
+        inventory = build_inventory(slices)
+        known = read_classes(classes)
+        return cls(inventory=inventory, classes=known,
+                   matches=match_devices(inventory, known, signatures),
+                   extended=extended_classes(known))
+
+
+def signatures_of(claims: Iterable[Mapping[str, Any]],
+                  templates: Iterable[Mapping[str, Any]]) -> frozenset[Signature]:
+    """Every request signature of unallocated claims and of templates."""
+    out: set[Signature] = set()
+    for obj in claims:
+        if not _allocation(obj):
+            out.update(r.signature for r in _spec(obj, "spec").requests)
+    for obj in templates:
+        out.update(r.signature for r in _spec(_mapping(obj.get("spec")), "spec").requests)
+    return frozenset(out)
+
+
+def _spec(obj: Mapping[str, Any], field_name: str) -> ClaimSpec:
+    return read_claim_spec(_mapping(obj.get(field_name)), "")
+
+
+def _allocation(claim: Mapping[str, Any]) -> Mapping[str, Any]:
+    return _mapping(_mapping(claim.get("status")).get("allocation"))
+
+
+@dataclass(frozen=True)
+class DeviceView:
+    """Free devices per node and the lookups a pod's demand needs."""
+
+    catalog: DeviceCatalog
+    free: Mapping[str, Mapping[str, int]]
+    """Node -> resource -> free devices (whole units)."""
+    claims: Mapping[str, Mapping[str, Any]]
+    templates: Mapping[str, Mapping[str, Any]]
+    problems: tuple[str, ...] = ()
+    _specs: dict[str, ClaimSpec] = field(default_factory=dict, compare=False, repr=False)
+
+    @classmethod
+    def build(cls, catalog: DeviceCatalog, *, claims: Iterable[Mapping[str, Any]],
+              templates: Iterable[Mapping[str, Any]], live_pods: frozenset[str],
+              ) -> DeviceView:
+        """``live_pods``: UIDs of the pods that exist (their extended-resource claims are
+        counted through their requests, not again here)."""
+        by_key = {object_key(c): c for c in claims}
+        used = _used(by_key.values(), live_pods)
+        consumed = _consumed(catalog.inventory, used)
+        free: dict[str, dict[str, int]] = {}
+        for signature, nodes in catalog.matches.devices.items():
+            name = resource_name(signature)
+            for node, devices in nodes.items():
+                count = _free_count(devices, used, consumed, catalog.inventory)
+                if count:
+                    free.setdefault(node, {})[name] = count
+        for resource, info in catalog.extended.items():
+            if resource.startswith(DEVICE_CLASS_PREFIX):
+                continue
+            base = resource_name((info.name, ()))
+            for amounts in free.values():
+                if base in amounts:
+                    amounts[resource] = amounts[base]
+        return cls(catalog=catalog, free=free, claims=by_key,
+                   templates={object_key(t): t for t in templates},
+                   problems=catalog.inventory.problems)
+
+    def node_supply(self, node: str, allocatable: Mapping[str, object]) -> dict[str, int]:
+        """Resources (milli-units) DRA adds to ``node``'s allocatable. An explicit extended
+        resource is added only where the node's allocatable lacks it (there the device plugin
+        serves it, as kube-scheduler decides)."""
+        served = {k for k, v in allocatable.items() if v not in (0, "0", None, "")}
+        return {name: count * MILLI for name, count in self.free.get(node, {}).items()
+                if name not in served}
+
+    def pod_demand(self, pod: Mapping[str, Any]) -> dict[str, int]:
+        """Resources (milli-units) the pod's unallocated claims ask, beyond its containers'."""
+        meta = _meta(pod)
+        statuses = {str(_mapping(s).get("name")): _mapping(s).get("resourceClaimName")
+                    for s in _mapping(pod.get("status")).get("resourceClaimStatuses") or ()
+                    if isinstance(s, Mapping)}
+        return self.spec_demand(str(meta.get("namespace") or "default"),
+                                _mapping(pod.get("spec")), statuses=statuses,
+                                who=f"pod {meta.get('namespace') or 'default'}/{meta.get('name')}")
+
+    def spec_demand(self, namespace: str, spec: Mapping[str, Any], *,
+                    statuses: Mapping[str, object] | None = None, who: str = "pod template",
+                    ) -> dict[str, int]:
+        """The same for a PodSpec in ``namespace`` (a workload's pod template: its claims
+        come from their templates, no pod having any yet)."""
+        entries = spec.get("resourceClaims")
+        if not isinstance(entries, list) or not entries:
+            return {}
+        out: dict[str, int] = {}
+        for index, raw in enumerate(entries[:_MAX_POD_CLAIMS]):
+            entry = _mapping(raw)
+            where = f"{who}: spec.resourceClaims[{index}]"
+            claim_spec = self._claim_of(namespace, entry, statuses or {}, where)
+            if isinstance(claim_spec, str):
+                out[(UNCOUNTABLE_PREFIX + claim_spec)[:_NAME_MAX]] = MILLI
+                continue
+            for request in claim_spec.requests:
+                self._charge(request.signature, request.count, request.all_devices,
+                             request.admin, out)
+        return out
+
+    def _claim_of(self, namespace: str, entry: Mapping[str, Any],
+                  statuses: Mapping[str, object], where: str) -> ClaimSpec | str:
+        name = entry.get("resourceClaimName")
+        template = entry.get("resourceClaimTemplateName")
+        if isinstance(name, str) and name:
+            claim = self.claims.get(f"{namespace}/{name}")
+            if claim is None:
+                return f"ResourceClaim {namespace}/{name} does not exist"
+            return self._unallocated(claim, f"ResourceClaim {namespace}/{name}")
+        if isinstance(template, str) and template:
+            generated = statuses.get(str(entry.get("name")))
+            if isinstance(generated, str) and f"{namespace}/{generated}" in self.claims:
+                claim = self.claims[f"{namespace}/{generated}"]
+                return self._unallocated(claim, f"ResourceClaim {namespace}/{generated}")
+            found = self.templates.get(f"{namespace}/{template}")
+            if found is None:
+                return f"ResourceClaimTemplate {namespace}/{template} does not exist"
+            return self._read(f"template {namespace}/{template}",
+                              _mapping(_mapping(found.get("spec")).get("spec")),
+                              f"ResourceClaimTemplate {namespace}/{template}")
+        return f"{where}: neither resourceClaimName nor resourceClaimTemplateName is set"
+
+    def _unallocated(self, claim: Mapping[str, Any], where: str) -> ClaimSpec | str:
+        if _allocation(claim):
+            return ClaimSpec()  # its devices are out of the supply already
+        return self._read(f"claim {object_key(claim)}", _mapping(claim.get("spec")), where)
+
+    def _read(self, key: str, spec: Mapping[str, Any], where: str) -> ClaimSpec | str:
+        found = self._specs.get(key)
+        if found is None:
+            found = read_claim_spec(spec, where)
+            if len(self._specs) < _SPEC_CACHE:
+                self._specs[key] = found
+        return found.problem or found
+
+    def _charge(self, signature: Signature, count: int, all_devices: bool, admin: bool,
+                out: dict[str, int]) -> None:
+        problem = self.catalog.matches.problems.get(signature)
+        if problem is None and signature not in self.catalog.matches.charges:
+            problem = f"DeviceClass {signature[0]}: its requests were not matched yet"
+        if problem is None and all_devices:
+            problem = f"DeviceClass {signature[0]}: allocationMode All is not counted yet"
+        if problem is not None:
+            # The devices still count as asked (describe's totals), and no node offers the
+            # problem: the gang waits, and its reason names the problem.
+            out[(UNCOUNTABLE_PREFIX + problem)[:_NAME_MAX]] = MILLI
+            if not all_devices and not admin:
+                own = resource_name(signature)
+                out[own] = out.get(own, 0) + count * MILLI
+            return
+        if admin:
+            return
+        for resource, per_device in self.catalog.matches.charges[signature]:
+            out[resource] = out.get(resource, 0) + count * per_device * MILLI
+
+
+_MAX_POD_CLAIMS = 128
+_NAME_MAX = 300
+_SPEC_CACHE = 100_000
+
+
+def _used(claims: Iterable[Mapping[str, Any]], live_pods: frozenset[str]) -> set[str]:
+    """Device ids that allocated claims hold (admin access and the extended-resource claims of
+    living pods left out). An id naming no published device (its pool replaced since) matches
+    nothing."""
+    used: set[str] = set()
+    for claim in claims:
+        results = _mapping(_allocation(claim).get("devices")).get("results")
+        if not isinstance(results, list):
+            continue
+        meta = _meta(claim)
+        if _mapping(meta.get("annotations")).get(EXTENDED_CLAIM_ANNOTATION) == "true" and any(
+                _mapping(o).get("uid") in live_pods for o in meta.get("ownerReferences") or ()):
+            continue
+        for result in results:
+            r = _mapping(result)
+            if r.get("adminAccess") is True:
+                continue
+            used.add(f"{r.get('driver')}/{r.get('pool')}/{r.get('device')}")
+    return used
+
+
+CounterKey = tuple[str, str, str, str]
+"""``(driver, pool, counter set, counter)``."""
+
+
+def _consumed(inventory: Inventory, used: set[str]) -> dict[CounterKey, int]:
+    """What the allocated devices draw on each shared counter."""
+    out: dict[CounterKey, int] = {}
+    for devices in inventory.devices.values():
+        for device in devices:
+            if device.id in used:
+                for counter_set, counter, amount in device.consumes:
+                    key = (device.driver, device.pool, counter_set, counter)
+                    out[key] = out.get(key, 0) + amount
+    return out
+
+
+def _free_count(devices: tuple[Device, ...], used: set[str], consumed: Mapping[CounterKey, int],
+                inventory: Inventory) -> int:
+    """How many of ``devices`` can still be allocated at once: not in use, and their counters
+    fitting what allocated devices have left (taken in the allocator's order)."""
+    left: dict[CounterKey, int] = {}
+
+    def remaining(key: CounterKey) -> int:
+        if key not in left:
+            total = inventory.counters.get(key[:3], {}).get(key[3], 0)
+            left[key] = total - consumed.get(key, 0)
+        return left[key]
+
+    count = 0
+    for device in devices:
+        if device.id in used:
+            continue
+        keys = [((device.driver, device.pool, s, c), amount) for s, c, amount in device.consumes]
+        if any(remaining(key) < amount for key, amount in keys):
+            continue
+        for key, amount in keys:
+            left[key] = remaining(key) - amount
+        count += 1
+    return count

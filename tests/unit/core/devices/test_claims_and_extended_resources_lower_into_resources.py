@@ -1,0 +1,146 @@
+"""DRA lowered into Resources: each node's free devices and each pod's unallocated device demand,
+so that every capacity check Muster makes counts claim GPUs and DRA-backed ``nvidia.com/gpu``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from extender.core.devices.lowering import DeviceCatalog, DeviceView, signatures_of
+from extender.core.model.objects import DEVICE_SUPPLY, node_from_api, pod_from_api
+from extender.core.model.podspec import DEVICE_DEMAND
+from extender.core.model.resources import UNCOUNTABLE_PREFIX, Resources
+from tests.unit.core.devices.dra_objects import (
+    MIG_SELECTOR,
+    claim,
+    claim_pod,
+    device_class,
+    gpu,
+    gpu_node_slice,
+    resource_slice,
+    template,
+)
+
+CLASS = "deviceclass.resource.kubernetes.io/gpu.nvidia.com"
+GPU = "nvidia.com/gpu"
+
+
+def view(*, slices: list[dict[str, Any]], classes: list[dict[str, Any]] | None = None,
+         claims: list[dict[str, Any]] = (), templates: list[dict[str, Any]] = (),  # type: ignore[assignment]
+         live: tuple[str, ...] = ()) -> DeviceView:
+    classes = classes if classes is not None else [device_class()]
+    catalog = DeviceCatalog.build(slices, classes, signatures_of(claims, templates))
+    return DeviceView.build(catalog, claims=claims, templates=templates,
+                            live_pods=frozenset(live))
+
+
+def test_a_template_claim_asks_its_devices_and_each_dra_node_offers_its_gpus() -> None:
+    v = view(slices=[gpu_node_slice("n1"), gpu_node_slice("n2", gpus=4)],
+             templates=[template(count=8)])
+    assert v.node_supply("n1", {}) == {CLASS: 8000}
+    assert v.node_supply("n2", {}) == {CLASS: 4000}
+    assert v.pod_demand(claim_pod("w-0", template_name="gpus")) == {CLASS: 8000}
+
+
+def test_an_allocated_claim_leaves_the_supply_and_the_pods_demand() -> None:
+    allocated = claim("w-0-gpus-x", allocated=[("n1", f"gpu-{i}") for i in range(6)])
+    v = view(slices=[gpu_node_slice("n1")], templates=[template(count=6)], claims=[allocated])
+    assert v.node_supply("n1", {}) == {CLASS: 2000}
+    pod = claim_pod("w-0", template_name="gpus", generated="w-0-gpus-x")
+    assert v.pod_demand(pod) == {}
+    # Its generated claim not created yet: the template says what it will ask.
+    assert v.pod_demand(claim_pod("w-1", template_name="gpus")) == {CLASS: 6000}
+
+
+def test_a_class_serving_an_extended_resource_counts_it_only_where_no_device_plugin_does() -> None:
+    v = view(slices=[gpu_node_slice("dra-1")], classes=[device_class(extended=GPU)],
+             templates=[template(count=8)])
+    assert v.node_supply("dra-1", {"cpu": "8"}) == {CLASS: 8000, GPU: 8000}
+    assert v.node_supply("dra-1", {GPU: "8"}) == {CLASS: 8000}
+    # A claim pod charges the extended resource too: on a device-plugin node, whose
+    # nvidia.com/gpu is not DRA's, the class's own resource is missing and it does not fit.
+    demand = v.pod_demand(claim_pod("w-0", template_name="gpus"))
+    assert demand == {CLASS: 8000, GPU: 8000}
+    device_plugin = node_from_api({"metadata": {"name": "dp-1"},
+                                   "status": {"allocatable": {GPU: "8"}}})
+    assert not Resources(demand).fits_in(device_plugin.allocatable)
+
+
+def test_the_hidden_claim_of_a_living_pod_is_counted_once_through_its_request() -> None:
+    hidden = claim("p-extended-resources-x", owner_uid="uid-p", extended=True,
+                   allocated=[("dra-1", f"gpu-{i}") for i in range(4)])
+    classes = [device_class(extended=GPU)]
+    alive = view(slices=[gpu_node_slice("dra-1")], classes=classes, claims=[hidden],
+                 live=("uid-p",))
+    assert alive.node_supply("dra-1", {})[GPU] == 8000  # the pod's own request takes 4
+    gone = view(slices=[gpu_node_slice("dra-1")], classes=classes, claims=[hidden])
+    assert gone.node_supply("dra-1", {})[GPU] == 4000
+
+
+def test_a_named_claim_shared_by_pods_is_read_from_the_claim() -> None:
+    shared = claim("shared", count=2)
+    v = view(slices=[gpu_node_slice("n1")], claims=[shared])
+    assert v.pod_demand(claim_pod("a", claim_name="shared")) == {CLASS: 2000}
+
+
+def test_selectors_narrow_a_request_and_charge_what_they_overlap() -> None:
+    h100 = "device.attributes['gpu.nvidia.com'].productName.startsWith('NVIDIA H100')"
+    mixed = resource_slice("n1", [gpu(0), gpu(1, product="NVIDIA A100"), gpu(2)])
+    v = view(slices=[mixed], templates=[template(count=1, selectors=(h100,))])
+    supply = v.node_supply("n1", {})
+    narrowed = [k for k in supply if k.startswith(CLASS + "#")]
+    assert len(narrowed) == 1 and supply[narrowed[0]] == 2000 and supply[CLASS] == 3000
+    demand = v.pod_demand(claim_pod("w", template_name="gpus"))
+    # Worst case, first fit: the H100 it takes is also one of the class's devices.
+    assert demand == {narrowed[0]: 1000, CLASS: 1000}
+
+
+def test_partitions_of_one_gpu_never_promise_a_counter_twice() -> None:
+    counters = [{"name": "gpu-0-cs", "counters": {"slices": {"value": "7"}}}]
+    full = gpu(0, consumes={"slices": 7}, counter_set="gpu-0-cs")
+    migs = [gpu(i, kind="mig", consumes={"slices": 1}, counter_set="gpu-0-cs")
+            for i in range(7)]
+    classes = [device_class(), device_class("mig.nvidia.com", selector=MIG_SELECTOR)]
+    mig_claim = template("mig", count=1, device_class="mig.nvidia.com")
+    slices = [resource_slice("n1", [full, *migs], counters=counters)]
+    v = view(slices=slices, classes=classes, templates=[mig_claim, template(count=1)])
+    mig = "deviceclass.resource.kubernetes.io/mig.nvidia.com"
+    assert v.node_supply("n1", {}) == {CLASS: 1000, mig: 7000}
+    # One full GPU blocks all seven partitions; one partition blocks the full GPU.
+    assert v.pod_demand(claim_pod("f", template_name="gpus")) == {CLASS: 1000, mig: 7000}
+    assert v.pod_demand(claim_pod("m", template_name="mig")) == {mig: 1000, CLASS: 1000}
+    one_mig = claim("m-0", device_class="mig.nvidia.com", count=1,
+                    allocated=[("n1", "gpu-0-mig-0")])
+    after = view(slices=slices, classes=classes, claims=[one_mig], templates=[mig_claim])
+    assert after.node_supply("n1", {}) == {mig: 6000}
+
+
+def test_what_cannot_be_counted_is_a_demand_no_node_supplies_naming_why() -> None:
+    v = view(slices=[gpu_node_slice("n1")], templates=[template(count=2, device_class="nope")])
+    demand = v.pod_demand(claim_pod("w", template_name="gpus"))
+    # Still counted as asked (describe's totals), and waiting on a problem no node solves.
+    assert demand == {UNCOUNTABLE_PREFIX + "DeviceClass nope does not exist": 1000,
+                      "deviceclass.resource.kubernetes.io/nope": 2000}
+    missing = v.pod_demand(claim_pod("w", template_name="absent"))
+    assert list(missing) == [UNCOUNTABLE_PREFIX
+                             + "ResourceClaimTemplate default/absent does not exist"]
+    huge = view(slices=[gpu_node_slice("n1")], templates=[template(count=10**9)])
+    (reason,) = huge.pod_demand(claim_pod("w", template_name="gpus"))
+    assert "spec.devices.requests[0].count: '1000000000' is not a whole number from 1 to 32" \
+        in reason
+
+
+def test_a_selector_that_does_not_compile_names_its_expression() -> None:
+    v = view(slices=[gpu_node_slice("n1")],
+             templates=[template(count=1, selectors=("device.attributes[",))])
+    (reason,) = [k for k in v.pod_demand(claim_pod("w", template_name="gpus"))
+                 if k.startswith(UNCOUNTABLE_PREFIX)]
+    assert "device.attributes[" in reason
+
+
+def test_core_values_carry_the_lowered_supply_and_demand() -> None:
+    node = node_from_api({"metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "4"}},
+                          DEVICE_SUPPLY: {CLASS: 8000}})
+    assert node.allocatable == Resources({"cpu": 4000, CLASS: 8000})
+    raw = claim_pod("w", template_name="gpus")
+    pod = pod_from_api({**raw, "spec": {**raw["spec"], DEVICE_DEMAND: {CLASS: 8000}}})
+    assert pod.shape.requests == Resources({CLASS: 8000})
