@@ -13,6 +13,7 @@ from extender.cli.options import duration
 from extender.kube.client import KubeError
 from extender.sandbox.binaries import BinariesMissing
 from extender.sandbox.config import GateBy, Ports, SchedulerMode
+from extender.sandbox.dra import DEFAULT_DRA_NODES, GpuModel
 from extender.sandbox.sandbox import Sandbox, SandboxError, SandboxInfo, SandboxSpec, default_dir
 
 
@@ -27,7 +28,25 @@ def register(subparsers: Any) -> None:
                     "and cached under ~/.cache/muster.")
     sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     up = sub.add_parser("up", help="start the sandbox")
-    up.add_argument("--nodes", type=int, default=4, help="fake nodes (default 4)")
+    up.add_argument("--nodes", type=int, default=None,
+                    help="fake nodes with nvidia.com/gpu in their allocatable (default 4; "
+                         "none with --gpu-model dra or dra-extended)")
+    up.add_argument("--gpu-model", choices=[m.value for m in GpuModel],
+                    default=GpuModel.DEVICE_PLUGIN.value,
+                    help="how the fake nodes offer GPUs: device-plugin (nvidia.com/gpu in "
+                         "each node's allocatable; the default), dra (only ResourceSlices, as "
+                         "NVIDIA's GPU DRA driver publishes them; pods ask with "
+                         "ResourceClaims), dra-extended (as dra, and the DeviceClass "
+                         "gpu.nvidia.com also serves nvidia.com/gpu requests), or mixed "
+                         "(--nodes device-plugin nodes beside --dra-nodes DRA nodes, "
+                         "nvidia.com/gpu served on both)")
+    up.add_argument("--dra-nodes", type=int, default=None, metavar="N",
+                    help=f"fake nodes whose GPUs only DRA publishes (default {DEFAULT_DRA_NODES} "
+                         "with a DRA --gpu-model)")
+    up.add_argument("--dra-partitions", action="store_true",
+                    help="publish each DRA GPU partitionable (NVIDIA's DynamicMIG): the full "
+                         "GPU and MIG placements (DeviceClass mig.nvidia.com) sharing one "
+                         "counter set")
     up.add_argument("--gpus-per-node", type=int, default=8, help="GPUs per node (default 8)")
     up.add_argument("--cpu-per-node", type=int, default=224,
                     help="allocatable CPUs per node (default 224, a DGX H100)")
@@ -87,20 +106,31 @@ def _spec(args: argparse.Namespace) -> SandboxSpec:
     base = SandboxSpec() if args.dir is None else SandboxSpec(directory=Path(args.dir))
     if args.action != "up":
         return base
-    if args.nodes < 1 or args.gpus_per_node < 0:
-        raise CliError("--nodes must be at least 1 and --gpus-per-node at least 0")
+    model = GpuModel(args.gpu_model)
+    if args.nodes is not None and not model.has_device_plugin_nodes:
+        raise CliError(f"--gpu-model {model.value} has no device-plugin nodes for --nodes to "
+                       "count; give --dra-nodes")
+    if not model.has_dra_nodes and (args.dra_nodes is not None or args.dra_partitions):
+        raise CliError("--dra-nodes and --dra-partitions need --gpu-model dra, dra-extended "
+                       "or mixed")
+    nodes = 4 if args.nodes is None else args.nodes
+    spec = SandboxSpec(nodes=nodes, gpu_model=model, dra_nodes=args.dra_nodes)
+    if min(nodes, args.dra_nodes or 0, args.gpus_per_node) < 0 or sum(spec.node_counts()) < 1:
+        raise CliError("--nodes, --dra-nodes and --gpus-per-node must be at least 0, with at "
+                       "least one node in all")
     for port in Ports.__dataclass_fields__:
         if not 0 <= getattr(args, f"{port}_port") <= 65535:
             raise CliError(f"--{port.replace('_', '-')}-port must be 0..65535")
     return SandboxSpec(
-        directory=base.directory, nodes=args.nodes, gpus_per_node=args.gpus_per_node,
+        directory=base.directory, nodes=nodes, gpus_per_node=args.gpus_per_node,
         cpu_per_node=args.cpu_per_node, memory_gi_per_node=args.memory_gi_per_node,
         nodes_per_rack=args.nodes_per_rack, mode=SchedulerMode(args.scheduler),
         ports=Ports(**{p: getattr(args, f"{p}_port") for p in Ports.__dataclass_fields__}),
         bind_timeout=args.bind_timeout, extra_descriptor_dirs=tuple(args.descriptors),
         controller_manager=not args.no_controller_manager, kwok=not args.no_kwok,
         jobset=args.jobset, lws=args.lws, kuberay=args.kuberay, image=args.image,
-        gating=args.gating, gate_by=GateBy(args.gate_by),
+        gating=args.gating, gate_by=GateBy(args.gate_by), gpu_model=model,
+        dra_nodes=args.dra_nodes, dra_partitions=args.dra_partitions,
     )
 
 

@@ -1,10 +1,11 @@
 """How the sandbox runs the real pod lifecycle: kube-controller-manager and KWOK.
 
 kube-controller-manager (the same Kubernetes release as the API server) creates the pods of
-Jobs, StatefulSets, Deployments and ReplicaSets, collects garbage and empties deleted
-namespaces. KWOK plays the kubelet of every fake node: it keeps the nodes Ready and their
-Leases renewed, starts bound pods, finishes pods that ask for a runtime and completes graceful
-deletion. Pure: paths and ports in, argument vectors out.
+Jobs, StatefulSets, Deployments and ReplicaSets and the ResourceClaims of pods' claim
+templates, collects garbage and empties deleted namespaces. KWOK plays the kubelet of every
+fake node: it keeps the nodes Ready and their Leases renewed, starts bound pods, finishes pods
+that ask for a runtime and completes graceful deletion. Pure: paths and ports in, argument
+vectors out.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ SHUTDOWN_ANNOTATION = "muster.dev/sandbox-shutdown"
 #: pods of a node a test removes, which is the test's to decide; ``disruption-controller``
 #: stays out so PodDisruptionBudgets keep the status a test gives them; the
 #: ``serviceaccount-token-controller`` is not needed because the API server runs without the
-#: ServiceAccount admission plugin (no pod mounts a token).
+#: ServiceAccount admission plugin (no pod mounts a token); ``device-taint-eviction-controller``
+#: has nothing to do: no fake device is ever tainted.
 CONTROLLERS = (
     "job-controller",
     "statefulset-controller",
@@ -41,6 +43,10 @@ CONTROLLERS = (
     # Fills in ClusterRoles that aggregate labelled ones, as on any cluster: Muster's role in
     # manifests/rbac.yaml is built that way.
     "clusterrole-aggregation-controller",
+    # Makes each pod's ResourceClaims from its ResourceClaimTemplates, drops the reservations
+    # of pods that are gone, deallocates claims no pod uses and deletes generated ones.
+    # (v1.37.2's canonical name; ``resource-claim-controller`` is its alias.)
+    "resourceclaim-controller",
 )
 
 #: KWOK hands pods IPs from this range; its default (a /24) runs out at 254 pods.

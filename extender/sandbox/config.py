@@ -125,7 +125,10 @@ def scheduler_config(*, kubeconfig: Path, mode: SchedulerMode, muster_port: int,
             "ignorable": False,
             # The bind barrier holds a request up to bind_timeout; the call must outlive it.
             "httpTimeout": f"{int(bind_timeout + 10)}s",
-            "managedResources": [{"name": "nvidia.com/gpu", "ignoredByScheduler": False}],
+            # No managedResources: kube-scheduler calls an extender that names some only for
+            # pods whose containers request one of them, so a pod whose GPUs come through
+            # spec.resourceClaims alone would never reach filter or bind. Only pods of these
+            # profiles call Muster; here both are, elsewhere only those naming `muster`.
         }]
     return config
 

@@ -18,7 +18,7 @@ from extender.files.catalog import load_catalog, packaged_catalog, packaged_cata
 from extender.files.shipped import manifests_dir
 from extender.files.yamlsafe import load_all
 from extender.kube.client import Connection, KubeError, connect
-from extender.sandbox import image, operators
+from extender.sandbox import dra, image, operators
 from extender.sandbox.binaries import control_plane_bin
 from extender.sandbox.components import controller_manager_argv, kwok_argv
 from extender.sandbox.config import (
@@ -33,6 +33,7 @@ from extender.sandbox.config import (
     write_tokens,
 )
 from extender.sandbox.crds import permissive_crds
+from extender.sandbox.dra import GpuModel
 from extender.sandbox.local import SandboxError, clear_own, free_ports, http_ok, port_free, wait_for
 from extender.sandbox.nodes import fake_node
 from extender.sandbox.processes import ProcessTable, alive
@@ -55,6 +56,8 @@ def default_dir() -> Path:
 class SandboxSpec:
     directory: Path = field(default_factory=default_dir)
     nodes: int = 4
+    """Fake nodes with ``nvidia.com/gpu`` in their allocatable (``gpu-node-<i>``); with
+    :attr:`gpu_model` ``dra`` or ``dra-extended`` there are none and this is not read."""
     gpus_per_node: int = 8
     # A DGX H100's shape: real manifests ask for hundreds of CPUs and GiB per 8-GPU pod.
     cpu_per_node: int = 224
@@ -95,10 +98,28 @@ class SandboxSpec:
     ``webhook``: serve Muster's admission webhook on loopback (a certificate the sandbox
     makes) and install its MutatingWebhookConfiguration (not with :attr:`image`)."""
 
+    gpu_model: GpuModel = GpuModel.DEVICE_PLUGIN
+    """How the fake nodes offer their GPUs (extender/sandbox/dra.py): the device plugin's
+    ``nvidia.com/gpu``, DRA's ResourceSlices, or both kinds of node side by side."""
+    dra_nodes: int | None = None
+    """Fake nodes whose ``gpus_per_node`` GPUs only ResourceSlices publish (``dra-node-<i>``);
+    None: 3 with a DRA model; none with ``device-plugin``, where any other count is an error."""
+    dra_partitions: bool = False
+    """Publish each DRA GPU partitionable (NVIDIA's DynamicMIG): a counter set per GPU, which
+    the full GPU and its MIG placements (``mig.nvidia.com``) consume."""
+
     def real_operators(self) -> tuple[operators.Operator, ...]:
         """The real operators this sandbox runs, in start order."""
         wanted = {"jobset": self.jobset, "lws": self.lws, "kuberay": self.kuberay}
         return tuple(op for op in operators.OPERATORS if wanted[op.name])
+
+    def node_counts(self) -> tuple[int, int]:
+        """``(device-plugin nodes, DRA nodes)``."""
+        model = self.gpu_model
+        plugin = self.nodes if model.has_device_plugin_nodes else 0
+        if not model.has_dra_nodes:
+            return plugin, 0
+        return plugin, dra.DEFAULT_DRA_NODES if self.dra_nodes is None else self.dra_nodes
 
 
 @dataclass(frozen=True)
@@ -157,6 +178,9 @@ class Sandbox:
         if busy:
             raise SandboxError(f"ports in use on 127.0.0.1: {busy}; stop what holds them or "
                                "choose other ports (ports not given are picked free)")
+        if spec.gpu_model is GpuModel.DEVICE_PLUGIN and (spec.dra_nodes or spec.dra_partitions):
+            raise SandboxError("DRA nodes and partitions need a DRA GPU model "
+                               "(--gpu-model dra, dra-extended or mixed)")
         ports = self._ports = spec.ports.resolved(free_ports)
         if shutil.which("openssl") is None:
             raise SandboxError("openssl is needed to make the service-account key; "
@@ -245,7 +269,8 @@ class Sandbox:
             self._start_kwok(bin_dir, kubeconfig, conn)
         if spec.controller_manager:
             self.say("kube-controller-manager: starting (job, statefulset, replicaset, "
-                     "deployment, garbage collector, namespace, serviceaccount)")
+                     "deployment, garbage collector, namespace, serviceaccount, "
+                     "resource claims)")
             kcm = self.table.start("kube-controller-manager", controller_manager_argv(
                 bin_dir, kubeconfig=kubeconfig, port=ports.controller_manager))
             wait_for("kube-controller-manager",
@@ -284,7 +309,7 @@ class Sandbox:
 
         def all_ready() -> bool:
             nodes = conn.request("GET", "/api/v1/nodes").get("items", [])
-            return len(nodes) >= self.spec.nodes and all(
+            return len(nodes) >= sum(self.spec.node_counts()) and all(
                 any(c.get("type") == "Ready" and c.get("status") == "True"
                     for c in n.get("status", {}).get("conditions", []) or [])
                 for n in nodes)
@@ -409,16 +434,43 @@ class Sandbox:
 
     def _create_nodes(self, conn: Connection) -> None:
         spec = self.spec
-        self.say(f"nodes: creating {spec.nodes} fake nodes with {spec.gpus_per_node} GPUs each")
-        for i in range(spec.nodes):
-            node = fake_node(i, gpus=spec.gpus_per_node, cpu=spec.cpu_per_node,
-                             memory_gi=spec.memory_gi_per_node,
-                             nodes_per_rack=spec.nodes_per_rack, ready=not spec.kwok)
+        plugin, dra_count = spec.node_counts()
+        kinds = ([f"{plugin} with nvidia.com/gpu"] if plugin else []) + \
+            ([f"{dra_count} whose GPUs only DRA publishes"] if dra_count else [])
+        self.say(f"nodes: creating fake nodes of {spec.gpus_per_node} GPUs: "
+                 + " and ".join(kinds))
+        nodes = [fake_node(i, gpus=spec.gpus_per_node, cpu=spec.cpu_per_node,
+                           memory_gi=spec.memory_gi_per_node,
+                           nodes_per_rack=spec.nodes_per_rack, ready=not spec.kwok)
+                 for i in range(plugin)]
+        # Racks count on through the DRA nodes: each rack is one NVLink clique.
+        dra_nodes = [dra.dra_node(i, slot=plugin + i, cpu=spec.cpu_per_node,
+                                  memory_gi=spec.memory_gi_per_node,
+                                  nodes_per_rack=spec.nodes_per_rack, ready=not spec.kwok)
+                     for i in range(dra_count)]
+        for node in nodes + dra_nodes:
             created = conn.request("POST", "/api/v1/nodes", body=node)
             if not created.get("status", {}).get("allocatable"):
                 # Some releases drop status on create; the status subresource takes it.
                 conn.request("PATCH", f"/api/v1/nodes/{node['metadata']['name']}/status",
                              body={"status": node["status"]})
+        if dra_nodes:
+            self._publish_dra(conn, dra_nodes)
+
+    def _publish_dra(self, conn: Connection, nodes: list[dict[str, Any]]) -> None:
+        """What NVIDIA's GPU DRA driver would publish; no driver runs here (its kubelet
+        plugins would need a kubelet): the DeviceClasses its chart ships and each node's
+        ResourceSlices, posted once."""
+        spec = self.spec
+        self.say(f"dra: publishing the DeviceClasses and the ResourceSlices of {len(nodes)} "
+                 f"nodes ({spec.gpu_model.value}"
+                 + (", partitionable GPUs" if spec.dra_partitions else "") + ")")
+        objects = dra.device_classes(spec.gpu_model) + [
+            made for node in nodes for made in dra.node_slices(
+                node, gpus=spec.gpus_per_node, partitions=spec.dra_partitions)]
+        plural = {"DeviceClass": "deviceclasses", "ResourceSlice": "resourceslices"}
+        for obj in objects:
+            conn.request("POST", f"/apis/{dra.API_VERSION}/{plural[obj['kind']]}", body=obj)
 
     def _install_descriptors(self, conn: Connection, bin_dir: Path) -> None:
         for crd_file in (CRD_FILE, GANG_CRD_FILE):

@@ -40,6 +40,8 @@ extenders:
     # Node names only (Muster watches nodes itself): small bodies, fast filters.
     nodeCacheCapable: true
     ignorable: {{ $s.ignorable }}
+    # No managedResources unless given (values.yaml): with any, pods whose GPUs come
+    # through spec.resourceClaims alone (DRA) never reach filter or bind.
     {{- with $s.managedResources }}
     managedResources:
       {{- range . }}

@@ -60,7 +60,9 @@ def test_the_extender_block_matches_what_muster_serves() -> None:
     assert config["percentageOfNodesToScore"] == 100
     [ext] = config["extenders"]
     assert ext["nodeCacheCapable"] is True
-    assert ext["managedResources"] == [{"name": "nvidia.com/gpu", "ignoredByScheduler": False}]
+    # Every pod of the profile reaches Muster: one whose GPUs come through ResourceClaims
+    # alone requests no resource name that managedResources could list.
+    assert "managedResources" not in ext
     assert {ext[k] for k in ("filterVerb", "prioritizeVerb", "preemptVerb", "bindVerb")} == {
         "filter", "prioritize", "preempt", "bind"}
     assert ext["weight"] > 0
