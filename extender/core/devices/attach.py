@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from extender.core.devices.lowering import DeviceCatalog, DeviceView, signatures_of
+from extender.core.devices.matching import Signature
 from extender.core.model.objects import DEVICE_SUPPLY
 from extender.core.model.podspec import DEVICE_DEMAND
 
@@ -29,7 +30,7 @@ class DeviceLowering:
     def __init__(self) -> None:
         self._view: DeviceView | None = None
         self._catalog: DeviceCatalog | None = None
-        self._signatures: frozenset[tuple[str, tuple[str, ...]]] = frozenset()
+        self._signatures: frozenset[Signature] = frozenset()
         self._stale = True
         self._catalog_stale = True
 

@@ -26,8 +26,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from extender.core.devices.counters import consumed_by, free_count
 from extender.core.devices.inventory import Device, Inventory, build_inventory
-from extender.core.devices.matching import Matches, Signature, match_devices, resource_name
+from extender.core.devices.matching import (
+    Matches,
+    Signature,
+    attribute_value,
+    match_devices,
+    resource_name,
+)
 from extender.core.devices.requests import (
     ClaimSpec,
     DeviceClassInfo,
@@ -116,18 +123,19 @@ class DeviceView:
         counted through their requests, not again here)."""
         by_key = {object_key(c): c for c in claims}
         used = _used(by_key.values(), live_pods)
-        consumed = _consumed(catalog.inventory, used)
+        consumed = consumed_by(catalog.inventory, used)
         free: dict[str, dict[str, int]] = {}
         for signature, nodes in catalog.matches.devices.items():
             name = resource_name(signature)
             for node, devices in nodes.items():
-                count = _free_count(devices, used, consumed, catalog.inventory)
+                count = max(free_count(group, used, consumed, catalog.inventory)
+                            for group in _groups(devices, signature[2]))
                 if count:
                     free.setdefault(node, {})[name] = count
         for resource, info in catalog.extended.items():
             if resource.startswith(DEVICE_CLASS_PREFIX):
                 continue
-            base = resource_name((info.name, ()))
+            base = resource_name((info.name, (), ""))
             for amounts in free.values():
                 if base in amounts:
                     amounts[resource] = amounts[base]
@@ -256,42 +264,12 @@ def _used(claims: Iterable[Mapping[str, Any]], live_pods: frozenset[str]) -> set
     return used
 
 
-CounterKey = tuple[str, str, str, str]
-"""``(driver, pool, counter set, counter)``."""
-
-
-def _consumed(inventory: Inventory, used: set[str]) -> dict[CounterKey, int]:
-    """What the allocated devices draw on each shared counter."""
-    out: dict[CounterKey, int] = {}
-    for devices in inventory.devices.values():
-        for device in devices:
-            if device.id in used:
-                for counter_set, counter, amount in device.consumes:
-                    key = (device.driver, device.pool, counter_set, counter)
-                    out[key] = out.get(key, 0) + amount
-    return out
-
-
-def _free_count(devices: tuple[Device, ...], used: set[str], consumed: Mapping[CounterKey, int],
-                inventory: Inventory) -> int:
-    """How many of ``devices`` can still be allocated at once: not in use, and their counters
-    fitting what allocated devices have left (taken in the allocator's order)."""
-    left: dict[CounterKey, int] = {}
-
-    def remaining(key: CounterKey) -> int:
-        if key not in left:
-            total = inventory.counters.get(key[:3], {}).get(key[3], 0)
-            left[key] = total - consumed.get(key, 0)
-        return left[key]
-
-    count = 0
+def _groups(devices: tuple[Device, ...], match: str) -> list[tuple[Device, ...]]:
+    """The devices one claim may take together: all of them, or with ``matchAttribute`` those
+    sharing one value (the count offered is the largest such group's free count)."""
+    if not match:
+        return [devices]
+    groups: dict[str | None, list[Device]] = {}
     for device in devices:
-        if device.id in used:
-            continue
-        keys = [((device.driver, device.pool, s, c), amount) for s, c, amount in device.consumes]
-        if any(remaining(key) < amount for key, amount in keys):
-            continue
-        for key, amount in keys:
-            left[key] = remaining(key) - amount
-        count += 1
-    return count
+        groups.setdefault(attribute_value(device, match), []).append(device)
+    return [tuple(g) for _, g in sorted(groups.items(), key=lambda kv: str(kv[0]))]

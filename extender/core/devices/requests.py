@@ -9,7 +9,7 @@ on an alternative the allocator might not take.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from extender.core.model.resources import DEVICE_CLASS_PREFIX as IMPLICIT_PREFIX
@@ -40,10 +40,13 @@ class DeviceRequest:
     """``allocationMode: All``: every matching device of the node."""
     admin: bool = False
     """``adminAccess``: does not use the device up."""
+    match_attribute: str = ""
+    """A claim constraint's ``matchAttribute`` naming this request: all its devices share the
+    attribute's value (one NVLink clique, one PCIe root)."""
 
     @property
-    def signature(self) -> tuple[str, tuple[str, ...]]:
-        return self.device_class, self.selectors
+    def signature(self) -> tuple[str, tuple[str, ...], str]:
+        return self.device_class, self.selectors, self.match_attribute
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,7 +132,20 @@ def read_claim_spec(spec: Mapping[str, Any], where: str) -> ClaimSpec:
     if sum(r.count for r in out if not r.all_devices) > MAX_COUNT:
         return ClaimSpec(problem=f"{where}: asks more than {MAX_COUNT} devices in all "
                                  "(the API's limit for one claim)")
+    names = [str(_mapping(entry).get("name") or "") for entry in raw]
+    for constraint in _constraints(devices.get("constraints")):
+        attribute = constraint.get("matchAttribute")
+        if not isinstance(attribute, str) or not attribute:
+            continue  # distinctAttribute: not counted (docs/dra.md)
+        named = constraint.get("requests")
+        wanted = set(named) if isinstance(named, list) and named else set(names)
+        out = [replace(r, match_attribute=r.match_attribute or attribute)
+               if name in wanted else r for name, r in zip(names, out, strict=True)]
     return ClaimSpec(requests=tuple(out))
+
+
+def _constraints(raw: object) -> list[Mapping[str, Any]]:
+    return [_mapping(c) for c in raw[:MAX_REQUESTS]] if isinstance(raw, list) else []
 
 
 def _exact(exact: Mapping[str, Any], path: str) -> DeviceRequest | str:

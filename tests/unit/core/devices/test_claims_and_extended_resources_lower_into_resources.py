@@ -144,3 +144,40 @@ def test_core_values_carry_the_lowered_supply_and_demand() -> None:
     raw = claim_pod("w", template_name="gpus")
     pod = pod_from_api({**raw, "spec": {**raw["spec"], DEVICE_DEMAND: {CLASS: 8000}}})
     assert pod.shape.requests == Resources({CLASS: 8000})
+
+
+def test_a_match_attribute_constraint_counts_the_largest_group_sharing_a_value() -> None:
+    two_cliques = resource_slice("n1", [gpu(i, clique="c0" if i < 4 else "c1")
+                                        for i in range(8)])
+    same = template(count=4)
+    same["spec"]["spec"]["devices"]["constraints"] = [
+        {"requests": ["gpus"], "matchAttribute": "gpu.nvidia.com/cliqueID"}]
+    v = view(slices=[two_cliques], templates=[same])
+    supply = v.node_supply("n1", {})
+    (constrained,) = [k for k in supply if "#" in k]
+    assert supply == {CLASS: 8000, constrained: 4000}
+    demand = Resources(v.pod_demand(claim_pod("w", template_name="gpus")))
+    assert demand == Resources({constrained: 4000, CLASS: 4000})
+    assert demand.fits_in(Resources(supply))
+    assert not (demand + demand).fits_in(Resources(supply) - Resources({constrained: 1000}))
+
+
+def test_a_full_gpu_charges_only_the_partitions_its_counters_could_hold() -> None:
+    """Each GPU offers itself, seven 1-slice and two 4-slice partitions on 7 slices: a full
+    GPU blocks at most seven partitions at once, so whole-GPU claims still fit a node."""
+    counters = [{"name": f"gpu-{g}-cs", "counters": {"slices": {"value": "7"}}}
+                for g in range(2)]
+    devices = []
+    for g in range(2):
+        devices.append(gpu(g, consumes={"slices": 7}, counter_set=f"gpu-{g}-cs"))
+        devices += [gpu(10 * g + m, kind="mig", consumes={"slices": 1 if m < 7 else 4},
+                        counter_set=f"gpu-{g}-cs") for m in range(9)]
+    classes = [device_class(), device_class("mig.nvidia.com", selector=MIG_SELECTOR)]
+    v = view(slices=[resource_slice("n1", devices, counters=counters)], classes=classes,
+             templates=[template(count=2)])
+    mig = "deviceclass.resource.kubernetes.io/mig.nvidia.com"
+    supply = Resources(v.node_supply("n1", {}))
+    assert supply == Resources({CLASS: 2000, mig: 14000})
+    demand = Resources(v.pod_demand(claim_pod("w", template_name="gpus")))
+    assert demand == Resources({CLASS: 2000, mig: 14000})
+    assert demand.fits_in(supply)
