@@ -24,6 +24,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from itertools import combinations
 
 from extender.core.gang.capacity import (
@@ -240,6 +241,19 @@ class _Counts:
         return out
 
 
+@dataclass(slots=True)
+class _Frame:
+    """One level of :func:`search`: where pod ``i`` may go and which of those is tried now."""
+
+    i: int
+    state: tuple[int, int, tuple[tuple[int, int], ...]]
+    candidates: list[int]
+    next: int = 0
+    tried: int | None = None
+    previous: int | None = None
+    """The tried node's capacity before this pod (``None``: untouched)."""
+
+
 def _fullness(cap: NodeCapacity) -> tuple[int, int, int]:
     return (cap.whole_free, cap.gpu_milli_free, cap.free.get(CPU, 0))
 
@@ -358,8 +372,9 @@ def search(
         else:
             working[idx] = cid
 
-    def dfs(i: int) -> bool:
-        nonlocal spent
+    def enter(i: int) -> _Frame | bool:
+        """The frame placing pod ``i``; ``True`` when every pod is placed, ``False`` when the
+        bounds or a remembered failure rule this state out."""
         if i == len(pods):
             return True
         role = pods[i][0]
@@ -376,22 +391,44 @@ def search(
         state = (i, low, tuple(sorted(working.items())))
         if state in failed:
             return False
-        for idx in candidates(role, low):
+        return _Frame(i=i, state=state, candidates=candidates(role, low))
+
+    def placed() -> bool:
+        # Depth-first over pods with an explicit stack: one frame per pod placed, so a gang
+        # of thousands of pods never meets the interpreter's recursion limit.
+        nonlocal spent
+        first = enter(0)
+        if isinstance(first, bool):
+            return first
+        stack = [first]
+        while stack:
+            frame = stack[-1]
+            if frame.tried is not None:  # the pod placed there led nowhere: take it back
+                chosen.pop()
+                move(frame.tried, frame.previous)
+                frame.tried = None
+            if frame.next >= len(frame.candidates):
+                failed.add(frame.state)
+                stack.pop()
+                continue
+            idx = frame.candidates[frame.next]
+            frame.next += 1
             spent += 1
             if spent > budget:
                 return False
             previous = working.get(idx)
-            move(idx, after(base_id[idx] if previous is None else previous, role))
+            move(idx, after(base_id[idx] if previous is None else previous,
+                            pods[frame.i][0]))
             chosen.append(idx)
-            if dfs(i + 1):
+            frame.tried, frame.previous = idx, previous
+            child = enter(frame.i + 1)
+            if child is True:
                 return True
-            chosen.pop()
-            move(idx, previous)
-        if spent <= budget:
-            failed.add(state)
+            if isinstance(child, _Frame):
+                stack.append(child)
         return False
 
-    if not dfs(0):
+    if not placed():
         return None
     assignment: Assignment = {}
     for (role, _), idx in zip(pods, chosen, strict=True):

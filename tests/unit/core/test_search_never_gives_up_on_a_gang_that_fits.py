@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from extender.core.gang.capacity import DEVICE, NodeCapacity, demand_of
 from extender.core.gang.placement import Plan, RoleDemand, place_gang
-from extender.core.gang.search import could_fit
+from extender.core.gang.search import could_fit, search
 from extender.core.model.resources import CPU, MEMORY, Resources
 from extender.core.model.values import NodeName
 
@@ -70,3 +70,17 @@ def test_a_gang_built_to_fit_is_never_declared_impossible(
     result = place_gang("ns/g", demands, capacity=caps, eligible=eligible,  # type: ignore[arg-type]
                         budget=1_000_000)
     assert isinstance(result, Plan), result
+
+
+def test_the_search_places_a_gang_of_thousands_without_running_out_of_stack() -> None:
+    """2,000 pods placed one search level each: deeper than Python's recursion limit."""
+    names = [NodeName(f"n{i:03d}") for i in range(250)]
+    caps = {n: NodeCapacity(free=Resources({CPU: 64_000}), devices=(DEVICE,) * 8, pods=None)
+            for n in names}
+    demand = demand_of(make_shape(gpus=1, cpu=8))
+    found = search([("w", 2000, demand)], {"w": names}, cap_of=caps, budget=100_000)
+    assert found is not None
+    assignment, changed = found
+    assert sum(assignment.values()) == 2000
+    assert all(count == 8 for count in assignment.values()) and len(assignment) == 250
+    assert all(cap.whole_free == 0 for cap in changed.values())
