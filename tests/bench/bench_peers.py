@@ -82,6 +82,7 @@ from pathlib import Path
 from typing import Any
 
 from extender.core.decide.fit import fit_workload
+from extender.core.devices.attach import lower_objects
 from extender.core.workloads.catalog import Catalog
 from extender.core.workloads.cluster import build_snapshot
 from extender.core.workloads.workload import resolve_workload
@@ -89,6 +90,7 @@ from extender.files.catalog import packaged_catalog
 from extender.kube.client import Connection
 from extender.sandbox.config import GateBy, Ports, SchedulerMode
 from extender.sandbox.controllers import adopt, children, pod_groups
+from extender.sandbox.dra import GpuModel, device_classes
 from extender.sandbox.sandbox import Sandbox, SandboxSpec
 from extender.sandbox.submit import Submitted, create, submit
 from tests.bench import cpu_pinning
@@ -124,6 +126,44 @@ class MixSpec:
     seed: int = 7
     min_gang: int = 2
     max_gang: int = 16
+    gpu_model: str = "device-plugin"
+    """How pods get GPUs (:data:`GPU_MODELS`)."""
+
+
+GPU_MODELS = ("device-plugin", "dra-extended", "dra-claims")
+"""``device-plugin``: ``nvidia.com/gpu`` in nodes' allocatable; ``dra-extended``: the same pods
+on nodes whose GPUs only ResourceSlices publish, served through the DeviceClass's
+``extendedResourceName``; ``dra-claims``: those nodes, each pod taking its GPUs through a
+ResourceClaimTemplate (``gpu-<n>``) instead of a request."""
+
+
+def as_claims(obj: Any) -> Any:
+    """``obj`` with every container's ``nvidia.com/gpu`` limit turned into a claim from the
+    template ``gpu-<n>`` (for ``dra-claims``)."""
+    if isinstance(obj, list):
+        return [as_claims(item) for item in obj]
+    if not isinstance(obj, dict):
+        return obj
+    out = {k: as_claims(v) for k, v in obj.items()}
+    containers = out.get("containers")
+    if isinstance(containers, list):
+        gpus = 0
+        for container in containers:
+            limits = container.get("resources", {}).get("limits", {})
+            gpus += int(limits.pop(GPU, 0) or 0)
+            if gpus and not any(c.get("name") == "gpus"
+                                for c in container["resources"].get("claims", [])):
+                container["resources"]["claims"] = [{"name": "gpus"}]
+        if gpus:
+            out["resourceClaims"] = [{"name": "gpus", "resourceClaimTemplateName": f"gpu-{gpus}"}]
+    return out
+
+
+def claim_templates(namespace: str) -> list[dict[str, Any]]:
+    return [{"metadata": {"name": f"gpu-{n}", "namespace": namespace},
+             "spec": {"spec": {"devices": {"requests": [{"name": "gpus", "exactly": {
+                 "deviceClassName": "gpu.nvidia.com", "count": n}}]}}}}
+            for n in GPUS_PER_POD]
 
 
 def _container(gpus: int) -> dict[str, Any]:
@@ -191,7 +231,7 @@ def generate(spec: MixSpec) -> list[dict[str, Any]]:
     singles = [make_single(f"single-{i}", rng) for i in range(spec.singles)]
     order = gang_objects + singles
     rng.shuffle(order)
-    return order
+    return [as_claims(o) for o in order] if spec.gpu_model == "dra-claims" else order
 
 
 # -- one mode -------------------------------------------------------------------------------------
@@ -255,7 +295,9 @@ def gang_records(sub: Submitted, catalog: Catalog) -> list[GangRecord]:
 
 
 def pod_gpus(pod: dict[str, Any]) -> int:
-    total = 0
+    total = sum(int(c["resourceClaimTemplateName"].removeprefix("gpu-"))
+                for c in pod["spec"].get("resourceClaims", [])
+                if c.get("resourceClaimTemplateName", "").startswith("gpu-"))
     for c in pod["spec"].get("containers", []):
         res = c.get("resources", {})
         total += int(res.get("limits", {}).get(GPU) or res.get("requests", {}).get(GPU) or 0)
@@ -442,7 +484,7 @@ def run_mode(label: str, mix: list[dict[str, Any]], spec: MixSpec, *,
     workdir = options.workdir and str(Path(options.workdir, *(
         [f"round-{round_}"] if round_ else []), "hog" if hog else "plain"))
     with mode_sandbox(label, nodes=spec.nodes, gpus_per_node=spec.gpus_per_node,
-                      workdir=workdir) as box:
+                      workdir=workdir, gpu_model=spec.gpu_model) as box:
         shown = label + (HOG if hog else "") + (f"{ROUND}{round_}" if round_ else "")
         return _observe(box, shown, mix, spec, catalog=catalog, options=options, say=say,
                         hog=hog)
@@ -450,7 +492,7 @@ def run_mode(label: str, mix: list[dict[str, Any]], spec: MixSpec, *,
 
 @contextlib.contextmanager
 def mode_sandbox(label: str, *, nodes: int, gpus_per_node: int,
-                 workdir: str | None) -> Iterator[Sandbox]:
+                 workdir: str | None, gpu_model: str = "device-plugin") -> Iterator[Sandbox]:
     """A sandbox (not yet up) for one mode label; down, and its temp dir gone, on exit."""
     mode, threads, gated = parse_mode(label)
     with contextlib.ExitStack() as stack:
@@ -463,10 +505,14 @@ def mode_sandbox(label: str, *, nodes: int, gpus_per_node: int,
         else:
             directory = Path(stack.enter_context(
                 tempfile.TemporaryDirectory(prefix=f"bench-peers-{mode.value}-")))
+        dra = gpu_model != "device-plugin"
+        model = (GpuModel.DRA if gpu_model == "dra-claims" else GpuModel.DRA_EXTENDED
+                 ) if dra else GpuModel.DEVICE_PLUGIN
         box = Sandbox(SandboxSpec(directory=directory, nodes=nodes,
                                   gpus_per_node=gpus_per_node, mode=mode,
                                   ports=Ports(), gating=gated is not None,
-                                  gate_by=gated or GateBy.WEBHOOK), say=lambda _m: None)
+                                  gate_by=gated or GateBy.WEBHOOK, gpu_model=model,
+                                  dra_nodes=nodes if dra else None), say=lambda _m: None)
         try:
             yield box
         finally:
@@ -525,6 +571,10 @@ def _observe(box: Sandbox, label: str, mix: list[dict[str, Any]], spec: MixSpec,
     conn = box.connection()
     conn.timeout = 60.0
     conn.request("POST", "/api/v1/namespaces", body={"metadata": {"name": NAMESPACE}})
+    if spec.gpu_model == "dra-claims":
+        for made in claim_templates(NAMESPACE):
+            conn.request("POST", f"/apis/resource.k8s.io/v1/namespaces/{NAMESPACE}/"
+                         "resourceclaimtemplates", body=made)
     say(f"[{label}] sandbox up in {up_s:.1f} s; creating workloads and their owners")
     submitted: list[Submitted] = []
     sequences = []
@@ -590,10 +640,14 @@ def _observe(box: Sandbox, label: str, mix: list[dict[str, Any]], spec: MixSpec,
 
 
 def free_gpus(conn: Connection) -> int:
-    """Allocatable GPUs minus the GPUs of bound pods, over all nodes."""
+    """Allocatable GPUs (and GPUs ResourceSlices publish) minus the GPUs of bound pods."""
     nodes = conn.request("GET", "/api/v1/nodes").get("items", [])
     pods = conn.request("GET", "/api/v1/pods", query={"fieldSelector": "spec.nodeName!="})
     total = sum(int(n["status"].get("allocatable", {}).get(GPU, 0)) for n in nodes)
+    slices = conn.request("GET", "/apis/resource.k8s.io/v1/resourceslices").get("items", [])
+    total += sum(1 for s in slices if s["spec"]["driver"] == "gpu.nvidia.com"
+                 for d in s["spec"].get("devices", [])
+                 if d.get("attributes", {}).get("type", {}).get("string") == "gpu")
     return total - sum(pod_gpus(p) for p in pods.get("items", []))
 
 
@@ -749,8 +803,12 @@ def configuration(spec: MixSpec, mix: list[dict[str, Any]], catalog: Catalog) ->
     gangs = pods = gang_pods = gpus = 0
     kinds: dict[str, int] = {}
     sizes: list[int] = []
-    for obj in mix:
-        kinds[obj["kind"]] = kinds.get(obj["kind"], 0) + 1
+    claims = [{"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", **t}
+              for t in claim_templates(NAMESPACE)] + device_classes(GpuModel.DRA)
+    for listed in mix:
+        kinds[listed["kind"]] = kinds.get(listed["kind"], 0) + 1
+        obj = lower_objects([{**listed, "metadata": {**listed["metadata"],
+                                                      "namespace": NAMESPACE}}, *claims])[0]
         tree = resolve_workload({**obj, "metadata": {**obj["metadata"], "uid": "x"}},
                                 catalog.require(obj))
         pods += tree.pods
@@ -763,7 +821,8 @@ def configuration(spec: MixSpec, mix: list[dict[str, Any]], catalog: Catalog) ->
             "gpu_capacity": capacity, "workloads": kinds, "gangs": gangs,
             "gang_sizes": f"{min(sizes)}..{max(sizes)} pods" if sizes else "-",
             "gang_pods": gang_pods, "non_gang_pods": pods - gang_pods, "pods": pods,
-            "gpus_demanded": gpus, "oversubscription": round(gpus / capacity, 2)}
+            "gpus_demanded": gpus, "oversubscription": round(gpus / capacity, 2),
+            "gpu_model": spec.gpu_model}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -774,6 +833,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--singles", type=int, default=MixSpec.singles,
                         help="bare non-gang pods")
     parser.add_argument("--seed", type=int, default=MixSpec.seed)
+    parser.add_argument("--gpu-model", choices=GPU_MODELS, default=MixSpec.gpu_model,
+                        help="how pods get GPUs: the device plugin's nvidia.com/gpu, the same "
+                             "requests served by DRA (dra-extended), or claims (dra-claims)")
     parser.add_argument("--modes", default="default,gang,muster",
                         help="comma-separated: default, gang, muster, muster:THREADS "
                              "(Muster with that many server threads; default 32)")
@@ -842,7 +904,7 @@ def main(argv: list[str] | None = None) -> int:
     spec = MixSpec(nodes=args.nodes, gpus_per_node=args.gpus_per_node, gangs=args.gangs,
                    singles=args.singles, seed=args.seed,
                    min_gang=args.min_gang or MixSpec.min_gang,
-                   max_gang=args.max_gang or MixSpec.max_gang)
+                   max_gang=args.max_gang or MixSpec.max_gang, gpu_model=args.gpu_model)
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     for m in modes:
         parse_mode(m)

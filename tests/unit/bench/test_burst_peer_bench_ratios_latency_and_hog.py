@@ -10,7 +10,9 @@ import time
 import pytest
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 
+from extender.files.catalog import packaged_catalog
 from extender.server.metrics import Metrics
+from tests.bench import bench_peers
 from tests.bench.peer_compare import (
     CpuHog,
     Figures,
@@ -175,3 +177,17 @@ def test_events_are_counted_by_who_wrote_them_and_why() -> None:
     assert event_reasons(events) == ("muster GangWaiting 3, default-scheduler Scheduled 2, "
                                      "? ? 1, default-scheduler FailedScheduling 1")
     assert event_reasons(events, top=1) == "muster GangWaiting 3"
+
+
+def test_the_claims_mix_asks_the_same_gpus_through_claim_templates() -> None:
+    """``--gpu-model dra-claims``: the seeded mix, every GPU request turned into a claim from
+    the template of its size, demanding the same GPUs (as Muster counts them)."""
+    plain = bench_peers.MixSpec(gangs=20, singles=10)
+    claims = bench_peers.MixSpec(gangs=20, singles=10, gpu_model="dra-claims")
+    catalog = packaged_catalog()
+    before = bench_peers.configuration(plain, bench_peers.generate(plain), catalog)
+    mix = bench_peers.generate(claims)
+    after = bench_peers.configuration(claims, mix, catalog)
+    assert after["gpus_demanded"] == before["gpus_demanded"] > 0
+    text = str(mix)
+    assert "nvidia.com/gpu" not in text and "resourceClaimTemplateName': 'gpu-" in text
