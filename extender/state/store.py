@@ -170,13 +170,17 @@ class StateStore:
         with self._lock:
             entry = self._sources.setdefault(source, _Source(objects={}))
             key = object_key(obj)
+            before = entry.objects.get(key)
             if event_type == "DELETED":
                 entry.objects.pop(key, None)
                 if source == PODS:
                     self._tombstone(key, _uid(obj))
             else:
                 entry.objects[key] = obj
-            self._changed(source, key)
+            if source == RESOURCE_CLAIMS:
+                self._claim_changed(before, None if event_type == "DELETED" else obj)
+            else:
+                self._changed(source, key)
             self._tell(source, event_type, obj)
 
     def load(self, objects: Iterable[RawObject]) -> None:
@@ -322,6 +326,8 @@ class StateStore:
         with self._lock:
             if self._cached is None or self._cached_revision != self._revision:
                 builder = self._builder
+                if self._device_view():  # new device signatures: every node's supply moves
+                    self._full = True
                 if not self._full and self._cached is not None and self._incremental:
                     self._cached = cast("IncrementalBuilder", builder).update(self._changes())
                 else:
@@ -353,6 +359,22 @@ class StateStore:
                     callback()
             finally:
                 self._lock.acquire()
+
+    def _claim_changed(self, before: RawObject | None, after: RawObject | None) -> None:
+        """A ResourceClaim changed: only the nodes holding its devices and the pods using it
+        are built again (a claim's allocation and reservation change as each of its pods is
+        scheduled), unless the lowering cannot say which (then everything is)."""
+        touched = self._devices.claim_touches(before, after)
+        if touched is None:
+            self._changed(RESOURCE_CLAIMS)
+            return
+        self._revision += 1
+        nodes, pods = touched
+        self._devices.invalidate(RESOURCE_CLAIMS, nodes)
+        for node in nodes:
+            self._log[(NODES, node)] = None
+        for pod in pods:
+            self._log[(PODS, pod)] = None
 
     def _tell(self, source: str, kind: str, obj: RawObject | None) -> None:
         if source in (PODS, NODES):
@@ -389,18 +411,19 @@ class StateStore:
         patched["spec"] = {**(pod.get("spec") or {}), "nodeName": node}
         return patched
 
-    def _device_view(self) -> None:
+    def _device_view(self) -> bool:
+        """Bring the DRA lowering up to date; whether its device catalog was rebuilt (or went
+        away), which changes every node's supply."""
         def items(source: str) -> Iterable[RawObject]:
             entry = self._sources.get(source)
             return entry.objects.values() if entry is not None else ()
 
         if any(items(s) for s in DEVICE_SOURCES):
-            self._devices.refresh(
+            return self._devices.refresh(
                 slices=items(RESOURCE_SLICES), classes=items(DEVICE_CLASSES),
                 claims=items(RESOURCE_CLAIMS), templates=items(CLAIM_TEMPLATES),
                 pods=[*items(PODS), *self._upserted.values()])
-        else:
-            self._devices.clear()
+        return self._devices.clear()
 
     def _changes(self) -> Changes:
         self._device_view()

@@ -5,8 +5,10 @@ re-parses those, re-resolves the workloads they are or reach, places again the p
 membership could depend on them, and moves the capacity index by the changed pods and nodes.
 Anything it forgets to carry would make Muster decide on a cluster that does not exist, so
 random histories of informer events (nodes, pods, JobSets, their Jobs, refused workloads,
-orphaned pods, the server's upserts and assumed binds, full relists) compare its snapshot with
-a from-scratch :func:`build_snapshot` and :func:`index_of` after every event.
+orphaned pods, the server's upserts and assumed binds, full relists, DRA claims made, allocated,
+freed and deleted for pods on nodes whose GPUs are in ResourceSlices) compare its snapshot with
+a from-scratch :func:`build_snapshot` (DRA lowered afresh) and :func:`index_of` after every
+event.
 """
 
 from __future__ import annotations
@@ -17,12 +19,23 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from extender.core.devices.attach import lower_objects
 from extender.core.gang.capacity import _build_index, classes_of, gated_of, index_of
+from extender.core.model.objects import DEVICE_SUPPLY
+from extender.core.model.podspec import DEVICE_DEMAND
 from extender.core.model.snapshot import ClusterSnapshot
 from extender.core.workloads.cluster import build_snapshot
 from extender.files.catalog import packaged_catalog
 from extender.state.build import CatalogSnapshots
 from extender.state.store import NODES, PODS, StateStore
+from tests.unit.core.devices.dra_objects import (
+    claim,
+    claim_pod,
+    device_class,
+    gpu_node_slice,
+    node,
+    template,
+)
 from tests.unit.server.builders import gpu_node, job_of, jobset, jobset_pod, plain_pod
 
 CATALOG = packaged_catalog()
@@ -33,7 +46,10 @@ GANGS = ["g0", "g1", "g2"]
 
 KINDS = ["node+", "node~", "node-", "jobset+", "jobset~", "jobset-", "refuse", "job+", "job-",
          "job~owner", "member+", "plain+", "orphan+", "bind", "unbind", "finish", "gate",
-         "ungate", "deleting", "pod-", "upsert", "assume", "relist"]
+         "ungate", "deleting", "pod-", "upsert", "assume", "relist", "cpod+", "claim+",
+         "alloc", "dealloc", "claim-"]
+CLAIMS = "resource.k8s.io/v1/ResourceClaim"
+DRA_NODES = ["d0", "d1"]
 # Pods come and go far more often than anything else, as in a cluster.
 event = st.tuples(st.sampled_from(KINDS + ["plain+", "member+", "bind", "bind", "pod-"] * 2),
                   st.integers(0, 7), st.sampled_from(NODE_NAMES))
@@ -46,7 +62,11 @@ class Cluster:
         self.builder = CatalogSnapshots(CATALOG)
         self.store = StateStore(self.builder)
         self.pods: dict[str, dict[str, Any]] = {}
-        self.store.load([gpu_node(n) for n in NODE_NAMES[:3]])
+        self.claims: dict[str, dict[str, Any]] = {}
+        self.dra = [device_class(), template("two", count=2),
+                    *(gpu_node_slice(n, gpus=4) for n in DRA_NODES)]
+        self.store.load([*(gpu_node(n) for n in NODE_NAMES[:3]),
+                         *(node(n) for n in DRA_NODES), *self.dra])
         for source in (JOBSETS, JOBS):
             self.store.replace(source, [])
 
@@ -109,12 +129,51 @@ class Cluster:
             self.store.assume_bound(meta["namespace"], meta["name"], node)
         elif what == "relist":
             self.store.replace(PODS, list(self.pods.values()))
+        elif what == "cpod+":  # takes 2 GPUs through a claim from the template "two"
+            self.pod_event(claim_pod(f"c{n % 4}", template_name="two"), "ADDED")
+        elif what in ("claim+", "alloc", "dealloc", "claim-"):
+            self.claim_event(what, f"c{n % 4}", DRA_NODES[n % 2], n)
+
+    def claim_event(self, what: str, pod_name: str, dra_node: str, n: int) -> None:
+        name = f"{pod_name}-gpus"
+        if what == "claim-":
+            if name in self.claims:
+                self.store.apply(CLAIMS, "DELETED", self.claims.pop(name))
+            return
+        if what == "claim+" or name not in self.claims:
+            made = claim(name, count=2, owner_uid=f"uid-{pod_name}")
+            made["metadata"]["ownerReferences"][0]["name"] = pod_name
+            self.claims[name] = made
+            if pod_name in self.pods:  # kube-controller-manager names it in the pod's status
+                pod = copy.deepcopy(self.pods[pod_name])
+                pod["status"] = {"resourceClaimStatuses": [{"name": "gpus",
+                                                            "resourceClaimName": name}]}
+                self.pod_event(pod)
+        made = copy.deepcopy(self.claims[name])
+        if what == "alloc":
+            first = 2 * (n % 2)
+            made["status"] = {"allocation": {"devices": {"results": [
+                {"request": "gpus", "driver": "gpu.nvidia.com", "pool": dra_node,
+                 "device": f"gpu-{first + i}"} for i in range(2)]}},
+                "reservedFor": [{"resource": "pods", "name": pod_name,
+                                 "uid": f"uid-{pod_name}"}]}
+        elif what == "dealloc":
+            made.pop("status", None)
+        self.claims[name] = made
+        self.store.apply(CLAIMS, "MODIFIED", made)
 
 
-def fresh(store: StateStore) -> ClusterSnapshot:
+def fresh(store: StateStore, cluster: Cluster | None = None) -> ClusterSnapshot:
+    """From every object, DRA lowered again from nothing (not through the store's view)."""
     raw = store.raw()
-    return build_snapshot(nodes=raw.nodes, pods=raw.pods, objects=raw.objects,
-                          catalog=CATALOG, revision=raw.revision)
+    dra = [*cluster.dra, *cluster.claims.values()] if cluster is not None else []
+    nodes = [{k: v for k, v in o.items() if k != DEVICE_SUPPLY} for o in raw.nodes]
+    pods = [{**o, "spec": {k: v for k, v in o["spec"].items() if k != DEVICE_DEMAND}}
+            for o in raw.pods]
+    lowered = lower_objects([*nodes, *pods, *dra])
+    return build_snapshot(nodes=lowered[:len(nodes)], pods=lowered[len(nodes):len(raw.pods)
+                                                                  + len(nodes)],
+                          objects=raw.objects, catalog=CATALOG, revision=raw.revision)
 
 
 def assert_same(kept: ClusterSnapshot, built: ClusterSnapshot) -> None:
@@ -137,10 +196,10 @@ def assert_same(kept: ClusterSnapshot, built: ClusterSnapshot) -> None:
 def test_every_event_leaves_the_snapshot_a_full_build_would_give(
         events: list[tuple[str, int, str]]) -> None:
     cluster = Cluster()
-    assert_same(cluster.store.snapshot(), fresh(cluster.store))
-    for what, n, node in events:
-        cluster.step(what, n, node)
-        assert_same(cluster.store.snapshot(), fresh(cluster.store))
+    assert_same(cluster.store.snapshot(), fresh(cluster.store, cluster))
+    for what, n, node_name in events:
+        cluster.step(what, n, node_name)
+        assert_same(cluster.store.snapshot(), fresh(cluster.store, cluster))
 
 
 def test_a_pod_event_is_carried_forward_not_rebuilt() -> None:

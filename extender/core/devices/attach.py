@@ -33,33 +33,84 @@ class DeviceLowering:
         self._signatures: frozenset[Signature] = frozenset()
         self._stale = True
         self._catalog_stale = True
+        self._touched: set[str] | None = None
+        """Nodes whose free devices claim changes moved since the last refresh (``None``:
+        every node's may have)."""
 
     @property
     def view(self) -> DeviceView | None:
         return self._view
 
-    def invalidate(self, source: str) -> None:
+    def invalidate(self, source: str, nodes: Iterable[str] | None = None) -> None:
+        """A DRA object of ``source`` changed; ``nodes``: all the claim change can move."""
+        if nodes is None or (self._touched is None and self._stale):
+            self._touched = None
+        else:
+            self._touched = (self._touched if self._stale and self._touched is not None
+                             else set()) | set(nodes)
         self._stale = True
         if source in _CATALOG_SOURCES:
             self._catalog_stale = True
 
-    def clear(self) -> None:
+    def clear(self) -> bool:
+        """No DRA object left; whether there was a view (every node's supply then moves)."""
+        had = self._view is not None
         self._view, self._catalog, self._stale, self._catalog_stale = None, None, True, True
+        self._touched = None
+        return had
 
     def refresh(self, *, slices: Iterable[RawObject], classes: Iterable[RawObject],
                 claims: Iterable[RawObject], templates: Iterable[RawObject],
-                pods: Iterable[RawObject]) -> None:
+                pods: Iterable[RawObject]) -> bool:
+        """Compute again what changed; whether the device catalog was built again."""
         if not self._stale and self._view is not None:
-            return
+            return False
         claims, templates = list(claims), list(templates)
         signatures = signatures_of(claims, templates)
+        rebuilt = False
         if self._catalog is None or self._catalog_stale or signatures != self._signatures:
             self._catalog = DeviceCatalog.build(slices, classes, signatures)
             self._signatures, self._catalog_stale = signatures, False
+            rebuilt = True
         live = frozenset(str((p.get("metadata") or {}).get("uid") or "") for p in pods)
         self._view = DeviceView.build(self._catalog, claims=claims, templates=templates,
-                                      live_pods=live)
-        self._stale = False
+                                      live_pods=live, previous=self._view,
+                                      only=None if rebuilt else self._touched)
+        self._stale, self._touched = False, None
+        return rebuilt
+
+    def claim_touches(self, before: RawObject | None, after: RawObject | None,
+                      ) -> tuple[set[str], set[str]] | None:
+        """The nodes whose free devices and the pods (store keys) whose demand a claim's
+        change can move: the nodes of its allocated devices, before and after, and the pods
+        that own it or that it is reserved for. ``None`` when that cannot be told: no view
+        yet, or a claim no pod owns (a named claim any pod may list)."""
+        if self._catalog is None or self._view is None:
+            return None
+        nodes: set[str] = set()
+        pods: set[str] = set()
+        by_id = self._catalog.devices_by_id
+        for claim in (before, after):
+            if claim is None:
+                continue
+            meta = claim.get("metadata") or {}
+            namespace = str(meta.get("namespace") or "default")
+            owners = [o for o in meta.get("ownerReferences") or ()
+                      if isinstance(o, Mapping) and o.get("kind") == "Pod" and o.get("name")]
+            if not owners:
+                return None
+            pods.update(f"{namespace}/{o['name']}" for o in owners)
+            status = claim.get("status") or {}
+            for entry in status.get("reservedFor") or ():
+                if isinstance(entry, Mapping) and entry.get("resource") == "pods":
+                    pods.add(f"{namespace}/{entry.get('name')}")
+            results = ((status.get("allocation") or {}).get("devices") or {}).get("results")
+            for result in results if isinstance(results, list) else ():
+                r = result if isinstance(result, Mapping) else {}
+                device = by_id.get(f"{r.get('driver')}/{r.get('pool')}/{r.get('device')}")
+                if device is not None:
+                    nodes.add(device.node)
+        return nodes, pods
 
     def node(self, node: RawObject) -> RawObject:
         if self._view is None:

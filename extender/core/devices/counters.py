@@ -11,15 +11,17 @@ CounterKey = tuple[str, str, str, str]
 """``(driver, pool, counter set, counter)``."""
 
 
-def consumed_by(inventory: Inventory, used: set[str]) -> dict[CounterKey, int]:
-    """What the allocated devices draw on each shared counter."""
+def consumed_by(devices: Mapping[str, Device], used: set[str]) -> dict[CounterKey, int]:
+    """What the allocated devices (``used``, looked up in ``devices`` by id) draw on each
+    shared counter."""
     out: dict[CounterKey, int] = {}
-    for devices in inventory.devices.values():
-        for device in devices:
-            if device.id in used:
-                for counter_set, counter, amount in device.consumes:
-                    key = (device.driver, device.pool, counter_set, counter)
-                    out[key] = out.get(key, 0) + amount
+    for device_id in used:
+        device = devices.get(device_id)
+        if device is None:
+            continue  # its pool was replaced since it was allocated
+        for counter_set, counter, amount in device.consumes:
+            key = (device.driver, device.pool, counter_set, counter)
+            out[key] = out.get(key, 0) + amount
     return out
 
 

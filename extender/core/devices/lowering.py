@@ -22,7 +22,8 @@ the gang waits saying why.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import functools
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,6 +74,10 @@ class DeviceCatalog:
     extended: Mapping[str, DeviceClassInfo]
     """Extended resource name (explicit or implicit) -> the class serving it."""
 
+    @functools.cached_property
+    def devices_by_id(self) -> dict[str, Device]:
+        return self.inventory.by_id()
+
     @classmethod
     def build(cls, slices: Iterable[Mapping[str, Any]], classes: Iterable[Mapping[str, Any]],
               signatures: Iterable[Signature]) -> DeviceCatalog:
@@ -118,16 +123,25 @@ class DeviceView:
     @classmethod
     def build(cls, catalog: DeviceCatalog, *, claims: Iterable[Mapping[str, Any]],
               templates: Iterable[Mapping[str, Any]], live_pods: frozenset[str],
+              previous: DeviceView | None = None, only: Collection[str] | None = None,
               ) -> DeviceView:
         """``live_pods``: UIDs of the pods that exist (their extended-resource claims are
-        counted through their requests, not again here)."""
+        counted through their requests, not again here). With ``previous`` (over the same
+        catalog) and ``only``, the free counts of other nodes are kept from ``previous``."""
         by_key = {object_key(c): c for c in claims}
         used = _used(by_key.values(), live_pods)
-        consumed = consumed_by(catalog.inventory, used)
+        consumed = consumed_by(catalog.devices_by_id, used)
+        partial = previous is not None and only is not None and previous.catalog is catalog
         free: dict[str, dict[str, int]] = {}
+        if partial:
+            assert previous is not None and only is not None
+            free = {n: dict(a) for n, a in previous.free.items() if n not in only}
         for signature, nodes in catalog.matches.devices.items():
             name = resource_name(signature)
-            for node, devices in nodes.items():
+            for node in (only if partial and only is not None else nodes):
+                devices = nodes.get(node)
+                if not devices:
+                    continue
                 count = max(free_count(group, used, consumed, catalog.inventory)
                             for group in _groups(devices, signature[2]))
                 if count:
@@ -136,8 +150,8 @@ class DeviceView:
             if resource.startswith(DEVICE_CLASS_PREFIX):
                 continue
             base = resource_name((info.name, (), ""))
-            for amounts in free.values():
-                if base in amounts:
+            for node, amounts in free.items():
+                if base in amounts and (not partial or only is None or node in only):
                     amounts[resource] = amounts[base]
         return cls(catalog=catalog, free=free, claims=by_key,
                    templates={object_key(t): t for t in templates},
