@@ -29,10 +29,11 @@ fi
 
 suite=bookworm
 mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
-# `essential` (no apt, no init) plus Python; no documentation, manual pages or translations but
-# the copyright files, which the packages' licences ask to keep.
+# `essential` (no apt, no init) plus Python and libstdc++ (the CEL evaluator's C++ core); no
+# documentation, manual pages or translations but the copyright files, which the packages'
+# licences ask to keep.
 options=(
-    --variant=essential --include=python3,python3-venv,ca-certificates
+    --variant=essential --include=python3,python3-venv,ca-certificates,libstdc++6
     --dpkgopt=path-exclude=/usr/share/doc/*
     --dpkgopt=path-include=/usr/share/doc/*/copyright
     --dpkgopt=path-exclude=/usr/share/man/*
