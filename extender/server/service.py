@@ -245,7 +245,7 @@ class GangService:
             if known is not None:
                 return known, ""
         try:
-            pod = pod_from_api(raw)
+            pod = pod_from_api(self._state.lowered_pod(raw))
         except ValueError as err:
             return None, f"cannot read pod {_pod_key(raw)}: {err}"
         self._state.upsert_pod(raw)
@@ -262,6 +262,9 @@ class GangService:
         if pod is None:
             self._count("filter", "bad_pod")
             return filter_result(args, error=problem)
+        if not self._takes_devices(pod):
+            self._count("filter", "no_devices")
+            return filter_result(args, args.node_names)
         with self._cond:
             snapshot = self._state.snapshot()
             # Names Muster has not seen yet pass through the core harmlessly (it never passes
@@ -301,6 +304,9 @@ class GangService:
         if pod is None:
             self._count("prioritize", "bad_pod")
             return []
+        if not self._takes_devices(pod):
+            self._count("prioritize", "no_devices")
+            return priority_list([(n, 0) for n in args.node_names])
         with self._cond:
             snapshot = self._state.snapshot()
             known = _node_names(snapshot)
@@ -319,6 +325,9 @@ class GangService:
         if pod is None:
             self._count("preempt", "bad_pod")
             return preemption_result({})
+        if not self._takes_devices(pod):  # kube-scheduler's own choice, as if never asked
+            self._count("preempt", "no_devices")
+            return preemption_result(args.victims, args.pdb_violations)
         with self._cond:
             victims = {NodeName(n): v for n, v in args.victims.items()}
             step = self.session.preempt(
@@ -329,6 +338,26 @@ class GangService:
         self._count("preempt", "victims" if chosen else "none")
         return preemption_result({str(n): list(v) for n, v in chosen.items()},
                                  args.pdb_violations)
+
+    def _takes_devices(self, pod: PodInfo) -> bool:
+        """Only pods that take GPUs or other devices are Muster's to decide; the others are
+        answered as kube-scheduler alone would place them (the extender block names no
+        ``managedResources``, so that claim-only pods reach Muster: docs/dra.md)."""
+        return pod.shape.takes_devices(self.session.settings.gpu_resource)
+
+    def _bind_at_once(self, ref: PodRef, node: str) -> ExtenderBindingResultJSON:
+        """A pod that takes no devices, bound as kube-scheduler's DefaultBinder would."""
+        if not self._may_act():
+            self._count("bind", "not_leader")
+            return binding_result(f"muster: no longer the leader; not binding {ref.key}")
+        try:
+            self._binder.bind(ref, node)
+        except BindError as err:
+            self._count("bind", "error")
+            return binding_result(f"binding {ref.key} to {node} failed: {err}")
+        self._state.assume_bound(ref.namespace, ref.name, node)
+        self._count("bind", "no_devices")
+        return binding_result()
 
     # --- bind: the gang barrier ---------------------------------------------------------------
 
@@ -352,6 +381,9 @@ class GangService:
                 return binding_result()  # a retry of a bind that already happened
             self._count("bind", "bound_elsewhere")
             return binding_result(f"pod {ref.key} is already bound to {spec['nodeName']}")
+        known = self._state.snapshot().pods.get(ref.uid)
+        if known is not None and not self._takes_devices(known):
+            return self._bind_at_once(ref, args.node)
         step, parked = self._pass_barrier(ref, NodeName(args.node))
         for member in parked:  # parked members of the gang this bind completed
             self._binds.submit(self._bind_parked, member.pod, member.node)

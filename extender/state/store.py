@@ -253,6 +253,14 @@ class StateStore:
             self._revision += 1
             self._log[(PODS, key)] = None
 
+    def lowered_pod(self, pod: RawObject) -> RawObject:
+        """``pod`` with its DRA claims' devices attached, as the snapshot holds pods (a pod
+        from a scheduler request the informer has not shown yet)."""
+        with self._lock:
+            if self._device_view():
+                self._full = True  # the next snapshot sees every node's new supply
+            return self._devices.pod(pod)
+
     def assume_bound(self, namespace: str, name: str, node: str) -> None:
         with self._lock:
             self._assumed[f"{namespace}/{name}"] = node

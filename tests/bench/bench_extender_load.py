@@ -101,6 +101,17 @@ def member_pod(g: int, i: int) -> dict[str, Any]:
             "status": {"phase": "Pending"}}
 
 
+def lone_pod(name: str) -> dict[str, Any]:
+    """A pod of no gang and no GPU (a notebook's, a preprocessing job's): with no
+    ``managedResources`` in the extender block, such pods of the muster profile reach Muster
+    too (claim-only GPU pods request no resource a list could name)."""
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "tools", "uid": f"uid-{name}"},
+            "spec": {"schedulerName": "muster", "containers": [{
+                "name": "main", "image": "tool", "resources": {"requests": {"cpu": "1"}}}]},
+            "status": {"phase": "Pending"}}
+
+
 # --- servers -----------------------------------------------------------------------------------
 
 def free_port() -> int:
@@ -301,6 +312,24 @@ def bench(nodes: int, *, gangs: int, members: int, clients: int, rounds: int,
             measured(muster, "muster", [filter_job(m_port, "muster", k) for k in planned])
             measured(baseline, "baseline", [filter_job(b_port, "baseline", k) for k in planned])
 
+        # Pods of no gang, each new to Muster (as kube-scheduler sends them), interleaved.
+        lone: dict[str, list[float]] = {"muster": [], "baseline": []}
+
+        def lone_job(port: int, who: str, body: bytes) -> Callable[[], None]:
+            def job() -> None:
+                elapsed, data = timed(port, "/filter", body)
+                if who == "muster" and orjson.loads(data)["Error"]:
+                    raise RuntimeError(orjson.loads(data)["Error"])
+                with lock:
+                    lone[who].append(elapsed)
+            return job
+
+        for r in range(rounds):
+            lone_bodies = [orjson.dumps({"Pod": lone_pod(f"tool-{r}-{k}"), "Nodes": None,
+                                         "NodeNames": names}) for k in range(len(planned))]
+            concurrently([lone_job(m_port, "muster", b) for b in lone_bodies], clients)
+            concurrently([lone_job(b_port, "baseline", b) for b in lone_bodies], clients)
+
         # Binds: every gang's members but the last are held at the barrier at once.
         held: list[float] = []
         releasing: list[float] = []
@@ -367,6 +396,13 @@ def bench(nodes: int, *, gangs: int, members: int, clients: int, rounds: int,
         print(f"  {'server CPU per filter':<34} Muster {per['muster'] * 1e3:.2f} ms, "
               f"baseline {per['baseline'] * 1e3:.2f} ms (gunicorn, Flask and the wire alone; "
               f"Muster x{per['muster'] / per['baseline']:.2f})")
+        print(row("filter, a pod of no gang (Muster)", lone["muster"]))
+        print(row("filter, a pod of no gang (baseline)", lone["baseline"]))
+        lone_p50 = pct(lone["muster"], 0.5) / pct(lone["baseline"], 0.5)
+        lone_p99 = pct(lone["muster"], 0.99) / pct(lone["baseline"], 0.99)
+        print(f"  {'Muster / baseline, no gang':<34} p50 x{lone_p50:.2f}   p99 x{lone_p99:.2f} "
+              "(what reaching Muster costs a pod that is no gang's)")
+        out.update(lone_p50_ratio=lone_p50, lone_p99_ratio=lone_p99)
         print(row("filter, planning a gang (Muster)", plan_times))
         print(row(f"bind, held at barrier ({waiting} at once)", held))
         print(row("bind, releasing its gang", releasing))

@@ -12,7 +12,7 @@ from enum import StrEnum
 from typing import NewType
 
 from extender.core.model.errors import ModelError
-from extender.core.model.resources import EMPTY, Resources
+from extender.core.model.resources import DEVICE_CLASS_PREFIX, EMPTY, UNCOUNTABLE_PREFIX, Resources
 
 GangKey = NewType("GangKey", str)
 """``namespace/name`` of a gang, e.g. ``ml/llama``, ``ml/vllm/group-1``, ``ml/pcs/0/prefill-1``."""
@@ -173,6 +173,15 @@ class PodShape:
     @property
     def gpus(self) -> int:
         return self.requests.gpus
+
+    def takes_devices(self, gpu: str) -> bool:
+        """Whether the pod asks for GPUs or other devices: ``gpu``, a share of one, or DRA
+        devices (through claims, or an extended resource a DeviceClass serves). Only such
+        pods are Muster's to decide, as an extender block with ``managedResources`` would
+        choose them; a claim-only pod names no resource such a list could hold."""
+        return self.gpu_share > 0 or any(
+            name == gpu or name.startswith((DEVICE_CLASS_PREFIX, UNCOUNTABLE_PREFIX))
+            for name in self.requests)
 
 
 @dataclass(frozen=True, slots=True)

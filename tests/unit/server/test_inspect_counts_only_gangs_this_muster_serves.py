@@ -68,7 +68,7 @@ def test_a_waiting_gang_shows_who_holds_its_capacity() -> None:
                jobset("second", workers=2, gpus=8), job_of("second"),
                *_pods("second", 2, scheduler="muster")]
     svc = _service(objects)
-    for pod in (objects[2], objects[5]):
+    for pod in (objects[2], objects[6]):  # each gang's first pod
         svc.filter(parse_extender_args(filter_body(pod, ["n0", "n1"])))
     gangs = {g["gang"]: g for g in svc.inspect_gangs()}
     assert gangs["ml/first"]["state"] == "planned" and gangs["ml/first"]["heldBy"] == []

@@ -67,7 +67,7 @@ def test_a_plan_settles_when_its_last_member_binds_and_other_events_change_nothi
         return found
 
     def look() -> None:  # any request settles what the cluster caught up with
-        post(plain_pod("probe", gpus=0))
+        post(plain_pod("probe", gpus=1))
 
     post(jobset_pod("train", 0, gpus=8))
     planned = plan_nodes(client.get("/inspect/gangs").get_json()["gangs"], "ml/train")
@@ -111,8 +111,8 @@ def test_what_settling_keeps_goes_with_the_plan() -> None:
 
     post(jobset_pod("train", 0, gpus=8))
     store.apply(PODS, "ADDED", plain_pod("later", gpus=0))
-    post(plain_pod("probe", gpus=0))  # a new revision: settling looks at the plan
+    post(plain_pod("probe", gpus=1))  # a new revision: settling looks at the plan
     assert ledger.plan_for("ml/train") is not None and ledger._settled.keys() == {"ml/train"}
     clock.now += 31  # the plan expires: no member came within its TTL
-    post(plain_pod("probe", gpus=0))
+    post(plain_pod("probe", gpus=1))
     assert ledger.plan_for("ml/train") is None and not ledger._settled

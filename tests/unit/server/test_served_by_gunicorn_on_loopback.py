@@ -85,10 +85,9 @@ def test_a_gang_is_filtered_and_bound_through_gunicorn(server: int) -> None:
 def test_malformed_and_probe_requests_through_gunicorn(server: int) -> None:
     status, data = call(server, "/filter", b"{broken")
     assert status == 200 and "not valid JSON" in orjson.loads(data)["Error"]
+    # A pod taking no GPU is answered as kube-scheduler alone would: every candidate passes.
     status, data = call(server, "/filter", filter_body(plain_pod("solo", gpus=0), ["n0", "zz"]))
-    assert status == 200 and orjson.loads(data)["NodeNames"] == ["n0"]
-    status, data = call(server, "/filter", filter_body(plain_pod("solo", gpus=0), ["zz"]))
-    assert status == 200 and orjson.loads(data)["FailedNodes"].keys() == {"zz"}
+    assert status == 200 and orjson.loads(data)["NodeNames"] == ["n0", "zz"]
     assert call(server, "/healthz")[0] == 200
     status, data = call(server, "/metrics")
     assert status == 200 and b'muster_request_seconds_count{verb="filter"}' in data
