@@ -29,6 +29,11 @@ def image() -> str:
     return built_image()
 
 
+GPU_POD = {"metadata": {"name": "p", "namespace": "ml"}, "spec": {"containers": [
+    {"name": "c", "resources": {"requests": {"nvidia.com/gpu": "1"}}}]}}
+"""A pod taking a GPU: Muster's to decide (a pod taking none passes every candidate)."""
+
+
 def test_the_image_reports_its_version_on_a_read_only_root(image: str) -> None:
     done = podman("run", "--rm", *READ_ONLY, image, "muster", "--version")
     assert (done.returncode, done.stdout.strip()) == (0, f"muster {__version__}"), done.stderr
@@ -83,7 +88,7 @@ def test_the_image_serves_the_extender_on_a_read_only_root(serving: int, image: 
             assert time.monotonic() < deadline, "muster serve in the image never became ready"
             time.sleep(0.5)
     assert ready["ready"] is True
-    body = json.dumps({"Pod": {"metadata": {"name": "p", "namespace": "ml"}},
+    body = json.dumps({"Pod": GPU_POD,
                        "NodeNames": ["gpu-a", "gpu-z"]}).encode()
     request = urllib.request.Request(f"http://127.0.0.1:{serving}/filter", data=body,
                                      headers={"Content-Type": "application/json"})

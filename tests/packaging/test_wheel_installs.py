@@ -58,6 +58,11 @@ def _muster(venv: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess[st
                           capture_output=True, text=True, timeout=120, check=False)
 
 
+GPU_POD = {"metadata": {"name": "p", "namespace": "ml"}, "spec": {"containers": [
+    {"name": "c", "resources": {"requests": {"nvidia.com/gpu": "1"}}}]}}
+"""A pod taking a GPU: Muster's to decide (a pod taking none passes every candidate)."""
+
+
 def test_the_installed_muster_reports_the_version_it_was_built_as(venv: Path,
                                                                    tmp_path: Path) -> None:
     done = _muster(venv, "--version", cwd=tmp_path)
@@ -112,7 +117,7 @@ def test_the_installed_muster_serves_a_snapshot_until_stopped(venv: Path, tmp_pa
                 assert server.poll() is None, server.communicate()[1]
                 assert time.monotonic() < deadline, "muster serve never became ready"
                 time.sleep(0.3)
-        body = json.dumps({"Pod": {"metadata": {"name": "p", "namespace": "ml"}},
+        body = json.dumps({"Pod": GPU_POD,
                            "NodeNames": ["gpu-a", "gpu-z"]}).encode()
         request = urllib.request.Request(f"http://127.0.0.1:{port}/filter", data=body,
                                          headers={"Content-Type": "application/json"})
