@@ -21,6 +21,7 @@ then (and while any watch is broken) :meth:`readiness` says why the state cannot
 from __future__ import annotations
 
 import copy
+import itertools
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -430,7 +431,7 @@ class StateStore:
             return self._devices.refresh(
                 slices=items(RESOURCE_SLICES), classes=items(DEVICE_CLASSES),
                 claims=items(RESOURCE_CLAIMS), templates=items(CLAIM_TEMPLATES),
-                pods=[*items(PODS), *self._upserted.values()])
+                pods=itertools.chain(items(PODS), self._upserted.values()))  # lazily
         return self._devices.clear()
 
     def _changes(self) -> Changes:
