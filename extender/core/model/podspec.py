@@ -219,4 +219,5 @@ def shape_of(
         tolerations=tolerations(spec, path),
         priority=priority if isinstance(priority, int) and not isinstance(priority, bool) else 0,
         preempts=spec.get("preemptionPolicy") != "Never",
+        claims=bool(spec.get("resourceClaims")),
     )

@@ -169,6 +169,9 @@ class PodShape:
     preempts: bool = True
     """False for ``preemptionPolicy: Never``: the pod waits instead of evicting anyone (it
     may still be evicted itself)."""
+    claims: bool = False
+    """The pod lists ``spec.resourceClaims``: it takes DRA devices, even once its claims are
+    allocated (their devices then count in the supply, not in :attr:`requests`)."""
 
     @property
     def gpus(self) -> int:
@@ -179,7 +182,7 @@ class PodShape:
         devices (through claims, or an extended resource a DeviceClass serves). Only such
         pods are Muster's to decide, as an extender block with ``managedResources`` would
         choose them; a claim-only pod names no resource such a list could hold."""
-        return self.gpu_share > 0 or any(
+        return self.claims or self.gpu_share > 0 or any(
             name == gpu or name.startswith((DEVICE_CLASS_PREFIX, UNCOUNTABLE_PREFIX))
             for name in self.requests)
 

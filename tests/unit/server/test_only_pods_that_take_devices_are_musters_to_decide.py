@@ -12,11 +12,14 @@ from typing import Any
 
 import orjson
 
+from extender.core.model.objects import pod_from_api
 from extender.server.app import create_app
 from extender.server.settings import Settings
 from extender.state.memory import MemoryBinder
 from extender.state.ports import MemoryEvents
 from tests.unit.core.devices.dra_objects import (
+    claim,
+    claim_pod,
     device_class,
     gpu_node_slice,
     node,
@@ -98,3 +101,17 @@ def test_a_pod_taking_gpus_only_through_a_claim_is_planned_as_its_gangs_member()
     reasons = {**(answer["FailedNodes"] or {}), **(answer["FailedAndUnresolvableNodes"] or {})}
     assert "needs 8 gpu.nvidia.com devices on one node, the most free is 0" in reasons["d0"], \
         reasons
+
+
+def test_a_claim_pod_whose_claim_is_allocated_still_takes_devices() -> None:
+    """kube-scheduler allocates a claim in PreBind, before it calls Muster's bind: the pod's
+    devices are then in the supply's numbers, not its requests, and it must still meet the
+    gang's barrier, not be bound at once."""
+    allocated = claim("w-gpus", "ml", count=8, owner_uid="uid-w",
+                      allocated=[("d0", f"gpu-{i}") for i in range(8)])
+    store = store_of([device_class(), template("eight", "ml", count=8), node("d0"),
+                      gpu_node_slice("d0", gpus=8), allocated])
+    raw = claim_pod("w", template_name="eight", generated="w-gpus", namespace="ml")
+    lowered = pod_from_api(store.lowered_pod(raw))
+    assert not lowered.shape.requests  # the allocation holds its devices
+    assert lowered.shape.takes_devices("nvidia.com/gpu")
