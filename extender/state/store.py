@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, cast, runtime_checkable
 
 from extender.core.devices.attach import DeviceLowering
+from extender.core.model.objects import object_key
 from extender.core.model.snapshot import ClusterSnapshot
 
 RawObject = Mapping[str, Any]
@@ -53,12 +54,6 @@ watched; its watch failing (the store is not ready); cannot be watched (RBAC).""
 def source_of(obj: RawObject) -> str:
     """The source name an object belongs to: ``<apiVersion>/<kind>``."""
     return f"{obj.get('apiVersion') or 'v1'}/{obj.get('kind') or ''}"
-
-
-def object_key(obj: RawObject) -> str:
-    meta = obj.get("metadata") or {}
-    namespace = meta.get("namespace") or ""
-    return f"{namespace}/{meta.get('name') or ''}" if namespace else str(meta.get("name") or "")
 
 
 @dataclass(frozen=True)
@@ -486,3 +481,11 @@ _TOMBSTONES = 50_000
 
 def _uid(obj: RawObject) -> str:
     return str((obj.get("metadata") or {}).get("uid") or "")
+
+# object_key: the store's keys, which the snapshot builders key by too.
+__all__ = [
+    "CLAIM_TEMPLATES", "DESCRIPTORS", "DESCRIPTOR_SOURCES", "DEVICE_CLASSES", "DEVICE_SOURCES",
+    "KARTAS", "NODES", "PODS", "RESOURCE_CLAIMS", "RESOURCE_SLICES", "SOURCE_STATES", "Changes",
+    "IncrementalBuilder", "RawObject", "RawState", "Readiness", "SnapshotBuilder", "StateStore",
+    "object_key", "source_of",
+]

@@ -13,7 +13,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from extender.core.devices.lowering import DeviceCatalog, DeviceView, signatures_of
+from extender.core.devices.lowering import (
+    DEFAULT_NAMESPACE,
+    DeviceCatalog,
+    DeviceView,
+    signatures_of,
+)
 from extender.core.devices.matching import Signature
 from extender.core.model.objects import DEVICE_SUPPLY
 from extender.core.model.podspec import DEVICE_DEMAND
@@ -94,7 +99,7 @@ class DeviceLowering:
             if claim is None:
                 continue
             meta = claim.get("metadata") or {}
-            namespace = str(meta.get("namespace") or "default")
+            namespace = str(meta.get("namespace") or DEFAULT_NAMESPACE)
             owners = [o for o in meta.get("ownerReferences") or ()
                       if isinstance(o, Mapping) and o.get("kind") == "Pod" and o.get("name")]
             if not owners:
@@ -135,7 +140,7 @@ class DeviceLowering:
         are (any PodSpec with ``resourceClaims`` beneath it), copied along the way only."""
         if self._view is None:
             return obj
-        namespace = str((obj.get("metadata") or {}).get("namespace") or "default")
+        namespace = str((obj.get("metadata") or {}).get("namespace") or DEFAULT_NAMESPACE)
         view = self._view
 
         def lowered(value: object, depth: int) -> object:

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from extender.core.model.objects import as_mapping
 from extender.core.model.quantity import QuantityError, parse_quantity
 
 MAX_DEVICES_PER_SLICE = 128
@@ -66,10 +67,6 @@ class Inventory:
 EMPTY_INVENTORY = Inventory(devices={}, counters={})
 
 
-def _mapping(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
 def _int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
@@ -82,7 +79,7 @@ class _Pool:
 
 
 def _slice_name(obj: Mapping[str, Any]) -> str:
-    return str(_mapping(obj.get("metadata")).get("name") or "?")
+    return str(as_mapping(obj.get("metadata")).get("name") or "?")
 
 
 def build_inventory(slices: Iterable[Mapping[str, Any]]) -> Inventory:
@@ -90,8 +87,8 @@ def build_inventory(slices: Iterable[Mapping[str, Any]]) -> Inventory:
     problems: list[str] = []
     pools: dict[tuple[str, str], _Pool] = {}
     for obj in slices:
-        spec = _mapping(obj.get("spec"))
-        pool_ref = _mapping(spec.get("pool"))
+        spec = as_mapping(obj.get("spec"))
+        pool_ref = as_mapping(spec.get("pool"))
         driver, name = spec.get("driver"), pool_ref.get("name")
         generation = _int(pool_ref.get("generation"))
         expected = _int(pool_ref.get("resourceSliceCount"))
@@ -135,7 +132,7 @@ def _read_pool(driver: str, pool: str, slices: list[Mapping[str, Any]], where: s
     out: list[Device] = []
     seen: set[str] = set()
     for obj in slices:
-        spec = _mapping(obj.get("spec"))
+        spec = as_mapping(obj.get("spec"))
         what = f"{where}, ResourceSlice {_slice_name(obj)}"
         shared = spec.get("sharedCounters")
         if isinstance(shared, list):
@@ -178,37 +175,37 @@ def _read_pool(driver: str, pool: str, slices: list[Mapping[str, Any]], where: s
 
 
 def _counter_set(raw: object, what: str) -> tuple[str, Mapping[str, int]] | str:
-    entry = _mapping(raw)
+    entry = as_mapping(raw)
     name = entry.get("name")
     if not isinstance(name, str):
         return f"{what}: a shared counter set without a name; pool not counted"
     amounts: dict[str, int] = {}
-    for counter, value in _mapping(entry.get("counters")).items():
+    for counter, value in as_mapping(entry.get("counters")).items():
         try:
-            amounts[str(counter)] = parse_quantity(_mapping(value).get("value"))
+            amounts[str(counter)] = parse_quantity(as_mapping(value).get("value"))
         except QuantityError as err:
             return f"{what}: counter {name}/{counter}: {err}; pool not counted"
     return name, amounts
 
 
 def _device(driver: str, pool: str, node: str, raw: object, where: str) -> Device | str:
-    entry = _mapping(raw)
+    entry = as_mapping(raw)
     name = entry.get("name")
     if not isinstance(name, str) or not name:
         return f"{where}: a device needs a name; pool not counted"
     consumes: list[tuple[str, str, int]] = []
     uses = entry.get("consumesCounters")
     for use in uses if isinstance(uses, list) else []:
-        counter_set = _mapping(use).get("counterSet")
-        for counter, value in _mapping(_mapping(use).get("counters")).items():
+        counter_set = as_mapping(use).get("counterSet")
+        for counter, value in as_mapping(as_mapping(use).get("counters")).items():
             try:
-                amount = parse_quantity(_mapping(value).get("value"))
+                amount = parse_quantity(as_mapping(value).get("value"))
             except QuantityError as err:
                 return f"{where}: consumesCounters {counter_set}/{counter}: {err}; " \
                        "pool not counted"
             consumes.append((str(counter_set), str(counter), amount))
     taints = entry.get("taints")
-    tainted = any(_mapping(t).get("effect") in ("NoSchedule", "NoExecute")
+    tainted = any(as_mapping(t).get("effect") in ("NoSchedule", "NoExecute")
                   for t in (taints if isinstance(taints, list) else ()))
     return Device(driver=driver, pool=pool, name=name, node=node, raw=entry,
                   consumes=tuple(consumes),

@@ -43,24 +43,24 @@ from extender.core.devices.requests import (
     read_claim_spec,
     read_classes,
 )
+from extender.core.model.objects import as_mapping, object_key
 from extender.core.model.quantity import MILLI
 from extender.core.model.resources import DEVICE_CLASS_PREFIX, UNCOUNTABLE_PREFIX
 
 EXTENDED_CLAIM_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
 POD_CLAIM_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
-
-
-def _mapping(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
+DEFAULT_NAMESPACE = "default"
+"""The namespace of a claim, template or pod that names none (one from a file), as the API
+server would give it."""
 
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    return _mapping(obj.get("metadata"))
+    return as_mapping(obj.get("metadata"))
 
 
-def object_key(obj: Mapping[str, Any]) -> str:
-    meta = _meta(obj)
-    return f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}"
+def _key(obj: Mapping[str, Any]) -> str:
+    """A claim's or template's key, ``namespace/name``, as a pod's claims name it."""
+    return object_key(obj, default_namespace=DEFAULT_NAMESPACE)
 
 
 @dataclass(frozen=True)
@@ -96,16 +96,16 @@ def signatures_of(claims: Iterable[Mapping[str, Any]],
         if not _allocation(obj):
             out.update(r.signature for r in _spec(obj, "spec").requests)
     for obj in templates:
-        out.update(r.signature for r in _spec(_mapping(obj.get("spec")), "spec").requests)
+        out.update(r.signature for r in _spec(as_mapping(obj.get("spec")), "spec").requests)
     return frozenset(out)
 
 
 def _spec(obj: Mapping[str, Any], field_name: str) -> ClaimSpec:
-    return read_claim_spec(_mapping(obj.get(field_name)), "")
+    return read_claim_spec(as_mapping(obj.get(field_name)), "")
 
 
 def _allocation(claim: Mapping[str, Any]) -> Mapping[str, Any]:
-    return _mapping(_mapping(claim.get("status")).get("allocation"))
+    return as_mapping(as_mapping(claim.get("status")).get("allocation"))
 
 
 @dataclass(frozen=True)
@@ -128,7 +128,7 @@ class DeviceView:
         """``live_pods``: UIDs of the pods that exist (their extended-resource claims are
         counted through their requests, not again here). With ``previous`` (over the same
         catalog) and ``only``, the free counts of other nodes are kept from ``previous``."""
-        by_key = {object_key(c): c for c in claims}
+        by_key = {_key(c): c for c in claims}
         used = _used(by_key.values(), live_pods)
         consumed = consumed_by(catalog.devices_by_id, used)
         partial = previous is not None and only is not None and previous.catalog is catalog
@@ -154,7 +154,7 @@ class DeviceView:
                 if base in amounts and (not partial or only is None or node in only):
                     amounts[resource] = amounts[base]
         return cls(catalog=catalog, free=free, claims=by_key,
-                   templates={object_key(t): t for t in templates},
+                   templates={_key(t): t for t in templates},
                    problems=catalog.inventory.problems)
 
     def node_supply(self, node: str, allocatable: Mapping[str, object]) -> dict[str, int]:
@@ -168,12 +168,12 @@ class DeviceView:
     def pod_demand(self, pod: Mapping[str, Any]) -> dict[str, int]:
         """Resources (milli-units) the pod's unallocated claims ask, beyond its containers'."""
         meta = _meta(pod)
-        statuses = {str(_mapping(s).get("name")): _mapping(s).get("resourceClaimName")
-                    for s in _mapping(pod.get("status")).get("resourceClaimStatuses") or ()
+        statuses = {str(as_mapping(s).get("name")): as_mapping(s).get("resourceClaimName")
+                    for s in as_mapping(pod.get("status")).get("resourceClaimStatuses") or ()
                     if isinstance(s, Mapping)}
-        return self.spec_demand(str(meta.get("namespace") or "default"),
-                                _mapping(pod.get("spec")), statuses=statuses,
-                                who=f"pod {meta.get('namespace') or 'default'}/{meta.get('name')}")
+        namespace = str(meta.get("namespace") or DEFAULT_NAMESPACE)
+        return self.spec_demand(namespace, as_mapping(pod.get("spec")), statuses=statuses,
+                                who=f"pod {namespace}/{meta.get('name')}")
 
     def spec_demand(self, namespace: str, spec: Mapping[str, Any], *,
                     statuses: Mapping[str, object] | None = None, who: str = "pod template",
@@ -185,7 +185,7 @@ class DeviceView:
             return {}
         out: dict[str, int] = {}
         for index, raw in enumerate(entries[:_MAX_POD_CLAIMS]):
-            entry = _mapping(raw)
+            entry = as_mapping(raw)
             where = f"{who}: spec.resourceClaims[{index}]"
             claim_spec = self._claim_of(namespace, entry, statuses or {}, where)
             if isinstance(claim_spec, str):
@@ -214,14 +214,14 @@ class DeviceView:
             if found is None:
                 return f"ResourceClaimTemplate {namespace}/{template} does not exist"
             return self._read(f"template {namespace}/{template}",
-                              _mapping(_mapping(found.get("spec")).get("spec")),
+                              as_mapping(as_mapping(found.get("spec")).get("spec")),
                               f"ResourceClaimTemplate {namespace}/{template}")
         return f"{where}: neither resourceClaimName nor resourceClaimTemplateName is set"
 
     def _unallocated(self, claim: Mapping[str, Any], where: str) -> ClaimSpec | str:
         if _allocation(claim):
             return ClaimSpec()  # its devices are out of the supply already
-        return self._read(f"claim {object_key(claim)}", _mapping(claim.get("spec")), where)
+        return self._read(f"claim {_key(claim)}", as_mapping(claim.get("spec")), where)
 
     def _read(self, key: str, spec: Mapping[str, Any], where: str) -> ClaimSpec | str:
         found = self._specs.get(key)
@@ -263,15 +263,15 @@ def _used(claims: Iterable[Mapping[str, Any]], live_pods: frozenset[str]) -> set
     nothing."""
     used: set[str] = set()
     for claim in claims:
-        results = _mapping(_allocation(claim).get("devices")).get("results")
+        results = as_mapping(_allocation(claim).get("devices")).get("results")
         if not isinstance(results, list):
             continue
         meta = _meta(claim)
-        if _mapping(meta.get("annotations")).get(EXTENDED_CLAIM_ANNOTATION) == "true" and any(
-                _mapping(o).get("uid") in live_pods for o in meta.get("ownerReferences") or ()):
+        if as_mapping(meta.get("annotations")).get(EXTENDED_CLAIM_ANNOTATION) == "true" and any(
+                as_mapping(o).get("uid") in live_pods for o in meta.get("ownerReferences") or ()):
             continue
         for result in results:
-            r = _mapping(result)
+            r = as_mapping(result)
             if r.get("adminAccess") is True:
                 continue
             used.add(f"{r.get('driver')}/{r.get('pool')}/{r.get('device')}")

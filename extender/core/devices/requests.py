@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from extender.core.model.objects import as_mapping
 from extender.core.model.resources import DEVICE_CLASS_PREFIX as IMPLICIT_PREFIX
 
 MAX_COUNT = 32
@@ -57,12 +58,8 @@ class ClaimSpec:
     problem: str = ""
 
 
-def _mapping(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
 def _name(obj: Mapping[str, Any]) -> str:
-    return str(_mapping(obj.get("metadata")).get("name") or "")
+    return str(as_mapping(obj.get("metadata")).get("name") or "")
 
 
 def read_classes(objects: Iterable[Mapping[str, Any]]) -> dict[str, DeviceClassInfo]:
@@ -72,13 +69,13 @@ def read_classes(objects: Iterable[Mapping[str, Any]]) -> dict[str, DeviceClassI
         name = _name(obj)
         if not name:
             continue
-        spec = _mapping(obj.get("spec"))
+        spec = as_mapping(obj.get("spec"))
         raw = spec.get("selectors")
         selectors = tuple(
-            str(_mapping(_mapping(s).get("cel")).get("expression") or "")
+            str(as_mapping(as_mapping(s).get("cel")).get("expression") or "")
             for s in (raw if isinstance(raw, list) else ()))
         extended = spec.get("extendedResourceName")
-        created = _mapping(obj.get("metadata")).get("creationTimestamp")
+        created = as_mapping(obj.get("metadata")).get("creationTimestamp")
         out[name] = DeviceClassInfo(name=name, selectors=selectors,
                                     extended=extended if isinstance(extended, str) else None,
                                     created=created if isinstance(created, str) else "")
@@ -105,7 +102,7 @@ def _desc(name: str) -> tuple[int, ...]:
 
 def read_claim_spec(spec: Mapping[str, Any], where: str) -> ClaimSpec:
     """The requests of a ResourceClaim ``spec`` (a claim's, or a template's ``spec.spec``)."""
-    devices = _mapping(_mapping(spec).get("devices"))
+    devices = as_mapping(as_mapping(spec).get("devices"))
     raw = devices.get("requests")
     if raw is None:
         return ClaimSpec()
@@ -117,12 +114,12 @@ def read_claim_spec(spec: Mapping[str, Any], where: str) -> ClaimSpec:
     out: list[DeviceRequest] = []
     for index, entry in enumerate(raw):
         path = f"{where}: spec.devices.requests[{index}]"
-        request = _mapping(entry)
+        request = as_mapping(entry)
         exact = request.get("exactly")
         if not isinstance(exact, Mapping):
             alternatives = request.get("firstAvailable")
             if isinstance(alternatives, list) and alternatives:
-                exact, path = _mapping(alternatives[0]), f"{path}.firstAvailable[0]"
+                exact, path = as_mapping(alternatives[0]), f"{path}.firstAvailable[0]"
             else:
                 return ClaimSpec(problem=f"{path}: neither exactly nor firstAvailable is set")
         read = _exact(exact, path)
@@ -132,7 +129,7 @@ def read_claim_spec(spec: Mapping[str, Any], where: str) -> ClaimSpec:
     if sum(r.count for r in out if not r.all_devices) > MAX_COUNT:
         return ClaimSpec(problem=f"{where}: asks more than {MAX_COUNT} devices in all "
                                  "(the API's limit for one claim)")
-    names = [str(_mapping(entry).get("name") or "") for entry in raw]
+    names = [str(as_mapping(entry).get("name") or "") for entry in raw]
     for constraint in _constraints(devices.get("constraints")):
         attribute = constraint.get("matchAttribute")
         if not isinstance(attribute, str) or not attribute:
@@ -145,7 +142,7 @@ def read_claim_spec(spec: Mapping[str, Any], where: str) -> ClaimSpec:
 
 
 def _constraints(raw: object) -> list[Mapping[str, Any]]:
-    return [_mapping(c) for c in raw[:MAX_REQUESTS]] if isinstance(raw, list) else []
+    return [as_mapping(c) for c in raw[:MAX_REQUESTS]] if isinstance(raw, list) else []
 
 
 def _exact(exact: Mapping[str, Any], path: str) -> DeviceRequest | str:
@@ -155,7 +152,7 @@ def _exact(exact: Mapping[str, Any], path: str) -> DeviceRequest | str:
     raw_selectors = exact.get("selectors")
     selectors = []
     for s in raw_selectors if isinstance(raw_selectors, list) else ():
-        expression = _mapping(_mapping(s).get("cel")).get("expression")
+        expression = as_mapping(as_mapping(s).get("cel")).get("expression")
         if not isinstance(expression, str):
             return f"{path}.selectors: a selector without cel.expression"
         selectors.append(expression)

@@ -41,13 +41,24 @@ class ObjectError(ModelError):
     """An API object missing a field it needs, or holding one of the wrong type."""
 
 
-def _mapping(value: object) -> Mapping[str, Any]:
+def as_mapping(value: object) -> Mapping[str, Any]:
+    """``value`` if it is a mapping, else an empty one: a field of the wrong type reads as
+    absent."""
     return value if isinstance(value, Mapping) else {}
+
+
+def object_key(obj: Mapping[str, Any], *, default_namespace: str = "") -> str:
+    """``namespace/name``; an object without a namespace takes ``default_namespace``, and is
+    keyed by its name alone when that is empty (a cluster-scoped object)."""
+    meta = as_mapping(obj.get("metadata"))
+    namespace = meta.get("namespace") or default_namespace
+    name = meta.get("name") or ""
+    return f"{namespace}/{name}" if namespace else str(name)
 
 
 def _labels(meta: Mapping[str, Any], field: str, what: str) -> tuple[tuple[str, str], ...]:
     try:
-        return freeze_labels(_mapping(meta.get(field)))
+        return freeze_labels(as_mapping(meta.get(field)))
     except LabelError as err:
         raise ObjectError(f"{what}: metadata.{field}: {err}") from err
 
@@ -55,7 +66,7 @@ def _labels(meta: Mapping[str, Any], field: str, what: str) -> tuple[tuple[str, 
 def _meta(obj: Mapping[str, Any], what: str) -> tuple[Mapping[str, Any], str]:
     if not isinstance(obj, Mapping):
         raise ObjectError(f"{what}: expected an object")
-    meta = _mapping(obj.get("metadata"))
+    meta = as_mapping(obj.get("metadata"))
     name = meta.get("name")
     if not isinstance(name, str) or not name:
         raise ObjectError(f"{what}: metadata.name is required")
@@ -76,7 +87,7 @@ def owner_refs(meta: Mapping[str, Any]) -> tuple[OwnerRef, ...]:
     out = []
     refs = meta.get("ownerReferences")
     for raw in refs if isinstance(refs, list) else []:
-        ref = _mapping(raw)
+        ref = as_mapping(raw)
         kind, name = ref.get("kind"), ref.get("name")
         if isinstance(kind, str) and isinstance(name, str):
             out.append(OwnerRef(api_version=str(ref.get("apiVersion") or ""), kind=kind,
@@ -88,16 +99,16 @@ def owner_refs(meta: Mapping[str, Any]) -> tuple[OwnerRef, ...]:
 def node_from_api(obj: Mapping[str, Any]) -> NodeInfo:
     """A Node object -> :class:`NodeInfo` (allocatable, labels, taints, cordon)."""
     meta, name = _meta(obj, "node")
-    spec = _mapping(obj.get("spec"))
-    status = _mapping(obj.get("status"))
+    spec = as_mapping(obj.get("spec"))
+    status = as_mapping(obj.get("status"))
     try:
-        allocatable = Resources.parse(_mapping(status.get("allocatable")))
+        allocatable = Resources.parse(as_mapping(status.get("allocatable")))
     except QuantityError as err:
         raise ObjectError(f"node {name}: status.allocatable: {err}") from err
     taints = []
     raw_taints = spec.get("taints")
     for raw in raw_taints if isinstance(raw_taints, list) else []:
-        t = _mapping(raw)
+        t = as_mapping(raw)
         if isinstance(t.get("key"), str):
             taints.append(Taint(key=t["key"], value=str(t.get("value") or ""),
                                 effect=str(t.get("effect") or "NoSchedule")))
@@ -114,9 +125,9 @@ def pod_from_api(obj: Mapping[str, Any]) -> PodInfo:
     """A Pod object -> :class:`PodInfo`, its demand computed by :func:`podspec.shape_of`."""
     meta, name = _meta(obj, "pod")
     namespace = str(meta.get("namespace") or "default")
-    spec = _mapping(obj.get("spec"))
-    status = _mapping(obj.get("status"))
-    annotations = _mapping(meta.get("annotations"))
+    spec = as_mapping(obj.get("spec"))
+    status = as_mapping(obj.get("status"))
+    annotations = as_mapping(meta.get("annotations"))
     labels = _labels(meta, "labels", f"pod {namespace}/{name}")
     frozen_annotations = _labels(meta, "annotations", f"pod {namespace}/{name}")
     try:
