@@ -24,9 +24,9 @@ and, in the same run, JSON decode+encode of the 5,000-node body with orjson and 
 then, in process, what one pod event costs the next filter (the snapshot Muster keeps current).
 
 ``--events 1000,5000,10000`` runs only the background-event mode: clusters of 10 bound pods
-per node, the cost of one pod event (applied to the store and the next snapshot made) beside
-the full rebuild it replaced, and a planned member's filter quiet and with 200 pod events per
-second arriving from another thread; ratios in the same run.
+per node, the cost of one pod event (applied to the store and the next snapshot made), and a
+planned member's filter quiet and with 200 pod events per second arriving from another thread;
+ratios in the same run.
 """
 
 from __future__ import annotations
@@ -574,22 +574,6 @@ class EventWorld:
             self.store.snapshot()
             self.costs.append(time.perf_counter() - t0)
 
-    def rebuild_costs(self) -> list[float]:
-        """The previous path: every object again through the memo, every node re-indexed."""
-        from extender.core.gang.reindex import IndexKeeper  # noqa: PLC0415
-        from extender.core.workloads.cluster import BuildMemo, build_snapshot  # noqa: PLC0415
-        from extender.files.catalog import packaged_catalog  # noqa: PLC0415
-
-        raw, memo, keeper = self.store.raw(), BuildMemo(), IndexKeeper()
-        catalog = packaged_catalog()
-        out = []
-        for _ in range(4):  # the first fills the memo, as the previous path's start did
-            t0 = time.perf_counter()
-            keeper.keep(build_snapshot(nodes=raw.nodes, pods=raw.pods, objects=raw.objects,
-                                       catalog=catalog, memo=memo))
-            out.append(time.perf_counter() - t0)
-        return out[1:]
-
     def filters(self, *, rate: float, filters: int, rounds: int,
                 ) -> tuple[list[float], list[float], float]:
         """A planned member's filter quiet, then with ``rate`` pod events per second arriving
@@ -626,8 +610,8 @@ class EventWorld:
 
 def events_mode(sizes: Sequence[int], args: argparse.Namespace) -> int:
     """One event's cost at every size, measured round-robin (100 events per size in turn) so
-    that the machine's load at the moment hits every size alike; then each size's rebuild cost
-    by the previous path and its filter latency quiet and under events.
+    that the machine's load at the moment hits every size alike; then each size's filter
+    latency quiet and under events.
 
     In one process, as ``muster serve``'s worker runs: its interpreter-lock switch interval
     (``Settings.switch_interval``) is set before the threads start, so a filter waiting for
@@ -647,7 +631,6 @@ def events_mode(sizes: Sequence[int], args: argparse.Namespace) -> int:
         for world in worlds.values():
             world.event_costs(100)
     for n, world in worlds.items():
-        full = world.rebuild_costs()
         quiet, busy, achieved = world.filters(rate=args.rate, filters=150, rounds=3)
         mean = sum(world.costs) / len(world.costs)
         print(f"\n{n} nodes, {world.pods} bound pods ({args.pods_per_node} per node), "
@@ -655,7 +638,6 @@ def events_mode(sizes: Sequence[int], args: argparse.Namespace) -> int:
               f"{world.loaded:.1f} s")
         print(row("one pod event (applied + snapshot)", world.costs)
               + f"  mean={mean * 1e3:6.3f} ms")
-        print(row("rebuild from all, the previous path", full))
         print(row("filter, planned member, quiet", quiet))
         print(row(f"filter, {achieved:.0f} pod events/s behind", busy))
         print(f"  {'under events / quiet':<34} p50 x{pct(busy, 0.5) / pct(quiet, 0.5):.2f}   "

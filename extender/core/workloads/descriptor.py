@@ -9,10 +9,8 @@ field by field in ``docs/descriptors.md``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, TypedDict
 
 from extender.core.model.values import Phase
 from extender.core.workloads.expressions import (
@@ -57,15 +55,6 @@ __all__ = [
 
 API_VERSION = "muster.dev/v1alpha1"
 KIND = "WorkloadDescriptor"
-
-
-class RawDescriptor(TypedDict, total=False):
-    """A descriptor document as parsed from YAML (the edge type)."""
-
-    apiVersion: str
-    kind: str
-    metadata: dict[str, Any]
-    spec: dict[str, Any]
 
 
 class GangPolicy(StrEnum):
@@ -709,8 +698,3 @@ def compile_descriptor(raw: object) -> Descriptor:
         status=_status(spec.get("status", {}), "spec.status"),
         description=description,
     )
-
-
-def is_descriptor_document(raw: Mapping[str, Any]) -> bool:
-    """Whether a parsed document claims to be a WorkloadDescriptor (to pick it from a stream)."""
-    return raw.get("kind") == KIND

@@ -15,11 +15,11 @@ import yaml
 
 from extender.core.model.objects import pod_from_api
 from extender.core.model.values import Membership, WorkloadTree
-from extender.core.workloads.cluster import resolve_objects
+from extender.core.workloads.cluster import read_tree
 from extender.core.workloads.descriptor import DescriptorError, compile_descriptor
 from extender.core.workloads.expressions import WorkloadError
 from extender.core.workloads.membership import ObjectIndex, find_membership
-from extender.core.workloads.workload import resolve_workload
+from extender.core.workloads.workload import DEFAULT_LIMITS, resolve_workload
 from extender.sandbox.controllers import children
 from tests.unit.descriptors.examples import REPO, catalog
 
@@ -96,10 +96,10 @@ def grove_pod(obj: dict[str, Any], clique_name: str, *, replica: int,
 def membership(obj: dict[str, Any], pod: dict[str, Any],
                extra: list[dict[str, Any]] | None = None) -> Membership | None:
     objects = [obj, *(extra or [])]
-    trees, problems = resolve_objects(objects, catalog())
-    assert problems == []
-    return find_membership(pod_from_api(pod), objects=ObjectIndex.of(objects),
-                           catalog=catalog(), workloads={t.ref.key: t for t in trees})
+    trees = [read_tree(o, catalog(), DEFAULT_LIMITS) for o in objects]
+    assert not [t for t in trees if isinstance(t, str)]  # each resolves or is part of another
+    return find_membership(pod_from_api(pod), objects=ObjectIndex.of(objects), catalog=catalog(),
+                           workloads={t.ref.key: t for t in trees if isinstance(t, WorkloadTree)})
 
 
 # ------------------------------------------------------------------ gangs

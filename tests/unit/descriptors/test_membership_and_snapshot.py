@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from extender.core.model.objects import node_from_api, pod_from_api
-from extender.core.model.values import GangKey
-from extender.core.workloads.cluster import build_snapshot, resolve_objects
+from extender.core.model.values import GangKey, WorkloadTree
+from extender.core.workloads.cluster import build_snapshot, read_tree
 from extender.core.workloads.membership import ObjectIndex, find_membership
+from extender.core.workloads.workload import DEFAULT_LIMITS
 from tests.unit.descriptors.examples import catalog
 
 
@@ -58,10 +59,11 @@ OBJECTS = [JOBSET, JOB, LWS, STS, DEPLOY, RS]
 
 
 def membership(pod: dict[str, Any]):  # type: ignore[no-untyped-def]
-    trees, problems = resolve_objects(OBJECTS, catalog())
-    assert problems == []
+    trees = [read_tree(o, catalog(), DEFAULT_LIMITS) for o in OBJECTS]
+    workloads = {t.ref.key: t for t in trees if isinstance(t, WorkloadTree)}
+    assert len(workloads) == 3  # the JobSet, the LWS and the Deployment; their parts are none
     return find_membership(pod_from_api(pod), objects=ObjectIndex.of(OBJECTS),
-                           catalog=catalog(), workloads={t.ref.key: t for t in trees})
+                           catalog=catalog(), workloads=workloads)
 
 
 def test_a_pod_of_a_job_inside_a_jobset_belongs_to_the_jobset_gang() -> None:
@@ -125,11 +127,12 @@ def test_build_snapshot_resolves_workloads_bare_pods_and_memberships() -> None:
     assert snap.gang_of("uid-notebook") is None
 
 
-def test_resolve_objects_reports_the_objects_it_cannot_resolve() -> None:
+def test_a_snapshot_names_each_object_it_cannot_resolve_and_keeps_the_rest() -> None:
     broken = {**LWS, "spec": {"replicas": "many"}}
-    trees, problems = resolve_objects([broken, DEPLOY], catalog())
-    assert [t.ref.key for t in trees] == ["Deployment/ml/web"]
-    assert len(problems) == 1 and "LeaderWorkerSet/vllm" in problems[0]
+    snap = build_snapshot(nodes=[], pods=[], objects=[broken, DEPLOY], catalog=catalog())
+    assert list(snap.workloads) == ["Deployment/ml/web"]
+    assert list(snap.refused) == ["LeaderWorkerSet/ml/vllm"]
+    assert "LeaderWorkerSet/vllm" in snap.refused["LeaderWorkerSet/ml/vllm"][1]
 
 
 def test_node_and_pod_values_read_the_fields_decisions_need() -> None:
