@@ -16,20 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any, cast
 
-from extender.core.decide.effects import (
-    BindParked,
-    BindStep,
-    Effect,
-    Emit,
-    Evict,
-    FailHeld,
-    Release,
-    Requeue,
-    Step,
-    Ungate,
-    Withdrawn,
-    WorkloadRefused,
-)
+from extender.core.decide.effects import BindParked, BindStep, Effect, Requeue, Step
 from extender.core.decide.session import GangSession
 from extender.core.decide.settings import CoreSettings
 from extender.core.model.objects import pod_from_api
@@ -38,6 +25,7 @@ from extender.core.model.values import NodeName, PodInfo
 from extender.server.decider import Busy
 from extender.server.gangobjects import gang_objects
 from extender.server.inspect import describe_gangs
+from extender.server.service_effects import ServiceEffects
 from extender.server.settings import Settings
 from extender.server.wire import (
     BindingArgs,
@@ -122,13 +110,15 @@ class GangService:
         self._settings = settings
         self._clock = clock
         self._binder = binder
-        self._events = events
         self._cond = threading.Condition()
         self.session = session or GangSession(core_settings(settings))
         """The gang decisions; touched only under ``_cond``."""
         self._may_act = may_act or _always
         """Checked just before each Binding is posted: False once this replica is no longer
         the leader (leader election), so a bind decided in its term is not posted after it."""
+        self._effects = ServiceEffects(events=events, requeuer=self._requeuer,
+                                       evictor=self._evictor, ungater=self._ungater,
+                                       may_act=self._may_act)
         self._term = 0
         """Bumped when leadership is gained or lost: a bind held in an older term fails."""
         self._looks_before = (0, 0)
@@ -191,42 +181,9 @@ class GangService:
     # --- effects ------------------------------------------------------------------------------
 
     def _apply(self, effects: Sequence[Effect]) -> list[BindParked]:
-        """Under the lock: carry out what the session decided; returns the parked binds to
-        post (off the lock, on the pool)."""
-        wake = False
-        parked: list[BindParked] = []
-        for effect in effects:
-            if isinstance(effect, Emit):
-                self._events.emit(effect.event)
-            elif isinstance(effect, (Release, FailHeld)):
-                wake = True
-            elif isinstance(effect, BindParked):
-                parked.append(effect)
-            elif isinstance(effect, Withdrawn):
-                log.warning("verb=bind gang=%s outcome=withdrawn cause=%s members=%d reason=%r",
-                            effect.gang, effect.outcome, effect.members, effect.reason)
-            elif isinstance(effect, WorkloadRefused):
-                log.warning("workload=%s outcome=refused reason=%r", effect.workload,
-                            effect.reason[:500])
-            elif isinstance(effect, Evict):
-                if not self._may_act():  # a replica that no longer leads evicts nothing
-                    log.warning("verb=preempt gang=%s event=evict-skipped pods=%d "
-                                "reason=not-leader", effect.gang, len(effect.pods))
-                    continue
-                log.info("verb=preempt gang=%s event=evict pods=%d reason=%r", effect.gang,
-                         len(effect.pods), effect.reason)
-                self._evictor.evict(effect.pods, effect.reason)
-            elif isinstance(effect, Requeue):
-                log.info("event=requeue pods=%d reason=%r", len(effect.pods), effect.reason)
-                self._requeuer.requeue(effect.pods, effect.reason)
-            elif isinstance(effect, Ungate):
-                if not self._may_act():  # its plan is in a ledger no longer leading
-                    log.warning("event=ungate-skipped gang=%s pods=%d reason=not-leader",
-                                effect.gang or "-", len(effect.pods))
-                    continue
-                log.info("event=ungate gang=%s pods=%d reason=%r", effect.gang or "-",
-                         len(effect.pods), effect.reason)
-                self._ungater.ungate(effect.pods, effect.reason)
+        """Under the lock: carry out what the session decided (:class:`ServiceEffects`);
+        returns the parked binds to post (off the lock, on the pool)."""
+        wake, parked = self._effects.apply(effects)
         if wake:
             self._cond.notify_all()
         return parked

@@ -3,15 +3,19 @@
 Every verb of :class:`~extender.core.decide.session.GangSession` returns its decision together with
 a tuple of these effects. The session has already changed its own state (ledger, barrier
 tables); an effect is what only the adapter can do: write an event, wake or fail a bind
-request it holds, post a Binding Muster makes itself, requeue pods, log, count. The server
-does them with threads and the API server, the simulator on its virtual clock; both read
-the same effects, which is what the conformance test compares.
+request it holds, post a Binding Muster makes itself, requeue pods, ungate or evict pods, log,
+count. The server does them with threads and the API server, the simulator on its virtual
+clock; both go through :func:`dispatch` with their :class:`EffectHandler`, so an effect kind
+neither driver handles fails type checking, and the conformance test compares what both
+decide.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Protocol, assert_never
 
 from extender.core.model.notices import AnyEvent, PodRef
 from extender.core.model.values import GangKey, NodeName
@@ -114,16 +118,55 @@ class Evict:
     reason: str
 
 
-@dataclass(frozen=True, slots=True)
-class WaitUntil:
-    """The session has something to do at ``deadline`` (a held bind's limit): call
-    :meth:`GangSession.poll` (or :meth:`GangSession.tick`) then, even if nothing happens."""
-
-    deadline: float
+Effect = (Emit | Release | FailHeld | BindParked | Requeue | Ungate | Evict | Withdrawn
+          | PlanExpired | WorkloadRefused)
+"""Every effect a session returns: a closed union, carried out only through :func:`dispatch`."""
 
 
-Effect = (Emit | Release | FailHeld | BindParked | Requeue | Withdrawn | PlanExpired
-          | WorkloadRefused | Evict | WaitUntil | Ungate)
+class EffectHandler(Protocol):
+    """What a driver does with each kind of effect, one method per kind. A driver that does
+    nothing for one says so in that method, with its reason."""
+
+    def emit(self, effect: Emit) -> None: ...
+    def release(self, effect: Release) -> None: ...
+    def fail_held(self, effect: FailHeld) -> None: ...
+    def bind_parked(self, effect: BindParked) -> None: ...
+    def requeue(self, effect: Requeue) -> None: ...
+    def ungate(self, effect: Ungate) -> None: ...
+    def evict(self, effect: Evict) -> None: ...
+    def withdrawn(self, effect: Withdrawn) -> None: ...
+    def plan_expired(self, effect: PlanExpired) -> None: ...
+    def workload_refused(self, effect: WorkloadRefused) -> None: ...
+
+
+def dispatch(effects: Iterable[Effect], handler: EffectHandler) -> None:
+    """Hand each effect, in order, to ``handler``'s method for its kind: the one dispatch
+    both drivers go through. An effect kind added to :data:`Effect` and not handled here
+    fails type checking (``assert_never``), and so does a handler without its method."""
+    for effect in effects:
+        match effect:
+            case Emit():
+                handler.emit(effect)
+            case Release():
+                handler.release(effect)
+            case FailHeld():
+                handler.fail_held(effect)
+            case BindParked():
+                handler.bind_parked(effect)
+            case Requeue():
+                handler.requeue(effect)
+            case Ungate():
+                handler.ungate(effect)
+            case Evict():
+                handler.evict(effect)
+            case Withdrawn():
+                handler.withdrawn(effect)
+            case PlanExpired():
+                handler.plan_expired(effect)
+            case WorkloadRefused():
+                handler.workload_refused(effect)
+            case _:
+                assert_never(effect)
 
 
 class Step(StrEnum):
