@@ -27,7 +27,14 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, cast, runtime_checkable
 
-from extender.core.devices.attach import DeviceLowering
+from extender.core.devices.attach import (
+    CLAIM_TEMPLATES,
+    DEVICE_CLASSES,
+    DEVICE_SOURCES,
+    RESOURCE_CLAIMS,
+    RESOURCE_SLICES,
+    DeviceLowering,
+)
 from extender.core.model.objects import object_key
 from extender.core.model.snapshot import ClusterSnapshot
 
@@ -39,13 +46,6 @@ DESCRIPTORS = "muster.dev/v1alpha1/WorkloadDescriptor"
 KARTAS = "run.ai/v1alpha1/Karta"
 """NVIDIA Workload Map descriptors: held, compiled and listened to like WorkloadDescriptors."""
 DESCRIPTOR_SOURCES = (DESCRIPTORS, KARTAS)
-RESOURCE_SLICES = "resource.k8s.io/v1/ResourceSlice"
-DEVICE_CLASSES = "resource.k8s.io/v1/DeviceClass"
-RESOURCE_CLAIMS = "resource.k8s.io/v1/ResourceClaim"
-CLAIM_TEMPLATES = "resource.k8s.io/v1/ResourceClaimTemplate"
-DEVICE_SOURCES = (RESOURCE_SLICES, DEVICE_CLASSES, RESOURCE_CLAIMS, CLAIM_TEMPLATES)
-"""Dynamic Resource Allocation: lowered into node supply and pod demand (:mod:`.devices`),
-never workload objects."""
 SOURCE_STATES = ("listing", "synced", "broken", "forbidden")
 """What :meth:`StateStore.source_states` says of a source: not listed yet; listed and
 watched; its watch failing (the store is not ready); cannot be watched (RBAC)."""
@@ -482,7 +482,8 @@ _TOMBSTONES = 50_000
 def _uid(obj: RawObject) -> str:
     return str((obj.get("metadata") or {}).get("uid") or "")
 
-# object_key: the store's keys, which the snapshot builders key by too.
+# object_key: the store's keys, which the snapshot builders key by too; the DRA sources
+# (DEVICE_SOURCES and the four it holds), which the informers list.
 __all__ = [
     "CLAIM_TEMPLATES", "DESCRIPTORS", "DESCRIPTOR_SOURCES", "DEVICE_CLASSES", "DEVICE_SOURCES",
     "KARTAS", "NODES", "PODS", "RESOURCE_CLAIMS", "RESOURCE_SLICES", "SOURCE_STATES", "Changes",

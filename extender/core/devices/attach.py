@@ -25,8 +25,14 @@ from extender.core.model.podspec import DEVICE_DEMAND
 
 RawObject = Mapping[str, Any]
 
-_CATALOG_SOURCES = frozenset({"resource.k8s.io/v1/ResourceSlice",
-                              "resource.k8s.io/v1/DeviceClass"})
+RESOURCE_SLICES = "resource.k8s.io/v1/ResourceSlice"
+DEVICE_CLASSES = "resource.k8s.io/v1/DeviceClass"
+RESOURCE_CLAIMS = "resource.k8s.io/v1/ResourceClaim"
+CLAIM_TEMPLATES = "resource.k8s.io/v1/ResourceClaimTemplate"
+DEVICE_SOURCES = (RESOURCE_SLICES, DEVICE_CLASSES, RESOURCE_CLAIMS, CLAIM_TEMPLATES)
+"""The sources of DRA objects, named as the state store names a source
+(``<apiVersion>/<kind>``): lowered into node supply and pod demand, never workload objects."""
+_CATALOG_SOURCES = frozenset({RESOURCE_SLICES, DEVICE_CLASSES})
 
 
 class DeviceLowering:
@@ -172,8 +178,7 @@ _DEPTH = 24
 """How deep a pod template may sit in a workload object (JobSet: 7 levels)."""
 
 
-DEVICE_KINDS = frozenset({"ResourceSlice", "DeviceClass", "ResourceClaim",
-                          "ResourceClaimTemplate"})
+DEVICE_KINDS = frozenset(source.rsplit("/", 1)[-1] for source in DEVICE_SOURCES)
 
 
 def is_device_object(obj: RawObject) -> bool:
