@@ -48,13 +48,14 @@ from extender.core.gang.freeview import (
     placed_in_of,
     placed_subgroups,
 )
+from extender.core.gang.lifecycle import GangRecord, GangState, Reservation, Transition
 from extender.core.gang.placement import Plan, placed_domain, plan_gang
 from extender.core.model.resources import GPU
 from extender.core.model.snapshot import ClusterSnapshot
 from extender.core.model.values import GangKey, NodeName
 
 __all__ = [
-    "INFLIGHT_TTL", "InFlight", "Ledger", "Reservation",
+    "INFLIGHT_TTL", "GangRecord", "GangState", "InFlight", "Ledger", "Reservation", "Transition",
     # The free-capacity view's names, imported from here by the decisions that read both.
     "free_capacity", "in_flight_demands", "occupants", "per_node", "per_role",
     "placed_counts", "placed_in_of", "placed_subgroups",
@@ -68,13 +69,7 @@ forgets them in one pass."""
 
 
 _NO_CLAIMS: Mapping[str, tuple[NodeName, str]] = MappingProxyType({})
-
-
-@dataclass(frozen=True, slots=True)
-class Reservation:
-    plan: Plan
-    reserved_at: float
-    deadline: float
+_NOT_HELD: Mapping[str, NodeName] = MappingProxyType({})
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,41 +79,33 @@ class InFlight:
     deadline: float
 
 
+@dataclass(frozen=True, slots=True)
+class _Views:
+    """The records' plans, holds and barriers, each sorted by gang: read on every decision,
+    worked out again only when one of them changed."""
+
+    plans: list[tuple[GangKey, Reservation]]
+    holds: list[tuple[GangKey, Reservation]]
+    barriers: list[tuple[GangKey, float]]
+    holding: frozenset[GangKey]
+
+
 class Ledger:
-    """Plans with deadlines, pods in flight and bind barriers, keyed for quick lookup."""
+    """One :class:`GangRecord` per gang (plan, hold, barrier, admission), and the pods in
+    flight, keyed for quick lookup."""
 
     def __init__(self) -> None:
-        self._plans: dict[GangKey, Reservation] = {}
+        self._records: dict[GangKey, GangRecord] = {}
         self._inflight: dict[str, InFlight] = {}
-        self._barrier: dict[GangKey, float] = {}
-        """Gang -> when its latest new member reached bind (while below its minimum)."""
-        self._waiting: dict[GangKey, dict[str, NodeName]] = {}
-        """Gang -> members held at the barrier: pod uid -> node."""
-        self._admitted: dict[GangKey, float] = {}
-        """Gang -> when its barrier first released; later members of a released stage bind
-        at once."""
-        self._stage: dict[GangKey, int] = {}
-        """Gang -> the last stage its barrier released (a staged gang is released stage by
-        stage as its operator creates the pods of each)."""
-        self._seen: dict[GangKey, set[str]] = {}
-        """Gang -> members seen since its plan was made (filtered onto it or at bind): a
-        member seen for the first time is progress, and keeps the plan alive."""
-        self._holds: dict[GangKey, Reservation] = {}
-        """Gang -> the capacity its preemption plan frees, held for it while its victims are
-        evicted, so that no other gang or pod takes what was freed for it."""
+        self._held_in: dict[str, set[GangKey]] = {}
+        """Pod uid -> the gangs whose barrier holds it (one, unless its gang changed): an
+        index of the records' ``waiting``, so a pod bound or gone is found in O(1)."""
+        self._views: _Views | None = None
         self.version = 0
         """Bumped on every change, so callers may cache what they derive from the ledger."""
         self.plans_ended = 0
         """Bumped whenever a plan ends (expired, withdrawn, settled, forgotten): capacity went
         back, and pods turned away while it held it may fit now."""
-        self._settled: dict[GangKey, tuple[tuple[int | None, Plan, tuple[InFlight | None, ...]],
-                                           bool]] = {}
-        """Gang -> what :meth:`settle` last found for its plan, and under what (its stamp,
-        the plan, its pods in flight); an entry goes with the plan, so there are never more
-        than there are plans."""
-        self._claims: dict[GangKey, dict[str, tuple[NodeName, str]]] = {}
-        """Gang -> pod uid -> (node, role): the one node of the plan a member's filter passed
-        it, until its bind arrives (:meth:`claim`); goes with the plan."""
         self._placed_memo: dict[GangKey, tuple[ClusterSnapshot, int, dict[
             tuple[NodeName, str], int]]] = {}
         self._capacity_memo: tuple[ClusterSnapshot | None, int, CapacityMemo] = (
@@ -136,56 +123,130 @@ class Ledger:
     def clone(self) -> Ledger:
         """An independent copy (memos dropped): for what-if questions and replay checks."""
         twin = Ledger()
-        twin._plans = dict(self._plans)
+        twin._records = {g: r.copy() for g, r in self._records.items()}
         twin._inflight = dict(self._inflight)
-        twin._barrier = dict(self._barrier)
-        twin._waiting = {g: dict(w) for g, w in self._waiting.items()}
-        twin._admitted = dict(self._admitted)
-        twin._stage = dict(self._stage)
-        twin._holds = dict(self._holds)
-        twin._seen = {g: set(s) for g, s in self._seen.items()}
-        twin._claims = {g: dict(c) for g, c in self._claims.items()}
+        twin._held_in = {uid: set(gangs) for uid, gangs in self._held_in.items()}
         twin.version = self.version
         return twin
 
+    # the gangs' records --------------------------------------------------------------------
+    def state(self, gang: GangKey) -> GangState | None:
+        """The gang's state in the ledger (``None``: it promises the gang nothing)."""
+        record = self._records.get(gang)
+        return None if record is None else record.state
+
+    def records(self) -> list[tuple[GangKey, GangRecord]]:
+        """Every gang's record, sorted by gang (the records themselves: read, do not write)."""
+        return sorted(self._records.items())
+
+    def record(self, gang: GangKey) -> GangRecord | None:
+        """The gang's record (read, do not write), if the ledger keeps one."""
+        return self._records.get(gang)
+
+    def _open(self, gang: GangKey) -> GangRecord:
+        record = self._records.get(gang)
+        if record is None:
+            record = self._records[gang] = GangRecord()
+        return record
+
+    def _moved(self, gang: GangKey, before: GangState | None, why: str) -> Transition | None:
+        """After a change to the gang's record: drop it if empty, say if its state changed."""
+        record = self._records.get(gang)
+        after = None if record is None else record.state
+        if record is not None and record.empty():
+            del self._records[gang]
+        return None if after is before else Transition(gang, before, after, why)
+
+    def _set_plan(self, record: GangRecord, plan: Reservation | None) -> None:
+        record.plan = plan
+        self._views = None
+
+    def _set_hold(self, record: GangRecord, hold: Reservation | None) -> None:
+        record.hold = hold
+        self._views = None
+
+    def _set_barrier(self, record: GangRecord, started: float | None) -> None:
+        record.barrier = started
+        self._views = None
+
+    def _unwait(self, gang: GangKey, record: GangRecord) -> dict[str, NodeName]:
+        """Take every member off the gang's barrier; return them."""
+        held, record.waiting = record.waiting, {}
+        for uid in held:
+            self._unindex(uid, gang)
+        return held
+
+    def _unindex(self, uid: str, gang: GangKey) -> None:
+        gangs = self._held_in.get(uid)
+        if gangs is not None:
+            gangs.discard(gang)
+            if not gangs:
+                del self._held_in[uid]
+
+    def _view(self) -> _Views:
+        views = self._views
+        if views is None:
+            items = sorted(self._records.items())
+            plans = [(g, r.plan) for g, r in items if r.plan is not None]
+            holds = [(g, r.hold) for g, r in items if r.hold is not None]
+            views = self._views = _Views(
+                plans=plans, holds=holds,
+                barriers=[(g, r.barrier) for g, r in items if r.barrier is not None],
+                holding=frozenset(g for g, _ in plans) | frozenset(g for g, _ in holds))
+        return views
+
     # plans ---------------------------------------------------------------------------------
     def plan_for(self, gang: GangKey) -> Plan | None:
-        res = self._plans.get(gang)
+        record = self._records.get(gang)
+        res = None if record is None else record.plan
         return None if res is None else res.plan
 
     def reservation(self, gang: GangKey) -> Reservation | None:
-        return self._plans.get(gang)
+        record = self._records.get(gang)
+        return None if record is None else record.plan
 
     def reservations(self) -> list[tuple[GangKey, Reservation]]:
-        return sorted(self._plans.items())
+        return list(self._view().plans)
 
-    def reserve(self, plan: Plan, *, now: float, ttl: float) -> None:
-        self._plans[plan.gang] = Reservation(plan=plan, reserved_at=now, deadline=now + ttl)
-        self._plan_went(plan.gang)  # what was kept was about the old plan, if any
-        self._holds.pop(plan.gang, None)  # admitted: its plan holds what it needs now
+    def reserve(self, plan: Plan, *, now: float, ttl: float) -> Transition | None:
+        gang = plan.gang
+        record = self._open(gang)
+        before = record.state
+        self._set_plan(record, Reservation(plan=plan, reserved_at=now, deadline=now + ttl))
+        record.plan_went()  # what was kept was about the old plan, if any
+        self._set_hold(record, None)  # admitted: its plan holds what it needs now
         self.version += 1
+        return self._moved(gang, before, "reserve")
 
     # capacity held for a preemptor ---------------------------------------------------------
-    def hold(self, placement: Plan, *, now: float, deadline: float) -> None:
+    def hold(self, placement: Plan, *, now: float, deadline: float) -> Transition | None:
         """Hold ``placement`` for its gang, which is evicting victims to fit: other gangs
         and pods see that capacity as taken (even while the victims still use it) until the
         gang is planned, the hold is dropped, or ``deadline`` passes."""
-        self._holds[placement.gang] = Reservation(plan=placement, reserved_at=now,
-                                                  deadline=deadline)
+        gang = placement.gang
+        record = self._open(gang)
+        before = record.state
+        self._set_hold(record, Reservation(plan=placement, reserved_at=now, deadline=deadline))
         self.version += 1
+        return self._moved(gang, before, "hold")
 
-    def unhold(self, gang: GangKey) -> None:
-        if self._holds.pop(gang, None) is not None:
-            self.version += 1
-            self.plans_ended += 1
+    def unhold(self, gang: GangKey) -> Transition | None:
+        record = self._records.get(gang)
+        if record is None or record.hold is None:
+            return None
+        before = record.state
+        self._set_hold(record, None)
+        self.version += 1
+        self.plans_ended += 1
+        return self._moved(gang, before, "unhold")
 
     def holds(self) -> list[tuple[GangKey, Reservation]]:
         """Preemptors' holds, sorted by gang."""
-        return sorted(self._holds.items())
+        return list(self._view().holds)
 
     def holding(self) -> frozenset[GangKey]:
         """The gangs holding capacity others may not use: by a plan, or by a hold."""
-        return frozenset(self._plans) | frozenset(self._holds)
+        return self._view().holding
 
     def progress(self, gang: GangKey, pod_uid: str, *, now: float, ttl: float) -> bool:
         """A member of the gang was filtered onto its plan or reached bind. The first time
@@ -193,21 +254,20 @@ class Ledger:
         least, so a gang whose members keep arriving (a slow scheduler queue, a large gang)
         is not expired and planned over again while it gathers. A member retrying is not
         progress. Returns whether it was."""
-        if gang not in self._plans:
+        record = self._records.get(gang)
+        if record is None or record.plan is None or pod_uid in record.seen:
             return False
-        seen = self._seen.setdefault(gang, set())
-        if pod_uid in seen:
-            return False
-        seen.add(pod_uid)
+        record.seen.add(pod_uid)
         self.extend(gang, deadline=now + ttl)
         return True
 
     def extend(self, gang: GangKey, *, deadline: float) -> None:
         """Keep the gang's plan until ``deadline`` at least: a staged gang's plan holds the
         later stages' capacity while the operator creates their pods."""
-        res = self._plans.get(gang)
-        if res is not None and res.deadline < deadline:
-            self._plans[gang] = Reservation(res.plan, res.reserved_at, deadline)
+        record = self._records.get(gang)
+        res = None if record is None else record.plan
+        if record is not None and res is not None and res.deadline < deadline:
+            self._set_plan(record, Reservation(res.plan, res.reserved_at, deadline))
             self.version += 1
 
     def claim(self, gang: GangKey, pod_uid: str, node: NodeName, role: str) -> None:
@@ -217,48 +277,65 @@ class Ledger:
         members offered the same open nodes could otherwise both pick one, and one bind
         would be turned away). A claim is a hint for the filter only: binds check the plan's
         slots as always. It goes with the plan; a member filtered again claims anew."""
-        if gang in self._plans:
-            self._claims.setdefault(gang, {})[pod_uid] = (node, role)
+        record = self._records.get(gang)
+        if record is not None and record.plan is not None:
+            record.claims[pod_uid] = (node, role)
 
     def claims(self, gang: GangKey) -> Mapping[str, tuple[NodeName, str]]:
         """Pod uid -> (node, role) claimed on the gang's plan (no copy)."""
-        return self._claims.get(gang, _NO_CLAIMS)
+        record = self._records.get(gang)
+        return _NO_CLAIMS if record is None else record.claims
 
-    def _plan_went(self, gang: GangKey) -> None:
-        """What is kept per plan goes with it."""
-        self._seen.pop(gang, None)
-        self._settled.pop(gang, None)
-        self._claims.pop(gang, None)
+    def _end_plan(self, record: GangRecord) -> bool:
+        """End the record's plan, if any (what is kept per plan goes with it); whether one
+        ended."""
+        record.plan_went()
+        if record.plan is None:
+            return False
+        self._set_plan(record, None)
+        self.plans_ended += 1
+        return True
 
-    def drop_plan(self, gang: GangKey) -> None:
+    def drop_plan(self, gang: GangKey) -> Transition | None:
         """End the gang's plan only; its barrier and held members stay. For a plan the cluster
         no longer honours (a slot taken behind Muster's back): the next member's filter plans
         the rest of the gang again around the members already held."""
-        self._plan_went(gang)
-        if self._plans.pop(gang, None) is not None:
+        record = self._records.get(gang)
+        if record is None:
+            return None
+        before = record.state
+        if self._end_plan(record):
             self.version += 1
-            self.plans_ended += 1
+        return self._moved(gang, before, "drop_plan")
 
-    def release(self, gang: GangKey) -> None:
+    def release(self, gang: GangKey) -> Transition | None:
         """Drop the gang's plan and barrier (its in-flight pods stay until observed)."""
-        self._plan_went(gang)
-        if self._plans.pop(gang, None) is not None:
-            self.plans_ended += 1
-        self._barrier.pop(gang, None)
-        self._waiting.pop(gang, None)
+        record = self._records.get(gang)
         self.version += 1
+        if record is None:
+            return None
+        before = record.state
+        self._end_plan(record)
+        self._set_barrier(record, None)
+        self._unwait(gang, record)
+        return self._moved(gang, before, "release")
 
     def expire(self, now: float) -> list[GangKey]:
         """Drop plans whose deadline has come, and stale in-flight pods; return the gangs."""
-        gone = sorted(g for g, r in self._plans.items() if r.deadline <= now)
+        views = self._view()
+        gone = [g for g, r in views.plans if r.deadline <= now]
         for gang in gone:
-            del self._plans[gang]
-            self._plan_went(gang)
-        self.plans_ended += len(gone)
-        lapsed = [g for g, r in self._holds.items() if r.deadline <= now]
+            record = self._records[gang]
+            before = record.state
+            self._end_plan(record)
+            self._moved(gang, before, "expire")
+        lapsed = [g for g, r in views.holds if r.deadline <= now]
         for gang in lapsed:
-            del self._holds[gang]
-        self.plans_ended += len(lapsed)
+            record = self._records[gang]
+            before = record.state
+            self._set_hold(record, None)
+            self.plans_ended += 1
+            self._moved(gang, before, "expire")
         stale = [uid for uid, f in self._inflight.items() if f.deadline <= now]
         for uid in stale:
             self.forget_pod(uid)
@@ -291,25 +368,29 @@ class Ledger:
     def confirm_bound(self, pod_uid: str, node: NodeName) -> None:
         """The pod is observed bound: the snapshot now charges it, so stop charging it here."""
         self._inflight.pop(pod_uid, None)
-        for waiting in self._waiting.values():
-            waiting.pop(pod_uid, None)
+        for gang in sorted(self._held_in.pop(pod_uid, ())):
+            # Off the barrier, which keeps its clock (the gang stays at the barrier).
+            self._records[gang].waiting.pop(pod_uid, None)
         self.version += 1
 
     def forget_pod(self, pod_uid: str) -> None:
         """The pod was deleted, or its bind failed: it holds nothing any more."""
         self._inflight.pop(pod_uid, None)
-        for gang in [g for g, w in self._waiting.items() if pod_uid in w]:
-            del self._waiting[gang][pod_uid]
-            if not self._waiting[gang]:
-                del self._waiting[gang]
-                self._barrier.pop(gang, None)
+        for gang in sorted(self._held_in.pop(pod_uid, ())):
+            record = self._records[gang]
+            before = record.state
+            del record.waiting[pod_uid]
+            if not record.waiting:
+                self._set_barrier(record, None)
+            self._moved(gang, before, "forget_pod")
         self.version += 1
 
     def in_flight(self) -> Mapping[str, InFlight]:
         return self._inflight
 
     # barriers ------------------------------------------------------------------------------
-    def arrive(self, gang: GangKey, pod_uid: str, node: NodeName, *, now: float) -> None:
+    def arrive(self, gang: GangKey, pod_uid: str, node: NodeName, *,
+               now: float) -> Transition | None:
         """A member reached bind: hold it at the gang's barrier.
 
         A member arriving for the first time is progress: the barrier's clock restarts, so a
@@ -317,50 +398,63 @@ class Ledger:
         while it gathers, and one whose next member does not come within the timeout is. A
         member retrying its bind is not progress.
         """
-        held = self._waiting.setdefault(gang, {})
-        if pod_uid not in held or gang not in self._barrier:
-            self._barrier[gang] = now
-        held[pod_uid] = node
+        record = self._open(gang)
+        before = record.state
+        if pod_uid not in record.waiting or record.barrier is None:
+            self._set_barrier(record, now)
+        record.waiting[pod_uid] = node
+        self._held_in.setdefault(pod_uid, set()).add(gang)
         self.version += 1
+        return self._moved(gang, before, "arrive")
 
     def waiting(self, gang: GangKey) -> tuple[tuple[str, NodeName], ...]:
-        return tuple(sorted(self._waiting.get(gang, {}).items()))
+        record = self._records.get(gang)
+        return () if record is None else tuple(sorted(record.waiting.items()))
 
     def held(self, gang: GangKey) -> Mapping[str, NodeName]:
         """Pod UID -> node of the gang's members held at the barrier (unsorted, no copy: for
         checks on every arrival)."""
-        return MappingProxyType(self._waiting.get(gang, {}))
+        record = self._records.get(gang)
+        return _NOT_HELD if record is None else MappingProxyType(record.waiting)
 
     def barrier_started(self, gang: GangKey) -> float | None:
         """When the gang's latest new member reached the barrier (``None``: no barrier)."""
-        return self._barrier.get(gang)
+        record = self._records.get(gang)
+        return None if record is None else record.barrier
 
     def barriers(self) -> list[tuple[GangKey, float]]:
-        return sorted(self._barrier.items())
+        return list(self._view().barriers)
 
     def admit(self, gang: GangKey, *, now: float, stage: int = 0,
               keep: frozenset[str] = frozenset()) -> tuple[tuple[str, NodeName], ...]:
         """Open the barrier up to ``stage``: return the members held there, now free to bind.
-        Members in ``keep`` (of later stages) stay held, their barrier restarted at ``now``."""
-        held = self._waiting.pop(gang, {})
+        Members in ``keep`` (of later stages) stay held, their barrier restarted at ``now``.
+        The gang is admitted (at the barrier again if members were kept)."""
+        record = self._open(gang)
+        held = self._unwait(gang, record)
         released = tuple(sorted((u, n) for u, n in held.items() if u not in keep))
         kept = {u: n for u, n in held.items() if u in keep}
-        self._barrier.pop(gang, None)
+        self._set_barrier(record, None)
         if kept:
-            self._waiting[gang] = kept
-            self._barrier[gang] = now
-        self._admitted.setdefault(gang, now)
-        self._stage[gang] = max(stage, self._stage.get(gang, -1))
+            record.waiting = kept
+            for uid in kept:
+                self._held_in.setdefault(uid, set()).add(gang)
+            self._set_barrier(record, now)
+        if record.admitted is None:
+            record.admitted = now
+        record.stage = max(stage, record.stage)
         self.version += 1
         return released
 
     def is_admitted(self, gang: GangKey) -> bool:
         """Whether the gang's barrier released (its first stage at least)."""
-        return gang in self._admitted
+        record = self._records.get(gang)
+        return record is not None and record.admitted is not None
 
     def admitted_stage(self, gang: GangKey) -> int:
         """The last stage of the gang its barrier released; -1 before the first."""
-        return self._stage.get(gang, 0) if gang in self._admitted else -1
+        record = self._records.get(gang)
+        return -1 if record is None or record.admitted is None else record.stage
 
     def withdraw(self, gang: GangKey) -> tuple[tuple[str, NodeName], ...]:
         """The barrier timed out: drop the gang's plan and its held members (returned), so
@@ -397,18 +491,23 @@ class Ledger:
             pods = members.get(gang)
             # With every pod of the gang deleted, nothing can use the plan any more.
             if not pods or self._filled(gang, res.plan, pods, stamps, snapshot, gpu=gpu):
-                del self._plans[gang]
-                self._plan_went(gang)
-                self.plans_ended += 1
-                self._barrier.pop(gang, None)
+                record = self._records[gang]
+                before = record.state
+                self._end_plan(record)
+                self._set_barrier(record, None)
+                self._moved(gang, before, "settle")
                 done.append(gang)
                 changed = True
-        if len(self._admitted) > len(snapshot.gangs) + _STALE_ADMITTED:
+        if len(self._records) > len(snapshot.gangs) + _STALE_ADMITTED and (
+                sum(r.admitted is not None for r in self._records.values())
+                > len(snapshot.gangs) + _STALE_ADMITTED):
             # Gangs whose workload is gone, forgotten now and then rather than on every call
             # (this runs after every bind); a recreated gang is caught by recheck_admitted.
-            for gang in [g for g in self._admitted if g not in snapshot.gangs]:
-                del self._admitted[gang]
-                self._stage.pop(gang, None)
+            for gang, record in list(self._records.items()):
+                if record.admitted is not None and gang not in snapshot.gangs:
+                    before = record.state
+                    record.admitted, record.stage = None, -1
+                    self._moved(gang, before, "settle")
             changed = True
         if changed:
             self.version += 1
@@ -424,8 +523,9 @@ class Ledger:
         stamp = None if stamps is None else stamps.get(gang)
         flights = tuple(map(self._inflight.get, pods))
         key = (stamp, plan, flights)
+        record = self._records[gang]
         if stamp is not None:
-            kept = self._settled.get(gang)
+            kept = record.settled
             if kept is not None and kept[0] == key:
                 return kept[1]
         placed: dict[str, int] = {}
@@ -439,27 +539,35 @@ class Ledger:
                 wanted[role] += n
         filled = all(placed.get(role, 0) >= n for role, n in wanted.items())
         if stamp is not None:
-            self._settled[gang] = (key, filled)
+            record.settled = (key, filled)
         return filled
 
     def recheck_admitted(self, gang: GangKey, snapshot: ClusterSnapshot, *,
-                         gpu: str = GPU) -> None:
+                         gpu: str = GPU) -> Transition | None:
         """A gang admitted earlier with no pod left holding anything starts over at the
         barrier, so a recreated gang (a JobSet restart) is again bound all or nothing. Asked
         for the gang a decision is about, before it reads :meth:`admitted_stage`."""
-        if gang not in self._admitted or gang in self._plans or self._waiting.get(gang):
-            return
-        if not placed_counts(gang, snapshot, self, gpu=gpu):
-            del self._admitted[gang]
-            self._stage.pop(gang, None)
-            self.version += 1
+        record = self._records.get(gang)
+        if (record is None or record.admitted is None or record.plan is not None
+                or record.waiting):
+            return None
+        if placed_counts(gang, snapshot, self, gpu=gpu):
+            return None
+        before = record.state
+        record.admitted, record.stage = None, -1
+        self.version += 1
+        return self._moved(gang, before, "recheck_admitted")
 
-    def forget_gang(self, gang: GangKey) -> None:
+    def forget_gang(self, gang: GangKey) -> Transition | None:
         """The gang's workload is gone."""
-        self.release(gang)
-        self._holds.pop(gang, None)
-        self._admitted.pop(gang, None)
-        self._stage.pop(gang, None)
+        moved = self.release(gang)
+        record = self._records.get(gang)
+        if record is None:
+            return moved
+        before = record.state if moved is None else moved.before
+        self._set_hold(record, None)
+        record.admitted, record.stage = None, -1
+        return self._moved(gang, before, "forget_gang")
 
     # after a restart -----------------------------------------------------------------------
     def rebuild(
@@ -469,17 +577,11 @@ class Ledger:
         """Start over from what the cluster shows: gangs with bound members were admitted
         before the restart (the barrier released them), and a gang left below its minimum
         (a crash between two binds) gets a plan for the rest of its minimum."""
-        self._plans.clear()
-        self._seen.clear()
+        self._records.clear()  # a preemptor's hold is made again at its next preempt call
+        self._views = None
         self._placed_memo.clear()
-        self._settled.clear()
-        self._claims.clear()
         self._inflight.clear()
-        self._barrier.clear()
-        self._waiting.clear()
-        self._admitted.clear()
-        self._stage.clear()
-        self._holds.clear()  # a preemptor's plan is made again at its next preempt call
+        self._held_in.clear()
         order = sorted(snapshot.gangs.values(),
                        key=lambda g: (-gang_priority(g, snapshot, gpu=gpu), g.created, g.key))
         for gang in order:
@@ -487,9 +589,10 @@ class Ledger:
             placed, nodes = per_role(bound), per_node(bound)
             if not placed:
                 continue
-            self._admitted[gang.key] = now
+            record = self._open(gang.key)
+            record.admitted = now
             # Members the barrier released are bound; their latest stage was released.
-            self._stage[gang.key] = max(gang.stage_of(role) for role in placed)
+            record.stage = max(gang.stage_of(role) for role in placed)
             if sum(placed.values()) >= gang.min_member:
                 continue
             capacity = free_capacity(snapshot, self, gpu=gpu)
@@ -499,7 +602,7 @@ class Ledger:
             if isinstance(plan, Plan) and plan.slots:
                 # A staged gang released up to a stage waits for its next stage's pods to be
                 # created: its plan holds them as long as the barrier would have.
-                staged = stage_ttl is not None and self._stage[gang.key] < gang.last_stage
+                staged = stage_ttl is not None and record.stage < gang.last_stage
                 self.reserve(plan, now=now, ttl=max(ttl, stage_ttl) if staged and
                              stage_ttl is not None else ttl)
         self.version += 1

@@ -112,7 +112,9 @@ def test_what_settling_keeps_goes_with_the_plan() -> None:
     post(jobset_pod("train", 0, gpus=8))
     store.apply(PODS, "ADDED", plain_pod("later", gpus=0))
     post(plain_pod("probe", gpus=1))  # a new revision: settling looks at the plan
-    assert ledger.plan_for("ml/train") is not None and ledger._settled.keys() == {"ml/train"}
+    settled = [gang for gang, record in ledger.records() if record.settled is not None]
+    assert ledger.plan_for("ml/train") is not None and settled == ["ml/train"]
     clock.now += 31  # the plan expires: no member came within its TTL
     post(plain_pod("probe", gpus=1))
-    assert ledger.plan_for("ml/train") is None and not ledger._settled
+    assert ledger.plan_for("ml/train") is None
+    assert all(record.settled is None for _, record in ledger.records())
