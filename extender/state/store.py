@@ -6,110 +6,47 @@ made again only when something changed since the last one (a revision counter). 
 keeps a change log of the objects touched since: a builder that can carry a snapshot forward
 (:class:`IncrementalBuilder`) gets only those, so one event costs what it changed, not a pass
 over every pod. A full list, a dropped source or a descriptor change starts from scratch.
-Two overlays fill
-gaps kube-scheduler leaves, since it never tells an extender what it assumed:
 
-* a pod that arrives in a filter request before its informer has seen it is *upserted*, so the
-  core can resolve its membership;
-* a pod Muster has just bound is *assumed* on its node until the informer shows it bound, so its
-  resources are never counted free twice.
-
-Readiness: every *expected* source must have completed a full list and be connected; until
-then (and while any watch is broken) :meth:`readiness` says why the state cannot be trusted.
+The store owns the lock, the revision, the change log, the cached snapshot and the listeners;
+it does no network I/O. Its parts, each called under its lock: what each source holds and the
+readiness they add up to (:mod:`.sources`); the pods shown before their informer shows them,
+from requests or just bound (:mod:`.overlays`); what a builder receives, read out of the
+sources with the overlays applied and DRA lowered in (:mod:`.raw`).
 """
 
 from __future__ import annotations
 
-import copy
-import itertools
 import threading
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any, Protocol, cast, runtime_checkable
+from collections.abc import Callable, Iterable
+from typing import cast
 
-from extender.core.devices.attach import (
-    CLAIM_TEMPLATES,
-    DEVICE_CLASSES,
-    DEVICE_SOURCES,
-    RESOURCE_CLAIMS,
-    RESOURCE_SLICES,
-    DeviceLowering,
-)
+from extender.core.devices.attach import DEVICE_SOURCES, RESOURCE_CLAIMS, DeviceLowering
 from extender.core.model.objects import object_key
 from extender.core.model.snapshot import ClusterSnapshot
-
-RawObject = Mapping[str, Any]
-
-NODES = "v1/Node"
-PODS = "v1/Pod"
-DESCRIPTORS = "muster.dev/v1alpha1/WorkloadDescriptor"
-KARTAS = "run.ai/v1alpha1/Karta"
-"""NVIDIA Workload Map descriptors: held, compiled and listened to like WorkloadDescriptors."""
-DESCRIPTOR_SOURCES = (DESCRIPTORS, KARTAS)
-SOURCE_STATES = ("listing", "synced", "broken", "forbidden")
-"""What :meth:`StateStore.source_states` says of a source: not listed yet; listed and
-watched; its watch failing (the store is not ready); cannot be watched (RBAC)."""
-
-
-def source_of(obj: RawObject) -> str:
-    """The source name an object belongs to: ``<apiVersion>/<kind>``."""
-    return f"{obj.get('apiVersion') or 'v1'}/{obj.get('kind') or ''}"
-
-
-@dataclass(frozen=True)
-class RawState:
-    """Everything the store holds, as plain objects sorted by key (deterministic builds)."""
-
-    nodes: tuple[RawObject, ...]
-    pods: tuple[RawObject, ...]
-    objects: tuple[RawObject, ...]
-    """Workload objects and the intermediate owners (Jobs, StatefulSets...) of every kind."""
-    descriptors: tuple[RawObject, ...]
-    revision: int
-    descriptors_revision: int
-    """Changes only when a descriptor changes, so compiled catalogs can be cached."""
-    object_keys: tuple[str, ...] = ()
-    """``<source>/<key>`` of each of :attr:`objects`, as :attr:`Changes.objects` names them."""
-
-
-SnapshotBuilder = Callable[[RawState], ClusterSnapshot]
-
-
-@dataclass(frozen=True)
-class Changes:
-    """Objects changed since the last snapshot, each as it is now (``None``: gone)."""
-
-    nodes: Mapping[str, RawObject | None]
-    pods: Mapping[str, RawObject | None]
-    """By store key (``namespace/name``), with the overlays applied."""
-    objects: Mapping[str, RawObject | None]
-    """Workload objects and owners by ``<source>/<key>``, the keys :class:`RawState` sorts by."""
-    revision: int
-
-
-@runtime_checkable
-class IncrementalBuilder(Protocol):
-    """A builder that can also carry its last snapshot forward by the changes since."""
-
-    def __call__(self, raw: RawState) -> ClusterSnapshot: ...
-
-    def update(self, changes: Changes) -> ClusterSnapshot: ...
-
-
-@dataclass(frozen=True, slots=True)
-class Readiness:
-    ready: bool
-    reason: str
-
-
-@dataclass
-class _Source:
-    objects: dict[str, RawObject]
-    synced: bool = False
-    healthy: bool = True
-    problem: str = ""
-    unwatchable: str = ""
-    """Why an optional source counts as empty instead of being watched (RBAC forbids it)."""
+from extender.state.overlays import PodOverlays, uid_of
+from extender.state.raw import (
+    Changes,
+    IncrementalBuilder,
+    RawState,
+    SnapshotBuilder,
+    changes_of,
+    raw_state,
+    refresh_devices,
+)
+from extender.state.sources import (
+    DESCRIPTOR_SOURCES,
+    DESCRIPTORS,
+    KARTAS,
+    NODES,
+    PODS,
+    SOURCE_STATES,
+    RawObject,
+    Readiness,
+    Source,
+    readiness,
+    source_of,
+    source_states,
+)
 
 
 class StateStore:
@@ -117,14 +54,9 @@ class StateStore:
         self._builder = builder
         self._incremental = isinstance(builder, IncrementalBuilder)  # once: the check is slow
         self._lock = threading.RLock()
-        self._sources: dict[str, _Source] = {}
+        self._sources: dict[str, Source] = {}
         self._expected: set[str] = set(expected)
-        self._upserted: dict[str, RawObject] = {}
-        self._assumed: dict[str, str] = {}
-        """Pod key -> node Muster bound it to, until the pod source shows it bound."""
-        self._deleted: dict[str, None] = {}
-        """UIDs of pods the informer saw deleted (newest last, bounded): kube-scheduler may
-        still send such a pod from its queue, and upserting it would bring it back for good."""
+        self._overlays = PodOverlays()
         self._revision = 0
         self._descriptors_revision = 0
         self._cached: ClusterSnapshot | None = None
@@ -154,7 +86,7 @@ class StateStore:
     def replace(self, source: str, objects: Iterable[RawObject]) -> None:
         """A full list: the source now holds exactly ``objects`` and counts as synced."""
         with self._lock:
-            entry = self._sources.setdefault(source, _Source(objects={}))
+            entry = self._sources.setdefault(source, Source(objects={}))
             entry.objects = {object_key(o): o for o in objects}
             entry.synced, entry.healthy, entry.problem = True, True, ""
             entry.unwatchable = ""
@@ -164,13 +96,13 @@ class StateStore:
     def apply(self, source: str, event_type: str, obj: RawObject) -> None:
         """One watch event: ``ADDED``, ``MODIFIED`` or ``DELETED``."""
         with self._lock:
-            entry = self._sources.setdefault(source, _Source(objects={}))
+            entry = self._sources.setdefault(source, Source(objects={}))
             key = object_key(obj)
             before = entry.objects.get(key)
             if event_type == "DELETED":
                 entry.objects.pop(key, None)
                 if source == PODS:
-                    self._tombstone(key, _uid(obj))
+                    self._overlays.tombstone(key, uid_of(obj))
             else:
                 entry.objects[key] = obj
             if source == RESOURCE_CLAIMS:
@@ -193,7 +125,7 @@ class StateStore:
     def mark_synced(self, source: str) -> None:
         """Count ``source`` as synced without objects (a step that must finish before ready)."""
         with self._lock:
-            self._sources.setdefault(source, _Source(objects={})).synced = True
+            self._sources.setdefault(source, Source(objects={})).synced = True
 
     def synced(self, source: str) -> bool:
         with self._lock:
@@ -202,7 +134,7 @@ class StateStore:
 
     def set_health(self, source: str, *, healthy: bool, problem: str = "") -> None:
         with self._lock:
-            entry = self._sources.setdefault(source, _Source(objects={}))
+            entry = self._sources.setdefault(source, Source(objects={}))
             entry.healthy, entry.problem = healthy, ("" if healthy else problem)
 
     def set_unwatchable(self, source: str, reason: str) -> None:
@@ -210,7 +142,7 @@ class StateStore:
         nothing and does not keep the store from being ready, but readiness names it, since
         its workloads are then not gang-scheduled. The next full list clears it."""
         with self._lock:
-            entry = self._sources.setdefault(source, _Source(objects={}))
+            entry = self._sources.setdefault(source, Source(objects={}))
             if entry.objects:
                 entry.objects = {}
                 self._changed(source)
@@ -237,29 +169,22 @@ class StateStore:
         """Make a pod from a scheduler request visible until its informer reports it."""
         key = object_key(pod)
         with self._lock:
-            if _uid(pod) in self._deleted:
-                return
             known = self._sources.get(PODS)
-            if known is not None and key in known.objects:
-                return
-            previous = self._upserted.get(key)
-            if previous is not None and _uid(previous) == _uid(pod):
-                return
-            self._upserted[key] = pod
-            self._revision += 1
-            self._log[(PODS, key)] = None
+            if (known is None or key not in known.objects) and self._overlays.upsert(key, pod):
+                self._revision += 1
+                self._log[(PODS, key)] = None
 
     def lowered_pod(self, pod: RawObject) -> RawObject:
         """``pod`` with its DRA claims' devices attached, as the snapshot holds pods (a pod
         from a scheduler request the informer has not shown yet)."""
         with self._lock:
-            if self._device_view():
+            if self._refresh_devices():
                 self._full = True  # the next snapshot sees every node's new supply
             return self._devices.pod(pod)
 
     def assume_bound(self, namespace: str, name: str, node: str) -> None:
         with self._lock:
-            self._assumed[f"{namespace}/{name}"] = node
+            self._overlays.assume(f"{namespace}/{name}", node)
             self._revision += 1
             self._log[(PODS, f"{namespace}/{name}")] = None
 
@@ -268,9 +193,9 @@ class StateStore:
         with self._lock:
             known = self._sources.get(PODS)
             if known is not None and key in known.objects:
-                return self._with_assumption(key, known.objects[key])
-            upserted = self._upserted.get(key)
-            return self._with_assumption(key, upserted) if upserted is not None else None
+                return self._overlays.with_assumption(key, known.objects[key])
+            upserted = self._overlays.upserted.get(key)
+            return self._overlays.with_assumption(key, upserted) if upserted is not None else None
 
     def find_object(self, namespace: str, kind: str, name: str) -> RawObject | None:
         """A workload or owner object by kind, whatever its API version (owner walks)."""
@@ -288,33 +213,13 @@ class StateStore:
     def source_states(self) -> dict[str, str]:
         """Each expected source's state, one of :data:`SOURCE_STATES`, for metrics."""
         with self._lock:
-            out = {}
-            for source in sorted(self._expected):
-                entry = self._sources.get(source)
-                if entry is None or not entry.synced:
-                    out[source] = "listing"
-                elif not entry.healthy:
-                    out[source] = "broken"
-                elif entry.unwatchable:
-                    out[source] = "forbidden"
-                else:
-                    out[source] = "synced"
-            return out
+            return source_states(self._sources, self._expected)
 
     def readiness(self) -> Readiness:
+        """Whether every expected source is listed and watched, and why not
+        (:func:`.sources.readiness`)."""
         with self._lock:
-            for source in sorted(self._expected):
-                entry = self._sources.get(source)
-                if entry is None or not entry.synced:
-                    return Readiness(False, f"{source} not listed yet")
-                if not entry.healthy:
-                    return Readiness(False, f"{source}: {entry.problem or 'watch broken'}")
-            unwatched = [f"{s} ({e.unwatchable})" for s, e in sorted(self._sources.items())
-                         if s in self._expected and e.unwatchable]
-            if unwatched:
-                return Readiness(True, "synced, but cannot watch " + "; ".join(unwatched)
-                                 + ": their workloads are not gang-scheduled")
-            return Readiness(True, "all sources synced")
+            return readiness(self._sources, self._expected)
 
     @property
     def revision(self) -> int:
@@ -330,10 +235,12 @@ class StateStore:
         with self._lock:
             if self._cached is None or self._cached_revision != self._revision:
                 builder = self._builder
-                if self._device_view():  # new device signatures: every node's supply moves
+                if self._refresh_devices():  # new device signatures: every node's supply moves
                     self._full = True
                 if not self._full and self._cached is not None and self._incremental:
-                    self._cached = cast("IncrementalBuilder", builder).update(self._changes())
+                    changes = changes_of(self._log, self._sources, self._overlays,
+                                         self._devices, revision=self._revision)
+                    self._cached = cast("IncrementalBuilder", builder).update(changes)
                 else:
                     self._cached = builder(self._raw())
                 self._log, self._full = {}, False
@@ -351,7 +258,8 @@ class StateStore:
         else:
             self._log[(source, key)] = None
         if source == PODS:
-            self._settle_overlays(key)
+            pods = self._sources[PODS].objects if PODS in self._sources else {}
+            self._overlays.settle(pods, key)
         if source in DESCRIPTOR_SOURCES:
             self._descriptors_revision += 1
             listeners = list(self._listeners)
@@ -385,108 +293,17 @@ class StateStore:
             for watcher in self._watchers:
                 watcher(source, kind, obj)
 
-    def _settle_overlays(self, key: str | None) -> None:
-        pods = self._sources[PODS].objects if PODS in self._sources else {}
-        keys = [key] if key is not None else list(self._upserted) + list(self._assumed)
-        for k in keys:
-            if k in pods:
-                self._upserted.pop(k, None)
-                if (pods[k].get("spec") or {}).get("nodeName"):
-                    self._assumed.pop(k, None)
-            elif k in self._assumed and k not in self._upserted:
-                # The pod was deleted after Muster bound it: nothing to assume any more.
-                self._assumed.pop(k, None)
-
-    def _tombstone(self, key: str, uid: str) -> None:
-        if not uid:
-            return
-        self._deleted[uid] = None
-        while len(self._deleted) > _TOMBSTONES:
-            del self._deleted[next(iter(self._deleted))]
-        upserted = self._upserted.get(key)
-        if upserted is not None and _uid(upserted) == uid:
-            del self._upserted[key]
-
-    def _with_assumption(self, key: str, pod: RawObject) -> RawObject:
-        node = self._assumed.get(key)
-        if node is None or (pod.get("spec") or {}).get("nodeName"):
-            return pod
-        patched = copy.copy(dict(pod))
-        patched["spec"] = {**(pod.get("spec") or {}), "nodeName": node}
-        return patched
-
-    def _device_view(self) -> bool:
-        """Bring the DRA lowering up to date; whether its device catalog was rebuilt (or went
-        away), which changes every node's supply."""
-        def items(source: str) -> Iterable[RawObject]:
-            entry = self._sources.get(source)
-            return entry.objects.values() if entry is not None else ()
-
-        if any(items(s) for s in DEVICE_SOURCES):
-            return self._devices.refresh(
-                slices=items(RESOURCE_SLICES), classes=items(DEVICE_CLASSES),
-                claims=items(RESOURCE_CLAIMS), templates=items(CLAIM_TEMPLATES),
-                pods=itertools.chain(items(PODS), self._upserted.values()))  # lazily
-        return self._devices.clear()
-
-    def _changes(self) -> Changes:
-        self._device_view()
-        lower_node, lower_pod = self._devices.node, self._devices.pod
-        lower_workload = self._devices.workload
-        nodes: dict[str, RawObject | None] = {}
-        pods: dict[str, RawObject | None] = {}
-        objects: dict[str, RawObject | None] = {}
-        for source, key in self._log:
-            entry = self._sources.get(source)
-            found = entry.objects.get(key) if entry is not None else None
-            if source == NODES:
-                nodes[key] = None if found is None else lower_node(found)
-            elif source == PODS:
-                found = found if found is not None else self._upserted.get(key)
-                pods[key] = None if found is None else lower_pod(self._with_assumption(key, found))
-            elif source in DEVICE_SOURCES:
-                continue
-            else:
-                objects[f"{source}/{key}"] = None if found is None else lower_workload(found)
-        return Changes(nodes=nodes, pods=pods, objects=objects, revision=self._revision)
+    def _refresh_devices(self) -> bool:
+        return refresh_devices(self._devices, self._sources, self._overlays)
 
     def _raw(self) -> RawState:
-        def items(source: str) -> dict[str, RawObject]:
-            entry = self._sources.get(source)
-            return dict(entry.objects) if entry is not None else {}
-
-        self._device_view()
-        lower_node, lower_pod = self._devices.node, self._devices.pod
-        pods = {**self._upserted, **items(PODS)}
-        objects: dict[str, RawObject] = {}
-        for source in sorted(self._sources):
-            if source not in (NODES, PODS, *DESCRIPTOR_SOURCES, *DEVICE_SOURCES):
-                objects.update({f"{source}/{k}": self._devices.workload(v)
-                                for k, v in items(source).items()})
-        return RawState(
-            nodes=tuple(lower_node(v) for _, v in sorted(items(NODES).items())),
-            pods=tuple(lower_pod(self._with_assumption(k, v)) for k, v in sorted(pods.items())),
-            objects=tuple(v for _, v in sorted(objects.items())),
-            object_keys=tuple(sorted(objects)),
-            descriptors=tuple(v for source in DESCRIPTOR_SOURCES
-                              for _, v in sorted(items(source).items())),
-            revision=self._revision,
-            descriptors_revision=self._descriptors_revision,
-        )
+        return raw_state(self._sources, self._overlays, self._devices, revision=self._revision,
+                         descriptors_revision=self._descriptors_revision)
 
 
-_TOMBSTONES = 50_000
-"""Deleted pod UIDs remembered; far more than kube-scheduler can hold queued at once."""
-
-
-def _uid(obj: RawObject) -> str:
-    return str((obj.get("metadata") or {}).get("uid") or "")
-
-# object_key: the store's keys, which the snapshot builders key by too; the DRA sources
-# (DEVICE_SOURCES and the four it holds), which the informers list.
+# Names defined by the store's parts and the core that the builders, the adapters and their
+# tests import from here: the source names, the builder's interface, the store's keys.
 __all__ = [
-    "CLAIM_TEMPLATES", "DESCRIPTORS", "DESCRIPTOR_SOURCES", "DEVICE_CLASSES", "DEVICE_SOURCES",
-    "KARTAS", "NODES", "PODS", "RESOURCE_CLAIMS", "RESOURCE_SLICES", "SOURCE_STATES", "Changes",
-    "IncrementalBuilder", "RawObject", "RawState", "Readiness", "SnapshotBuilder", "StateStore",
-    "object_key", "source_of",
+    "DESCRIPTORS", "DEVICE_SOURCES", "KARTAS", "NODES", "PODS", "SOURCE_STATES", "Changes",
+    "RawState", "SnapshotBuilder", "StateStore", "object_key", "source_of",
 ]
