@@ -23,7 +23,7 @@ from extender.sandbox.dra import (
     node_slices,
 )
 from extender.sandbox.nodes import fake_node
-from extender.sandbox.sandbox import SandboxSpec
+from extender.sandbox.spec import SandboxSpec
 
 
 def _up(*flags: str) -> SandboxSpec:

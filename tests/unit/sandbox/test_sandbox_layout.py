@@ -45,7 +45,8 @@ from extender.sandbox.operators import (
     crds,
     webhook_configurations,
 )
-from extender.sandbox.sandbox import SandboxSpec, gate_policy, gate_webhook
+from extender.sandbox.provision import gate_policy, gate_webhook
+from extender.sandbox.spec import SandboxSpec
 
 
 def test_ports_not_given_are_picked_distinct_and_given_ones_are_kept() -> None:
