@@ -1,8 +1,9 @@
 """What ``describe`` says about a workload's gangs: "why is my job pending?".
 
-Per gang: its state (``waiting``, ``planned``, ``admitted``, ``bound``), the last reason, who
-holds what it needs, how many members are bound; and the recent events on the workload and
-its pods. Three sources, best first:
+Per gang: its state (a :class:`~extender.core.gang.lifecycle.GangState` value: ``waiting``,
+``planned``, ``admitted``, ``bound``, ``finished``; :data:`PENDING` or :data:`UNKNOWN` when
+Muster said nothing of it), the last reason, who holds what it needs, how many members are
+bound; and the recent events on the workload and its pods. Three sources, best first:
 
 - Muster's ``/inspect/gangs`` (``--muster-url``, ``$MUSTER_URL``, or the running sandbox's
   Muster when the cluster is the sandbox), when reachable: the state and holders as Muster's
@@ -27,6 +28,7 @@ import orjson
 
 from extender.cli.listing import human_age
 from extender.cli.workloads import Found
+from extender.core.gang.lifecycle import STATE_AFTER_EVENT, GangState
 from extender.core.model.objects import timestamp
 from extender.core.model.values import Gang
 from extender.kube.client import KubeError
@@ -39,13 +41,11 @@ INSPECT_TIMEOUT = 2.0
 INSPECT_LIMIT = 16 * 1024 * 1024
 """Bytes of ``/inspect/gangs`` read at most (a few thousand gangs)."""
 
-STATE_OF_EVENT = {
-    "GangWaiting": "waiting", "GangPlanned": "planned", "GangAdmitted": "admitted",
-    "GangBindTimeout": "waiting", "GangYielded": "waiting", "GangNodeLost": "waiting",
-    "GangPlanExpired": "waiting",
-}
-"""The state a gang is in after Muster wrote this event on its workload (after a timeout,
-yield, lost node or expired plan it waits to be planned again)."""
+PENDING = "pending"
+"""The state shown in file mode for a gang not bound: nothing more is known."""
+UNKNOWN = "unknown"
+"""The state shown live for a gang Muster said nothing about (no member seen yet, or
+another scheduler name)."""
 
 
 class Requester(Protocol):
@@ -131,7 +131,7 @@ def _told(gang: Gang, events: Sequence[Mapping[str, Any]], *, alone: bool,
     last = None
     for e in events:
         involved = e.get("involvedObject") or {}
-        if involved.get("kind") == "Pod" or e.get("reason") not in STATE_OF_EVENT:
+        if involved.get("kind") == "Pod" or e.get("reason") not in STATE_AFTER_EVENT:
             continue
         message = str(e.get("message") or "")
         if alone or message.startswith((f"gang {gang.key}:", f"gang {gang.key} ")):
@@ -157,14 +157,14 @@ def gang_answers(found: Found, *, events: Sequence[Mapping[str, Any]] | None,
                           reason=str(live.get("lastReason") or ""),
                           heldBy=list(live.get("heldBy") or []), source="muster")
         elif told is not None:
-            answer.update(state=STATE_OF_EVENT[str(told["reason"])],
+            answer.update(state=STATE_AFTER_EVENT[str(told["reason"])].value,
                           reason=str(told.get("message") or ""), source="events")
         if bound >= gang.min_member:
-            answer["state"] = "bound"
+            answer["state"] = GangState.BOUND.value
         elif not answer["state"]:
             # No word from Muster: from a file nothing more is known; live, Muster has not
             # seen a member of this gang yet (or serves another scheduler name).
-            answer["state"] = "pending" if events is None else "unknown"
+            answer["state"] = PENDING if events is None else UNKNOWN
         out.append(answer)
     return out
 

@@ -17,13 +17,17 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from extender.core.gang.lifecycle import GangState
 from extender.core.model.snapshot import ClusterSnapshot
 
 API_VERSION = "muster.dev/v1alpha1"
 KIND = "Gang"
 MAX_NAME = 253
-_STATES = {"waiting": "Waiting", "planned": "Planned", "bound": "Bound",
-           "finished": "Finished"}
+OBJECT_STATES: Mapping[str, str] = {
+    GangState.WAITING: "Waiting", GangState.PLANNED: "Planned", GangState.BOUND: "Bound",
+    GangState.FINISHED: "Finished"}
+"""A gang view's state (:data:`~extender.core.gang.lifecycle.VIEW_STATES`) as the Gang
+object's ``status.state`` says it (the CRD's enum)."""
 _BAD = re.compile(r"[^a-z0-9.-]+")
 
 
@@ -68,7 +72,7 @@ def gang_objects(views: Sequence[Mapping[str, Any]], snapshot: ClusterSnapshot,
             "apiVersion": API_VERSION, "kind": KIND, "metadata": meta,
             "status": {
                 "gang": gang.key, "workload": ref.key,
-                "state": _STATES.get(str(view["state"]), "Waiting"),
+                "state": OBJECT_STATES.get(str(view["state"]), "Waiting"),
                 "minMember": int(view["minMember"]), "pods": int(view["pods"]),
                 "bound": int(view["bound"]), "heldAtBind": int(view["heldAtBind"]),
                 "reason": str(view.get("lastReason") or "")[:4096],

@@ -13,6 +13,7 @@ from typing import Any
 
 from extender.core.decide.holders import Holder
 from extender.core.gang.ledger import Ledger
+from extender.core.gang.lifecycle import observed_state
 from extender.core.model.snapshot import ClusterSnapshot
 from extender.core.model.values import Gang, GangKey, PodInfo, PodPhase, PodShape
 
@@ -69,15 +70,8 @@ def describe_gangs(snapshot: ClusterSnapshot, ledger: Ledger, *,
             reserved = max(0.0, reserved - sum(
                 _gpus(p.shape) for p in pods if p.holds_resources))
         finished = sum(1 for p in pods if p.phase is PodPhase.SUCCEEDED)
-        if bound >= gang.min_member:
-            state = "bound"
-        elif finished and bound + finished >= gang.min_member:
-            # It ran whole and its pods are ending (a Job's pods Succeed): not waiting.
-            state = "finished"
-        elif plan is not None and not held.get(key):
-            state = "planned"
-        else:
-            state = "waiting"
+        state = observed_state(ledger.record(key), min_member=gang.min_member, bound=bound,
+                               finished=finished, held_at_bind=held.get(key, 0))
         out.append({
             "gang": key,
             "workload": gang.workload.key,
@@ -86,7 +80,7 @@ def describe_gangs(snapshot: ClusterSnapshot, ledger: Ledger, *,
             "bound": bound,
             "succeeded": finished,
             "heldAtBind": held.get(key, 0),
-            "state": state,
+            "state": state.value,
             "members": [
                 {"pod": p.key, "uid": p.uid, "role": snapshot.memberships[p.uid].role,
                  "node": p.node_name, "phase": p.phase.value}

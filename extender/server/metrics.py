@@ -19,12 +19,14 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 import extender
+from extender.core.gang.lifecycle import STATE_AFTER_EVENT, VIEW_STATES, GangState
 from extender.server.decider import Busy
 from extender.state.ports import AnyEvent, Clock, EventSink, WorkloadEvent
 from extender.state.store import SOURCE_STATES
 
 VERBS = ("filter", "prioritize", "bind", "preempt")
-GANG_STATES = ("waiting", "planned", "bound", "finished", "expired")
+GANG_STATES = (*VIEW_STATES, "expired")
+"""``muster_gangs{state}``: each state a gang view shows, and the plans expired so far."""
 LOOK_ANSWERS = ("planner", "bound")
 
 # Filter adds straight to every scheduling cycle, so the buckets resolve sub-millisecond times;
@@ -136,10 +138,6 @@ class _Looks(Collector):
         yield family
 
 
-ADMITTED = "GangAdmitted"
-"""The event the service emits on a gang's workload as its minimum reaches bind."""
-
-
 class GangWaitObserver:
     """An :class:`EventSink` that passes every event on and observes, on ``GangAdmitted``, how
     long the gang waited since the first event about it on its workload (``GangGathering``
@@ -164,7 +162,7 @@ class GangWaitObserver:
         gang = event.gang
         now = self._clock()
         with self._lock:
-            if event.reason == ADMITTED:
+            if STATE_AFTER_EVENT.get(event.reason) is GangState.ADMITTED:
                 first = self._first.pop(gang, None)
                 if first is not None:
                     self._observe(max(0.0, now - first))

@@ -43,6 +43,10 @@ class GangState(enum.StrEnum):
     """It ran whole and its pods are ending (a Job's pods succeed)."""
 
 
+VIEW_STATES = (GangState.WAITING, GangState.PLANNED, GangState.BOUND, GangState.FINISHED)
+"""The states :func:`observed_state` gives: what inspect, the Gang objects and the gang
+gauge show."""
+
 STATE_AFTER_EVENT: Mapping[str, GangState] = {
     "GangWaiting": GangState.WAITING, "GangPlanned": GangState.PLANNED,
     "GangAdmitted": GangState.ADMITTED, "GangBindTimeout": GangState.WAITING,

@@ -6,7 +6,12 @@ show may have changed; a gang gone is no longer published. Names are DNS subdoma
 
 from __future__ import annotations
 
-from extender.server.gangobjects import MAX_NAME, object_name
+from pathlib import Path
+
+import yaml
+
+from extender.core.gang.lifecycle import VIEW_STATES
+from extender.server.gangobjects import MAX_NAME, OBJECT_STATES, object_name
 from extender.server.service import GangService
 from extender.server.settings import Settings
 from extender.server.wire import parse_extender_args
@@ -22,6 +27,8 @@ from tests.unit.server.builders import (
     jobset_pod,
     store_of,
 )
+
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_each_gang_gets_an_object_owned_by_its_workload_saying_its_state_and_reason() -> None:
@@ -68,3 +75,10 @@ def test_object_names_are_dns_subdomains_and_unambiguous() -> None:
     assert odd.startswith("raycluster-a-b-") and odd != object_name("RayCluster", "ml/a-b")
     long = object_name("JobSet", "ml/" + "x" * 400)
     assert len(long) <= MAX_NAME and long != object_name("JobSet", "ml/" + "x" * 401)
+
+
+def test_every_state_a_gang_view_shows_is_one_the_gang_crd_admits() -> None:
+    crd = yaml.safe_load((ROOT / "manifests" / "crd-gang.yaml").read_text())
+    status = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]
+    admitted = status["properties"]["state"]["enum"]
+    assert sorted(OBJECT_STATES[state] for state in VIEW_STATES) == sorted(admitted)
