@@ -40,17 +40,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from extender.core.decide.decisions import CoreSettings
-from extender.core.decide.effects import (
-    BindParked,
-    BindStep,
-    Effect,
-    FailHeld,
-    Release,
-    Requeue,
-    Step,
-    Ungate,
-    Withdrawn,
-)
+from extender.core.decide.effects import BindStep, Effect, Step, Ungate, dispatch
 from extender.core.gang.capacity import Demand, NodeCapacity
 from extender.core.gang.ledger import Ledger
 from extender.core.model.values import NodeName, PodInfo, PodShape
@@ -59,6 +49,7 @@ from simulator.engine import EventQueue, Priority
 from simulator.extender_model import MusterExtender
 from simulator.kube_scoring import Candidate, Weights, candidate, pick, totals
 from simulator.preferences import Preferred, per_node
+from simulator.replay_effects import ReplayEffects
 
 
 class Mode(StrEnum):
@@ -259,19 +250,11 @@ class SchedulerModel:
         self._looks.discard(now)
         if self.settings.mode is not Mode.GATED or not self.cluster.gated:
             return
-        gate = self.settings.core.gate
         effects = self.extender.ungate(now)
-        for effect in effects:
-            if not isinstance(effect, Ungate):
-                continue
-            for ref in effect.pods:
-                pod = self.cluster.pods.get(ref.uid)
-                if pod is None or gate not in pod.gates:
-                    continue
-                self.cluster.set_gates(ref.uid, tuple(g for g in pod.gates if g != gate))
-                self.counters.ungated += 1
-                self.enqueue(ref.uid, now)
-        self._effects(effects, now)
+        # Gates lift first, so the ungated members queue ahead of any pod the look's other
+        # effects requeue or fail back.
+        self._effects([e for e in effects if isinstance(e, Ungate)], now)
+        self._effects([e for e in effects if not isinstance(e, Ungate)], now)
         due = self.extender.gates_due()  # inf: nothing falls due; never before the next instant
         if self.cluster.gated and now < due < float("inf") and due not in self._looks:
             self._looks.add(due)
@@ -457,18 +440,10 @@ class SchedulerModel:
         self._schedule_tick(now)
 
     def _effects(self, effects: Sequence[Effect], now: float) -> None:
-        """Carry out the session's effects as the server does: a woken held request polls
-        at once, a parked member is bound by Muster, requeued pods go back to the queue."""
-        for effect in effects:
-            if isinstance(effect, (Release, FailHeld)):
-                self._poll(effect.ticket, now)
-            elif isinstance(effect, BindParked):
-                self._bind_parked(effect.pod.uid, effect.node, now)
-            elif isinstance(effect, Requeue):
-                uids = [p.uid for p in effect.pods if p.uid in self._unschedulable]
-                self._move(uids, now)
-            elif isinstance(effect, Withdrawn):
-                self.counters.withdrawn += 1
+        """Carry out the session's effects as the server does (:class:`ReplayEffects`): a
+        woken held request polls at once, a parked member is bound by Muster, requeued pods
+        go back to the queue, ungated pods enter it."""
+        dispatch(effects, ReplayEffects(self, now))
 
     def _bind_parked(self, uid: str, node: NodeName, now: float) -> None:
         pod = self.cluster.pods.get(uid)

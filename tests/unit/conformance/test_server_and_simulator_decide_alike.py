@@ -1,12 +1,11 @@
 """The server and the simulator drive one gang session alike: same decisions, same effects.
 
-One scenario, replayed through the extender server (``GangService``: real threads holding bind
-requests, a fake clock, a memory binder) and through the simulator's kube-scheduler model
-(``SchedulerModel``: its virtual clock, held requests polled by events): competing gangs, a
-barrier that times out, a restart of Muster, and a deadlock broken by a yield. Each side's
-session writes a journal of every verb it answered; the two journals must be identical,
-entry by entry (requests woken together at one instant are compared as a set: on the server
-their threads race for the lock).
+One scenario, replayed through the extender server and through the simulator's kube-scheduler
+model (:mod:`tests.unit.conformance.sides`): competing gangs, a barrier that times out, a
+restart of Muster, and a deadlock broken by a yield. Each side's session writes a journal of
+every verb it answered; the two journals must be identical, entry by entry (requests woken
+together at one instant are compared as a set: on the server their threads race for the
+lock). Gates and preemption are compared in ``test_gates_and_preemption_decide_alike``.
 
 The broken copies at the end show the test can fail: a simulator that polls held requests
 late, ticks late or restarts without a new session writes a different journal.
@@ -14,220 +13,42 @@ late, ticks late or restarts without a new session writes a different journal.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import pytest
 
 from extender.core.decide.effects import Withdrawn
-from extender.core.decide.session import Entry, GangSession
-from extender.core.decide.settings import CoreSettings
-from extender.core.model.objects import pod_from_api
-from extender.core.model.values import NodeName
-from extender.core.workloads.cluster import build_snapshot
-from extender.files.catalog import packaged_catalog
-from extender.server.service import GangService
-from extender.server.settings import Settings
-from extender.server.wire import parse_binding_args, parse_extender_args
-from extender.state.memory import MemoryBinder
-from extender.state.ports import MemoryEvents
-from simulator.cluster import ClusterModel
-from simulator.engine import EventQueue
-from simulator.extender_model import MusterExtender
-from simulator.scheduler import SchedulerModel, SchedulerSettings, Tick
-from tests.unit.server.builders import (
-    Clock,
-    bind_body,
-    filter_body,
-    gpu_node,
-    job_of,
-    jobset,
-    jobset_pod,
-    plain_pod,
-    store_of,
+from extender.core.decide.session import Entry
+from simulator.scheduler import SchedulerModel, Tick
+from tests.unit.server.builders import gpu_node, plain_pod
+
+from .sides import (
+    Script,
+    ServerSide,
+    Side,
+    SimSide,
+    comparable,
+    jobset_objects,
+    run_server,
+    run_sim,
+    uid,
 )
 
-SETTINGS = CoreSettings(plan_ttl=20.0, bind_timeout=3.0)
 NODES = ["n0", "n1", "n2", "n3"]
-
-
-def _jobset(name: str, *, workers: int, gpus: int, created: str) -> list[dict[str, Any]]:
-    js = jobset(name, workers=workers, gpus=gpus)
-    js["metadata"]["creationTimestamp"] = created
-    return [js, job_of(name), *(jobset_pod(name, i, gpus=gpus) for i in range(workers))]
 
 
 def objects() -> list[dict[str, Any]]:
     return [*(gpu_node(n, gpus=8) for n in NODES),
-            *_jobset("alpha", workers=2, gpus=8, created="2026-12-01T10:00:00Z"),
-            *_jobset("bravo", workers=3, gpus=8, created="2026-12-01T10:01:00Z"),
-            *_jobset("charlie", workers=2, gpus=4, created="2026-12-01T10:02:00Z")]
+            *jobset_objects("alpha", workers=2, gpus=8, created="2026-12-01T10:00:00Z"),
+            *jobset_objects("bravo", workers=3, gpus=8, created="2026-12-01T10:01:00Z"),
+            *jobset_objects("charlie", workers=2, gpus=4, created="2026-12-01T10:02:00Z")]
 
 
 def deadlock_objects() -> list[dict[str, Any]]:
     return [*(gpu_node(n, gpus=8) for n in NODES),
-            *_jobset("alpha", workers=2, gpus=8, created="2026-12-01T10:00:00Z"),
-            *_jobset("zulu", workers=2, gpus=8, created="2026-12-01T11:00:00Z")]
-
-
-def uid(name: str, index: int) -> str:
-    return f"uid-{name}-{index}"
-
-
-class SimSide:
-    """The simulator's kube-scheduler model, its cycle steps called by the script."""
-
-    def __init__(self, journal: list[Entry], model: type[SchedulerModel],
-                 raw: list[dict[str, Any]]) -> None:
-        snap = build_snapshot(nodes=[o for o in raw if o["kind"] == "Node"],
-                              pods=[o for o in raw if o["kind"] == "Pod"],
-                              objects=[o for o in raw if o["kind"] not in ("Node", "Pod")],
-                              catalog=packaged_catalog())
-        self.cluster = ClusterModel(snap.nodes.values(), gpu=SETTINGS.gpu_resource)
-        for tree in snap.workloads.values():
-            self.cluster.add_workload(tree)
-        for pod in snap.pods.values():
-            self.cluster.add_pod(pod, snap.memberships.get(pod.uid))
-        self.events: EventQueue[object] = EventQueue()
-        self.sched = model(self.cluster, SchedulerSettings(core=SETTINGS, exhaustive=True),
-                           events=self.events, on_bound=lambda _pod, _now: None)
-        self.sched.extender = MusterExtender(self.cluster, SETTINGS, exhaustive=True,
-                                             journal=journal)
-        self.now = 0.0
-
-    def offered(self, pod_uid: str) -> list[str]:
-        """kube-scheduler's feasible nodes for the pod (what it would send the extender)."""
-        pod = self.cluster.pods[pod_uid]
-        demand = self.cluster.demand(pod.shape)
-        return sorted(n for _, names in self.cluster.feasible(pod.shape, demand) for n in names)
-
-    def filter(self, pod_uid: str, candidates: list[str]) -> list[str]:
-        pod = self.cluster.pods[pod_uid]
-        passed, effects = self.sched.extender.filter(pod, _Listed(candidates), self.now)
-        self.sched._effects(effects, self.now)
-        return sorted(passed)
-
-    def bind(self, pod_uid: str, node: str) -> None:
-        self.cluster.assume(pod_uid, NodeName(node))
-        self.sched._muster_bind(pod_uid, NodeName(node), self.now)
-
-    def advance(self, to: float) -> None:
-        while (due := self.events.peek_time()) is not None and due <= to:
-            for item in list(self.events.pop_due()):
-                self.sched.handle(item.event, item.time)  # type: ignore[arg-type]
-        self.now = to
-
-    def restart(self) -> None:
-        self.sched.restart_muster(self.now)
-
-    def bound_by_hand(self, raw: dict[str, Any]) -> None:
-        """A pod another scheduler (or a person) bound: kube-scheduler's cache sees it."""
-        self.cluster.add_pod(pod_from_api(raw), None)
-
-    def node_of(self, pod_uid: str) -> str | None:
-        return self.cluster.pods[pod_uid].node_name
-
-
-class _Listed:
-    """The nodes a script step offers, as the simulator offers kube-scheduler's."""
-
-    def __init__(self, names: list[str]) -> None:
-        self.names = [NodeName(n) for n in names]
-
-    def all(self) -> list[NodeName]:
-        return list(self.names)
-
-    def among(self, names: Any) -> list[NodeName]:
-        return [NodeName(n) for n in names if n in self.names]
-
-
-class ServerSide:
-    """The extender server, its verbs called as kube-scheduler calls them: binds on threads."""
-
-    def __init__(self, journal: list[Entry], raw: list[dict[str, Any]]) -> None:
-        self.journal = journal
-        self.store = store_of(raw)
-        self.clock = Clock()
-        self.clock.now = 0.0
-        self.pool = ThreadPoolExecutor(max_workers=8)
-        self.binds: dict[str, Future[Any]] = {}
-        self.svc = self._service()
-
-    def _service(self) -> GangService:
-        return GangService(self.store, settings=Settings(threads=32), clock=self.clock,
-                           binder=MemoryBinder(self.store), events=MemoryEvents(),
-                           session=GangSession(SETTINGS, journal=self.journal))
-
-    def _raw(self, pod_uid: str) -> dict[str, Any]:
-        name = pod_uid.removeprefix("uid-")
-        js, index = name.rsplit("-", 1)
-        raw = self.store.pod("ml", f"{js}-worker-0-{index}")
-        assert raw is not None
-        return dict(raw)
-
-    def filter(self, pod_uid: str, candidates: list[str]) -> list[str]:
-        answer = self.svc.filter(parse_extender_args(filter_body(self._raw(pod_uid),
-                                                                 candidates)))
-        return sorted(answer["NodeNames"] or [])
-
-    def bind(self, pod_uid: str, node: str) -> None:
-        body = parse_binding_args(bind_body(self._raw(pod_uid), node))
-        self.binds[pod_uid] = self.pool.submit(self.svc.bind, body)
-        self._quiet()
-
-    def _quiet(self) -> None:
-        """Wait until every open bind request is either answered or waiting on the
-        condition variable (the server has nothing left to do until woken)."""
-        deadline = time.monotonic() + 10
-        while True:
-            with self.svc._cond:
-                open_binds = sum(1 for f in self.binds.values() if not f.done())
-                waiting = len(self.svc._cond._waiters)  # type: ignore[attr-defined]
-            if open_binds == waiting:
-                return
-            assert time.monotonic() < deadline, "the server's bind threads never settled"
-            time.sleep(0.002)
-
-    def advance(self, to: float) -> None:
-        """Let time pass as the server lives it: at each instant something is due, in order,
-        the held requests wake (their waits end) and then the housekeeper ticks."""
-        last: float | None = None
-        while True:
-            with self.svc._cond:
-                session = self.svc.session
-                times = [t for t in (session.next_due(),
-                                     *(h.deadline for h in session.held.by_pod.values()))
-                         if t is not None and self.clock.now <= t <= to
-                         and (last is None or t > last)]
-            if not times:
-                break
-            last = self.clock.now = min(times)
-            with self.svc._cond:
-                self.svc._cond.notify_all()
-            self._quiet()
-            with self.svc._cond:
-                due = self.svc.session.next_due()
-            if due is not None and due <= self.clock.now:  # the housekeeper finds work
-                self.svc.housekeep()
-                self._quiet()
-        self.clock.now = to
-
-    def bound_by_hand(self, raw: dict[str, Any]) -> None:
-        self.store.upsert_pod(raw)
-
-    def restart(self) -> None:
-        self._quiet()
-        assert all(f.done() for f in self.binds.values()), "restart with binds held"
-        self.svc = self._service()
-
-    def node_of(self, pod_uid: str) -> str | None:
-        node: str | None = (self._raw(pod_uid).get("spec") or {}).get("nodeName")
-        return node
-
-
-Side = SimSide | ServerSide
+            *jobset_objects("alpha", workers=2, gpus=8, created="2026-12-01T10:00:00Z"),
+            *jobset_objects("zulu", workers=2, gpus=8, created="2026-12-01T11:00:00Z")]
 
 
 def scenario(side: Side, offer: Callable[[str], list[str]]) -> None:
@@ -287,50 +108,18 @@ def deadlock(side: Side, offer: Callable[[str], list[str]]) -> None:
     side.advance(20.0)
 
 
-def _comparable(journal: list[Entry]) -> list[Any]:
-    """The journal with consecutive polls at one instant as a set (their threads race)."""
-    out: list[Any] = []
-    for entry in journal:
-        item = (entry.verb, entry.now, entry.pod, entry.outcome, entry.reason, entry.effects)
-        if (entry.verb == "poll" and out and isinstance(out[-1], frozenset)
-                and next(iter(out[-1]))[1] == entry.now):
-            out[-1] = out[-1] | {item}
-        elif entry.verb == "poll":
-            out.append(frozenset({item}))
-        else:
-            out.append(item)
-    return out
-
-
-Script = Callable[[Side, Callable[[str], list[str]]], None]
-
-
 def _objects(script: Script) -> list[dict[str, Any]]:
     return deadlock_objects() if script is deadlock else objects()
 
 
 def _run_sim(model: type[SchedulerModel] = SchedulerModel, script: Script = scenario,
              ) -> tuple[list[Entry], SimSide, list[list[str]]]:
-    journal: list[Entry] = []
-    sim = SimSide(journal, model, _objects(script))
-    offers: list[list[str]] = []
-
-    def offer(pod_uid: str) -> list[str]:
-        offers.append(sim.offered(pod_uid))
-        return offers[-1]
-
-    script(sim, offer)
-    return journal, sim, offers
+    return run_sim(_objects(script), script, model=model)
 
 
 def _run_server(offers: list[list[str]], script: Script = scenario,
                 ) -> tuple[list[Entry], ServerSide]:
-    journal: list[Entry] = []
-    server = ServerSide(journal, _objects(script))
-    replay = iter(offers)
-    script(server, lambda _pod: next(replay))
-    server.pool.shutdown(wait=True)
-    return journal, server
+    return run_server(_objects(script), offers, script)
 
 
 def test_the_server_and_the_simulator_write_the_same_journal() -> None:
@@ -341,7 +130,7 @@ def test_the_server_and_the_simulator_write_the_same_journal() -> None:
     # The scenario exercises what it claims to.
     assert {"filter", "bind", "poll", "tick"} <= verbs
     assert {"planned", "waiting", "pinned", "released", "timed_out"} <= outcomes
-    assert _comparable(server_journal) == _comparable(sim_journal)
+    assert comparable(server_journal) == comparable(sim_journal)
     for pod in (uid("alpha", 0), uid("alpha", 1), uid("charlie", 0), uid("charlie", 1)):
         assert sim.node_of(pod) is not None and server.node_of(pod) == sim.node_of(pod)
     assert server.node_of(uid("bravo", 0)) is None
@@ -354,7 +143,7 @@ def test_a_deadlock_is_broken_by_the_same_yield_on_both_sides() -> None:
     assert [e.pod for e in yielded] == ["ml/zulu-worker-0-0"]  # the younger gang
     assert any(isinstance(x, Withdrawn) and x.outcome == "yielded"
                for e in sim_journal for x in e.effects)
-    assert _comparable(server_journal) == _comparable(sim_journal)
+    assert comparable(server_journal) == comparable(sim_journal)
     assert sim.node_of(uid("alpha", 0)) is not None
     assert server.node_of(uid("alpha", 1)) == sim.node_of(uid("alpha", 1)) is not None
 
@@ -407,4 +196,4 @@ def test_a_simulator_that_handles_time_or_restarts_differently_writes_another_jo
         broken: type[SchedulerModel], script: Script) -> None:
     sim_journal, _, _ = _run_sim(script=script)
     broken_journal, _, _ = _run_sim(broken, script=script)
-    assert _comparable(broken_journal) != _comparable(sim_journal)
+    assert comparable(broken_journal) != comparable(sim_journal)
