@@ -34,7 +34,7 @@ from extender.cli.gangstate import (
     sandbox_muster,
 )
 from extender.cli.listing import age_of
-from extender.cli.livefind import find_all, find_one
+from extender.cli.livefind import connect_described, find_all, find_one, namespace_of
 from extender.cli.options import (
     add_cluster_flags,
     add_descriptor_flags,
@@ -48,13 +48,9 @@ from extender.cli.workloads import (
     Found,
     base_descriptors,
     cluster_error,
-    connection,
-    with_cluster_descriptors,
     workloads_in_file,
 )
-from extender.core.workloads.catalog import UnknownKind
 from extender.kube.client import Connection, KubeError
-from extender.kube.reader import context_namespace
 
 
 def register(subparsers: Any) -> None:
@@ -98,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
         _, found = workloads_in_file(args.filename, base)
         extras = [_extras(f, None, None) for f in found]
     else:
-        found, conn = _live(args, base)
+        found, conn = _described(args, base)
         inspected = None
         url = args.muster_url or sandbox_muster(conn.server)
         if url:
@@ -127,20 +123,14 @@ def _extras(found: Found, conn: Connection | None,
     return extra
 
 
-def _live(args: argparse.Namespace, base: Descriptors) -> tuple[list[Found], Connection]:
+def _described(args: argparse.Namespace, base: Descriptors,
+               ) -> tuple[list[Found], Connection]:
     kind, name = parse_target(args.target)
     if name and args.all_namespaces:
         raise CliError("-A describes every workload of a type; leave the name out")
-    conn = connection(args)
+    conn, descriptors, kinds = connect_described(args, base, kind)
+    namespace = namespace_of(args)
     try:
-        descriptors, problems = with_cluster_descriptors(base, conn)
-        for problem in problems:
-            print(f"warning: {problem}", file=sys.stderr)
-        try:
-            kinds = descriptors.catalog.find_type(kind)
-        except UnknownKind as err:
-            raise CliError(str(err), exit_code=EXIT_ERROR) from None
-        namespace = args.namespace or context_namespace(args.kubeconfig, args.context)
         if name:
             return [find_one(conn, descriptors, kinds, name, namespace)], conn
         found, trouble = find_all(conn, descriptors, kinds,

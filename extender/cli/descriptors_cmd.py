@@ -28,18 +28,15 @@ from extender.cli.render import console, emit_data, table
 from extender.cli.workloads import (
     Descriptors,
     base_descriptors,
-    cluster_error,
     compile_documents,
-    connection,
+    connect_with_descriptors,
     numbered_documents,
     read_text,
-    with_cluster_descriptors,
 )
 from extender.core.karta.model import is_karta_document
 from extender.core.karta.native import Translation, karta_to_native
 from extender.core.workloads.admission import may_join_a_gang
 from extender.core.workloads.expressions import DescriptorError
-from extender.kube.client import KubeError
 
 
 def register(subparsers: Any) -> None:
@@ -88,13 +85,7 @@ def _in_effect(args: argparse.Namespace) -> Descriptors:
     """The packaged and ``--descriptors`` catalog, plus the cluster's when asked."""
     descriptors = base_descriptors(args)
     if args.cluster or args.kubeconfig or args.context:
-        conn = connection(args)
-        try:
-            descriptors, problems = with_cluster_descriptors(descriptors, conn)
-        except KubeError as err:
-            raise cluster_error(err) from None
-        for problem in problems:
-            print(f"warning: {problem}", file=sys.stderr)
+        _, descriptors = connect_with_descriptors(args, descriptors)
     return descriptors
 
 

@@ -17,9 +17,9 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from extender.cli.errors import EXIT_ERROR, EXIT_OK, CliError
+from extender.cli.errors import EXIT_OK, CliError
 from extender.cli.listing import SortBy, age_of, resource_name
-from extender.cli.livefind import find_all
+from extender.cli.livefind import connect_described, find_all, namespace_of
 from extender.cli.options import (
     add_cluster_flags,
     add_descriptor_flags,
@@ -34,13 +34,10 @@ from extender.cli.workloads import (
     Found,
     base_descriptors,
     cluster_error,
-    connection,
-    with_cluster_descriptors,
     workloads_in_file,
 )
 from extender.core.workloads.catalog import UnknownKind
 from extender.kube.client import KubeError
-from extender.kube.reader import context_namespace
 
 
 def register(subparsers: Any) -> None:
@@ -99,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         if not args.type and not args.all_types:
             raise CliError("give TYPE (for example: muster get jobsets) or --all-types")
-        found = _live(args, base, selector)
+        found = _listed(args, base, selector)
     if selector is not None:  # file mode filters here; live, the API server filtered too
         found = [f for f in found if selector.matches(_labels(f.raw))]
     found.sort(key=lambda f: (f.tree.ref.namespace, f.tree.ref.kind, f.tree.ref.name))
@@ -155,24 +152,16 @@ def _of_type(found: list[Found], base: Descriptors, name: str) -> list[Found]:
             in wanted]
 
 
-def _live(args: argparse.Namespace, base: Descriptors,
-          selector: Selector | None) -> list[Found]:
-    conn = connection(args)
+def _listed(args: argparse.Namespace, base: Descriptors,
+            selector: Selector | None) -> list[Found]:
+    conn, descriptors, kinds = connect_described(args, base,
+                                                 None if args.all_types else args.type)
+    namespace = None if args.all_namespaces else namespace_of(args)
     try:
-        descriptors, problems = with_cluster_descriptors(base, conn)
-        if args.all_types:
-            kinds = list(descriptors.catalog.descriptors)
-        else:
-            try:
-                kinds = list(descriptors.catalog.find_type(args.type))
-            except UnknownKind as err:
-                raise CliError(str(err), exit_code=EXIT_ERROR) from None
-        namespace = None if args.all_namespaces else (
-            args.namespace or context_namespace(args.kubeconfig, args.context))
         found, trouble = find_all(conn, descriptors, kinds, namespace,
                                   label_selector=selector.text if selector else None)
     except KubeError as err:
         raise cluster_error(err) from None
-    for problem in [*problems, *trouble]:
+    for problem in trouble:
         print(f"warning: {problem}", file=sys.stderr)
     return found

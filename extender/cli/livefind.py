@@ -12,21 +12,43 @@ from extender.cli.workloads import (
     Descriptors,
     Found,
     attach_pods,
+    connect_with_descriptors,
     resolve,
 )
 from extender.core.devices.attach import DeviceLowering, lowering_of
 from extender.core.model.objects import owner_refs
 from extender.core.model.values import WorkloadTree
-from extender.core.workloads.catalog import Catalog
+from extender.core.workloads.catalog import Catalog, UnknownKind
+from extender.core.workloads.cluster import owned_by_described
 from extender.core.workloads.descriptor import Descriptor
 from extender.kube.client import Connection
 from extender.kube.reader import (
+    context_namespace,
     device_objects,
     get_workload,
     list_pods_and_owners,
     list_workloads,
     served_types,
 )
+
+
+def connect_described(args: Any, base: Descriptors, type_name: str | None,
+                      ) -> tuple[Connection, Descriptors, list[Descriptor]]:
+    """The cluster ``args`` name, ``base`` plus its descriptors (each one that does not compile
+    warned about and left out) and the descriptors of the type a person named (``None``: every
+    described kind)."""
+    conn, descriptors = connect_with_descriptors(args, base)
+    if type_name is None:
+        return conn, descriptors, list(descriptors.catalog.descriptors)
+    try:
+        return conn, descriptors, list(descriptors.catalog.find_type(type_name))
+    except UnknownKind as err:
+        raise CliError(str(err), exit_code=EXIT_ERROR) from None
+
+
+def namespace_of(args: Any) -> str:
+    """``-n``, else the namespace of the kubeconfig's context (``default`` if it names none)."""
+    return str(args.namespace or context_namespace(args.kubeconfig, args.context))
 
 
 def distinct_kinds(descriptors: Sequence[Descriptor]) -> list[Descriptor]:
@@ -46,13 +68,9 @@ def _is_part(obj: Mapping[str, Any], catalog: Catalog) -> bool:
     """Owned by an object of a described kind (a JobSet's Job), or a pod with any owner: part
     of another workload, never one of its own."""
     meta = obj.get("metadata")
-    if not isinstance(meta, Mapping):
-        return False
-    refs = owner_refs(meta)
-    if obj.get("kind") == "Pod" and refs:
+    if obj.get("kind") == "Pod" and isinstance(meta, Mapping) and owner_refs(meta):
         return True
-    return any(r.controller and catalog.for_api(r.api_version, r.kind) is not None
-               for r in refs)
+    return owned_by_described(obj, catalog)
 
 
 def find_one(conn: Connection, descriptors: Descriptors, kinds: Sequence[Descriptor], name: str,

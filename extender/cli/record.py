@@ -25,8 +25,7 @@ from extender.cli.options import add_cluster_flags, add_descriptor_flags
 from extender.cli.workloads import (
     base_descriptors,
     cluster_error,
-    connection,
-    with_cluster_descriptors,
+    connect_with_descriptors,
 )
 from extender.core.workloads.descriptor import Descriptor
 from extender.kube.client import Connection, KubeError, NotFound, ResourceType
@@ -94,14 +93,11 @@ def record(conn: Connection, descriptors: Iterable[Descriptor], *,
 
 
 def run(args: argparse.Namespace) -> int:
-    conn = connection(args)
+    conn, descriptors = connect_with_descriptors(args, base_descriptors(args))
     try:
-        descriptors, problems = with_cluster_descriptors(base_descriptors(args), conn)
         data = record(conn, descriptors.catalog.descriptors, now=datetime.now(UTC))
     except KubeError as err:
         raise cluster_error(err) from None
-    for problem in problems:
-        print(f"warning: {problem}", file=sys.stderr)
     text = yaml.safe_dump(data, sort_keys=False, default_flow_style=False)
     if args.output == "-":
         sys.stdout.write(text)

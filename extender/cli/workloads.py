@@ -16,13 +16,13 @@ from typing import Any
 
 from extender.cli.errors import CliError
 from extender.core.devices.attach import lower_objects
-from extender.core.karta.compile import compile_karta
+from extender.core.karta.compile import compile_any
 from extender.core.karta.model import is_karta_document
-from extender.core.model.objects import ObjectError, owner_refs, pod_from_api
+from extender.core.model.objects import ObjectError, pod_from_api
 from extender.core.model.values import Membership, PodInfo, WorkloadTree
 from extender.core.workloads.catalog import Catalog, UnknownKind
+from extender.core.workloads.cluster import owned_by_described
 from extender.core.workloads.descriptor import API_VERSION, KIND, Descriptor, DescriptorError
-from extender.core.workloads.descriptor import compile_descriptor as compile_native
 from extender.core.workloads.expressions import WorkloadError
 from extender.core.workloads.membership import ObjectIndex, find_membership
 from extender.core.workloads.workload import resolve_workload
@@ -73,13 +73,6 @@ def is_descriptor(doc: object) -> bool:
     return isinstance(doc, Mapping) and (
         (doc.get("kind") == KIND and doc.get("apiVersion") == API_VERSION)
         or is_karta_document(doc))
-
-
-def compile_any(doc: object, *, source: str = "") -> Descriptor:
-    """A Muster or Karta descriptor document -> a descriptor (its ``format`` says which)."""
-    if isinstance(doc, Mapping) and is_karta_document(doc):
-        return compile_karta(dict(doc), source=source)
-    return compile_native(doc)
 
 
 def compile_documents(docs: Iterable[tuple[int, Any]], file: str, *, source: str,
@@ -141,21 +134,25 @@ def base_descriptors(args: Any) -> Descriptors:
     return base.plus(load_descriptor_files(getattr(args, "descriptors", []) or []))
 
 
-def with_cluster_descriptors(base: Descriptors, conn: Connection,
-                             ) -> tuple[Descriptors, list[str]]:
-    """``base`` plus the cluster's WorkloadDescriptor objects (they win); a cluster descriptor
-    that does not compile is left out and reported, as the extender does."""
+def connect_with_descriptors(args: Any, base: Descriptors) -> tuple[Connection, Descriptors]:
+    """The cluster ``args`` name, and ``base`` plus its WorkloadDescriptor objects (they win).
+    A cluster descriptor that does not compile is left out and warned about, as the extender
+    reports it."""
+    conn = connection(args)
+    try:
+        objects = cluster_descriptor_objects(conn)
+    except KubeError as err:
+        raise cluster_error(err) from None
     found: list[tuple[Descriptor, Origin]] = []
-    problems: list[str] = []
-    for obj in cluster_descriptor_objects(conn):
+    for obj in objects:
         name = str((obj.get("metadata") or {}).get("name") or "?")
         try:
             descriptor = compile_any(obj, source=SOURCE_CLUSTER)
         except DescriptorError as err:
-            problems.append(f"cluster descriptor {name}: {err}")
+            print(f"warning: cluster descriptor {name}: {err}", file=sys.stderr)
             continue
         found.append((descriptor, Origin(descriptor.format, SOURCE_CLUSTER, name)))
-    return base.plus(found), problems
+    return conn, base.plus(found)
 
 
 # --- files ---------------------------------------------------------------------------------
@@ -257,13 +254,6 @@ def resolve(obj: Mapping[str, Any], descriptors: Descriptors, *, where: str) -> 
     return tree
 
 
-def _owned_by_described(obj: Mapping[str, Any], catalog: Catalog) -> bool:
-    meta = obj.get("metadata")
-    return isinstance(meta, Mapping) and any(
-        ref.controller and catalog.for_api(ref.api_version, ref.kind) is not None
-        for ref in owner_refs(meta))
-
-
 def _pod_infos(pods: Iterable[Mapping[str, Any]]) -> list[tuple[Mapping[str, Any], PodInfo]]:
     out = []
     for raw in pods:
@@ -310,7 +300,7 @@ def workloads_in_file(path: str, descriptors: Descriptors, *,
     rest = [o for o in objects if not is_descriptor(o.obj)]
     pods = [o.obj for o in rest if o.obj.get("kind") == "Pod" and o.obj.get("apiVersion") == "v1"]
     candidates = [o for o in rest if o.obj.get("kind") != "Pod" and catalog.for_object(o.obj)
-                  is not None and not _owned_by_described(o.obj, catalog)]
+                  is not None and not owned_by_described(o.obj, catalog)]
     trees = [(resolve(o.obj, descriptors, where=o.where), o.obj) for o in candidates]
     found_list = attach_pods(trees, pods, [o.obj for o in rest], descriptors)
     claimed = {v.info.uid for f in found_list for v in f.pods}

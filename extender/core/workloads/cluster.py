@@ -32,7 +32,7 @@ from extender.core.workloads.workload import (
 )
 
 
-def _owned_by_described(obj: Mapping[str, Any], catalog: Catalog) -> bool:
+def owned_by_described(obj: Mapping[str, Any], catalog: Catalog) -> bool:
     """A Job inside a JobSet, a StatefulSet inside an LWS: part of the owner's tree, not a
     workload of its own (counting it too would reserve its pods twice)."""
     meta = obj.get("metadata")
@@ -73,7 +73,7 @@ def read_pod(raw: Mapping[str, Any], catalog: Catalog, limits: WorkloadLimits,
 def read_tree(obj: Mapping[str, Any], catalog: Catalog,
           limits: WorkloadLimits) -> WorkloadTree | str | None:
     descriptor = catalog.for_object(obj) if isinstance(obj, Mapping) else None
-    if descriptor is None or _owned_by_described(obj, catalog):
+    if descriptor is None or owned_by_described(obj, catalog):
         return None
     try:
         return resolve_workload(obj, descriptor, limits)
