@@ -20,10 +20,10 @@ Where a real controller runs in the sandbox, the stand-in hands over to it:
 from __future__ import annotations
 
 import copy
-import re
 from collections.abc import Mapping
 from typing import Any
 
+from extender.core.model.dnsnames import dns_label, dns_subdomain
 from extender.core.model.values import Role, WorkloadTree
 from extender.core.workloads.descriptor import Descriptor
 from extender.core.workloads.workload import member_gang_key, replica_indexes
@@ -33,13 +33,6 @@ _INTERMEDIATE = {"Job": "batch/v1"}
 #: ``spec.managedBy`` of a stand-in's Job whose pods the caller makes (the Job controller
 #: reconciles only Jobs managed by ``kubernetes.io/job-controller`` or by no one).
 STAND_IN_MANAGER = "muster.dev/sandbox-stand-in"
-
-
-def dns_name(*parts: object) -> str:
-    """A DNS-1123 name from parts (``Master`` -> ``master``), at most 63 characters."""
-    text = "-".join(str(p) for p in parts).lower()
-    text = re.sub(r"[^a-z0-9-]+", "-", text).strip("-")
-    return text[:63].rstrip("-") or "x"
 
 
 def owner_ref(obj: Mapping[str, Any]) -> dict[str, Any]:
@@ -77,7 +70,7 @@ def _role_label_value(role: Role, descriptor: Descriptor, index: int) -> str:
 def _pod_labels(tree: WorkloadTree, descriptor: Descriptor, role: Role, replica: int,
                 index: int) -> dict[str, str]:
     match = descriptor.pods
-    labels: dict[str, str] = {"muster.dev/sandbox-workload": dns_name(tree.ref.name)}
+    labels: dict[str, str] = {"muster.dev/sandbox-workload": dns_label(tree.ref.name)}
     if match.workload_label:
         labels[match.workload_label] = tree.ref.name
     for label in match.role_labels[:1]:
@@ -136,7 +129,7 @@ def children(obj: Mapping[str, Any], tree: WorkloadTree, descriptor: Descriptor,
     pods: list[dict[str, Any]] = []
     for role in tree.roles:
         for replica in range(role.replicas):
-            group = dns_name(tree.ref.name, role.name, replica)
+            group = dns_label(tree.ref.name, role.name, replica)
             parent: Mapping[str, Any] = obj
             if via is not None:
                 made = _job(group, owner=obj,
@@ -155,7 +148,7 @@ def children(obj: Mapping[str, Any], tree: WorkloadTree, descriptor: Descriptor,
                 pods.append({
                     "apiVersion": "v1", "kind": "Pod",
                     "metadata": {
-                        "name": dns_name(group, index),
+                        "name": dns_subdomain(group, index),
                         "namespace": namespace,
                         "labels": labels,
                         "annotations": dict(meta.get("annotations") or {}),
@@ -187,7 +180,7 @@ def _template_name(descriptor: Descriptor, roles: list[str]) -> str:
     policy = descriptor.gangs.policy.value
     if policy in ("workload", "replica"):
         return "all" if policy == "workload" else "group"
-    return dns_name(*roles)
+    return dns_label(*roles)
 
 
 def pod_groups(obj: Mapping[str, Any], tree: WorkloadTree, descriptor: Descriptor,
@@ -207,18 +200,18 @@ def pod_groups(obj: Mapping[str, Any], tree: WorkloadTree, descriptor: Descripto
     templates: dict[str, int] = {}
     groups: list[dict[str, Any]] = []
     for gang in tree.gangs:
-        name = dns_name(tree.ref.name, gang.key[len(prefix):].lstrip("/"))
+        name = dns_label(tree.ref.name, gang.key[len(prefix):].lstrip("/"))
         template = _template_name(descriptor, [m.role for m in gang.members])
         templates.setdefault(template, gang.min_member)
         group_of[gang.key] = name
         groups.append({
             "apiVersion": WORKLOAD_API, "kind": "PodGroup",
             "metadata": {"name": name, "namespace": namespace,
-                         "labels": {"muster.dev/sandbox-workload": dns_name(tree.ref.name)},
+                         "labels": {"muster.dev/sandbox-workload": dns_label(tree.ref.name)},
                          "ownerReferences": [{"apiVersion": WORKLOAD_API, "kind": "Workload",
-                                              "name": dns_name(tree.ref.name), "uid": "",
+                                              "name": dns_label(tree.ref.name), "uid": "",
                                               "controller": True}]},
-            "spec": {"workloadRef": {"workloadName": dns_name(tree.ref.name),
+            "spec": {"workloadRef": {"workloadName": dns_label(tree.ref.name),
                                      "templateName": template},
                      "schedulingPolicy": {"gang": {"minCount": gang.min_member}}},
         })
@@ -239,7 +232,7 @@ def pod_groups(obj: Mapping[str, Any], tree: WorkloadTree, descriptor: Descripto
     target_group = str(obj["apiVersion"]).rpartition("/")[0]
     workload = {
         "apiVersion": WORKLOAD_API, "kind": "Workload",
-        "metadata": {"name": dns_name(tree.ref.name), "namespace": namespace,
+        "metadata": {"name": dns_label(tree.ref.name), "namespace": namespace,
                      "ownerReferences": [owner_ref(obj)]},
         "spec": {"controllerRef": {"apiGroup": target_group, "kind": obj["kind"],
                                    "name": meta["name"]},
