@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from extender.core.decide.errors import DecisionError
 from extender.core.gang.ledger import INFLIGHT_TTL
 from extender.core.gang.placement import SEARCH_BUDGET
 from extender.core.gang.scoring import Policy, policy_named
@@ -14,7 +15,9 @@ from extender.core.workloads.workload import DEFAULT_LIMITS, WorkloadLimits
 
 @dataclass(frozen=True, slots=True)
 class CoreSettings:
-    """Tunables of the core, validated when built."""
+    """Tunables of the core, validated when built: a value out of range raises
+    :class:`DecisionError` naming it, an unknown ``scoring`` policy the gang layer's
+    :class:`~extender.core.gang.scoring.UnknownPolicyError`."""
 
     plan_ttl: float = 60.0
     """Seconds a gang's plan reserves capacity while its members arrive."""
@@ -65,16 +68,18 @@ class CoreSettings:
     def __post_init__(self) -> None:
         policy_named(self.scoring)  # raises a clear error naming the known policies
         if self.max_held is not None and self.max_held < 1:
-            raise ValueError(f"CoreSettings.max_held must be at least 1, got {self.max_held}")
+            raise DecisionError(f"CoreSettings.max_held must be at least 1, got {self.max_held}")
         if self.hold_grace < 1:
-            raise ValueError(f"CoreSettings.hold_grace must be at least 1, got {self.hold_grace}")
+            raise DecisionError("CoreSettings.hold_grace must be at least 1, got "
+                                f"{self.hold_grace}")
         for name in ("plan_ttl", "bind_timeout", "inflight_ttl", "yield_every", "stage_ttl",
                      "gate_bound", "gate_retry"):
             if getattr(self, name) <= 0:
-                raise ValueError(f"CoreSettings.{name} must be positive, got {getattr(self, name)}")
+                raise DecisionError(f"CoreSettings.{name} must be positive, got "
+                                    f"{getattr(self, name)}")
         if not 0 <= self.pod_events_after < float("inf"):
-            raise ValueError("CoreSettings.pod_events_after must be 0 or more seconds, got "
-                             f"{self.pod_events_after}")
+            raise DecisionError("CoreSettings.pod_events_after must be 0 or more seconds, got "
+                                f"{self.pod_events_after}")
 
     @property
     def policy(self) -> Policy:

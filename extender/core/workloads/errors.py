@@ -6,4 +6,5 @@ from extender.core.model.errors import CoreError
 
 
 class DescriptionError(CoreError):
-    """A descriptor, path or workload object Muster cannot read."""
+    """A descriptor, path or workload object Muster cannot read, or limits on them that cannot
+    hold (``WorkloadLimits``)."""

@@ -24,6 +24,7 @@ from extender.core.workloads.descriptor import (
     SubReplicaSpec,
     TemplateSpec,
 )
+from extender.core.workloads.errors import DescriptionError
 from extender.core.workloads.expressions import (
     INT32_MAX,
     ITEM,
@@ -62,8 +63,8 @@ class WorkloadLimits:
     def __post_init__(self) -> None:
         for name in ("pods", "gangs"):
             if getattr(self, name) <= 0:
-                raise ValueError(f"WorkloadLimits.{name} must be positive, got "
-                                 f"{getattr(self, name)}")
+                raise DescriptionError(f"WorkloadLimits.{name} must be positive, got "
+                                       f"{getattr(self, name)}")
 
 
 DEFAULT_LIMITS = WorkloadLimits()

@@ -12,6 +12,7 @@ import pytest
 
 from extender.core.decide.settings import CoreSettings
 from extender.core.workloads.cluster import build_snapshot
+from extender.core.workloads.errors import DescriptionError
 from extender.core.workloads.workload import (
     DEFAULT_LIMITS,
     INT32_MAX,
@@ -90,7 +91,7 @@ def test_limits_are_configurable_in_the_core_settings():
         _resolve(_lws(1, 11), limits)
     with pytest.raises(WorkloadError, match="more than the limit of 2 gangs"):
         _resolve(_lws(3, 1), limits)
-    with pytest.raises(ValueError, match=r"WorkloadLimits\.gangs must be positive"):
+    with pytest.raises(DescriptionError, match=r"WorkloadLimits\.gangs must be positive"):
         WorkloadLimits(gangs=0)
 
 
