@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -10,12 +11,12 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from extender.core.model.values import Phase
+from extender.core.model.values import Phase, WorkloadTree
 from extender.core.workloads.catalog import UnknownKind
 from extender.core.workloads.descriptor import DescriptorError, compile_descriptor
 from extender.core.workloads.expressions import WorkloadError
 from extender.core.workloads.phase import phase_of
-from extender.core.workloads.workload import resolve_workload
+from extender.core.workloads.workload import DEFAULT_LIMITS, resolve_workload
 from extender.files.catalog import CatalogError, load_descriptor_text, load_descriptors
 from tests.unit.descriptors.examples import REPO, catalog
 
@@ -314,7 +315,7 @@ def test_the_compiler_answers_any_input_with_a_descriptor_or_a_descriptor_error(
 
 
 @given(_trees)
-def test_the_resolver_answers_any_workload_with_a_tree_or_a_workload_error(spec: Any) -> None:
+def test_the_resolver_answers_any_workload_with_a_consistent_tree_or_a_workload_error(spec: Any) -> None:
     for descriptor in catalog().descriptors:
         obj = {"apiVersion": descriptor.target.api_versions[0], "kind": descriptor.target.kind,
                "metadata": {"name": "w"}, "spec": copy.deepcopy(spec)}
@@ -322,4 +323,21 @@ def test_the_resolver_answers_any_workload_with_a_tree_or_a_workload_error(spec:
             tree = resolve_workload(obj, descriptor)
         except WorkloadError:
             continue
-        assert tree.pods >= 0
+        _assert_consistent(tree)
+
+
+def _assert_consistent(tree: WorkloadTree) -> None:
+    """What every decision takes for granted of a tree: roles named once and counted within
+    the limits, and gangs of the tree's own roles that never count a pod twice nor ask for
+    more pods than they have."""
+    roles = {r.name: r for r in tree.roles}
+    assert len(roles) == len(tree.roles)
+    assert all(r.replicas >= 0 and r.pods_per_replica >= 0 for r in tree.roles)
+    assert tree.pods <= DEFAULT_LIMITS.pods and len(tree.gangs) <= DEFAULT_LIMITS.gangs
+    in_gangs: Counter[str] = Counter()
+    for gang in tree.gangs:
+        assert gang.workload == tree.ref
+        for member in gang.members:
+            assert member.role in roles and 0 <= member.min_count <= member.count
+            in_gangs[member.role] += member.count
+    assert all(count <= roles[role].pods for role, count in in_gangs.items())
