@@ -315,7 +315,8 @@ def test_the_compiler_answers_any_input_with_a_descriptor_or_a_descriptor_error(
 
 
 @given(_trees)
-def test_the_resolver_answers_any_workload_with_a_consistent_tree_or_a_workload_error(spec: Any) -> None:
+def test_the_resolver_answers_any_workload_with_a_consistent_tree_or_a_workload_error(
+        spec: Any) -> None:
     for descriptor in catalog().descriptors:
         obj = {"apiVersion": descriptor.target.api_versions[0], "kind": descriptor.target.kind,
                "metadata": {"name": "w"}, "spec": copy.deepcopy(spec)}
