@@ -7,22 +7,10 @@ until its minimum has arrived. The ledger is mutable but pure: it reads no clock
 that needs time takes ``now``) and does no I/O. Its one owner is the gang session
 (:mod:`extender.core.decide.session`), which the server calls under one lock.
 
-A gang in the ledger, as kube-scheduler's ``cache/interface.go`` draws a pod::
-
-                    reserve (filter plans the whole gang)
-       (none) ────────────────────────────────────▶ planned ──expire (plan TTL)──▶ (none)
-         ▲                                            │
-         │                    arrive (first member reaches bind)
-         │                                            ▼
-         │◀──withdraw (bind timeout, yield, ──── at barrier ◀─┐ arrive (each new member
-         │    node lost, no room on release)          │       │ restarts its clock)
-         │                                            ├───────┘
-         │                          admit (minimum at bind or bound)
-         │                                            ▼
-         │◀──settle (no pod of the gang left) ─── admitted ──settle (plan filled)──▶ plan
-         │                                                                   ended; later
-         └─────────────── forget_gang (the workload is gone) ◀── any ──     members bind
-                                                                              at once
+A gang the ledger promises something to has one record
+(:class:`~extender.core.gang.lifecycle.GangRecord`): its state machine is drawn in
+:mod:`extender.core.gang.lifecycle`, and each of its arrows is a method here (those that return
+nothing else return the :class:`~extender.core.gang.lifecycle.Transition`).
 
 A *pod* is in flight from ``mark_bind_requested`` until ``confirm_bound`` (observed bound),
 ``forget_pod`` (deleted, bind failed) or its own TTL (``expire``). ``rebuild`` starts over
@@ -36,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from extender.core.gang.capacity import gang_priority, gang_stamps, index_of
+from extender.core.gang.capacity import gang_stamps, index_of
 from extender.core.gang.freeview import (
     CapacityMemo,
     free_capacity,
@@ -48,8 +36,10 @@ from extender.core.gang.freeview import (
     placed_in_of,
     placed_subgroups,
 )
+from extender.core.gang.gangbook import GangBook
 from extender.core.gang.lifecycle import GangRecord, GangState, Reservation, Transition
-from extender.core.gang.placement import Plan, placed_domain, plan_gang
+from extender.core.gang.placement import Plan
+from extender.core.gang.settling import plan_filled, restored
 from extender.core.model.resources import GPU
 from extender.core.model.snapshot import ClusterSnapshot
 from extender.core.model.values import GangKey, NodeName
@@ -63,9 +53,6 @@ __all__ = [
 
 INFLIGHT_TTL = 120.0
 """Seconds a pod stays in flight without being observed bound before it is forgotten."""
-_STALE_ADMITTED = 256
-"""Admitted gangs whose workload is gone that :meth:`Ledger.settle` lets pile up before it
-forgets them in one pass."""
 
 
 _NO_CLAIMS: Mapping[str, tuple[NodeName, str]] = MappingProxyType({})
@@ -79,28 +66,13 @@ class InFlight:
     deadline: float
 
 
-@dataclass(frozen=True, slots=True)
-class _Views:
-    """The records' plans, holds and barriers, each sorted by gang: read on every decision,
-    worked out again only when one of them changed."""
-
-    plans: list[tuple[GangKey, Reservation]]
-    holds: list[tuple[GangKey, Reservation]]
-    barriers: list[tuple[GangKey, float]]
-    holding: frozenset[GangKey]
-
-
 class Ledger:
     """One :class:`GangRecord` per gang (plan, hold, barrier, admission), and the pods in
     flight, keyed for quick lookup."""
 
     def __init__(self) -> None:
-        self._records: dict[GangKey, GangRecord] = {}
+        self._book = GangBook()
         self._inflight: dict[str, InFlight] = {}
-        self._held_in: dict[str, set[GangKey]] = {}
-        """Pod uid -> the gangs whose barrier holds it (one, unless its gang changed): an
-        index of the records' ``waiting``, so a pod bound or gone is found in O(1)."""
-        self._views: _Views | None = None
         self.version = 0
         """Bumped on every change, so callers may cache what they derive from the ledger."""
         self.plans_ended = 0
@@ -123,100 +95,45 @@ class Ledger:
     def clone(self) -> Ledger:
         """An independent copy (memos dropped): for what-if questions and replay checks."""
         twin = Ledger()
-        twin._records = {g: r.copy() for g, r in self._records.items()}
+        twin._book = self._book.copy()
         twin._inflight = dict(self._inflight)
-        twin._held_in = {uid: set(gangs) for uid, gangs in self._held_in.items()}
         twin.version = self.version
         return twin
 
     # the gangs' records --------------------------------------------------------------------
     def state(self, gang: GangKey) -> GangState | None:
         """The gang's state in the ledger (``None``: it promises the gang nothing)."""
-        record = self._records.get(gang)
-        return None if record is None else record.state
+        return self._book.state(gang)
 
     def records(self) -> list[tuple[GangKey, GangRecord]]:
         """Every gang's record, sorted by gang (the records themselves: read, do not write)."""
-        return sorted(self._records.items())
+        return self._book.items()
 
     def record(self, gang: GangKey) -> GangRecord | None:
         """The gang's record (read, do not write), if the ledger keeps one."""
-        return self._records.get(gang)
-
-    def _open(self, gang: GangKey) -> GangRecord:
-        record = self._records.get(gang)
-        if record is None:
-            record = self._records[gang] = GangRecord()
-        return record
-
-    def _moved(self, gang: GangKey, before: GangState | None, why: str) -> Transition | None:
-        """After a change to the gang's record: drop it if empty, say if its state changed."""
-        record = self._records.get(gang)
-        after = None if record is None else record.state
-        if record is not None and record.empty():
-            del self._records[gang]
-        return None if after is before else Transition(gang, before, after, why)
-
-    def _set_plan(self, record: GangRecord, plan: Reservation | None) -> None:
-        record.plan = plan
-        self._views = None
-
-    def _set_hold(self, record: GangRecord, hold: Reservation | None) -> None:
-        record.hold = hold
-        self._views = None
-
-    def _set_barrier(self, record: GangRecord, started: float | None) -> None:
-        record.barrier = started
-        self._views = None
-
-    def _unwait(self, gang: GangKey, record: GangRecord) -> dict[str, NodeName]:
-        """Take every member off the gang's barrier; return them."""
-        held, record.waiting = record.waiting, {}
-        for uid in held:
-            self._unindex(uid, gang)
-        return held
-
-    def _unindex(self, uid: str, gang: GangKey) -> None:
-        gangs = self._held_in.get(uid)
-        if gangs is not None:
-            gangs.discard(gang)
-            if not gangs:
-                del self._held_in[uid]
-
-    def _view(self) -> _Views:
-        views = self._views
-        if views is None:
-            items = sorted(self._records.items())
-            plans = [(g, r.plan) for g, r in items if r.plan is not None]
-            holds = [(g, r.hold) for g, r in items if r.hold is not None]
-            views = self._views = _Views(
-                plans=plans, holds=holds,
-                barriers=[(g, r.barrier) for g, r in items if r.barrier is not None],
-                holding=frozenset(g for g, _ in plans) | frozenset(g for g, _ in holds))
-        return views
+        return self._book.get(gang)
 
     # plans ---------------------------------------------------------------------------------
     def plan_for(self, gang: GangKey) -> Plan | None:
-        record = self._records.get(gang)
-        res = None if record is None else record.plan
+        res = self.reservation(gang)
         return None if res is None else res.plan
 
     def reservation(self, gang: GangKey) -> Reservation | None:
-        record = self._records.get(gang)
+        record = self._book.get(gang)
         return None if record is None else record.plan
 
     def reservations(self) -> list[tuple[GangKey, Reservation]]:
-        return list(self._view().plans)
+        return list(self._book.plans())
 
     def reserve(self, plan: Plan, *, now: float, ttl: float) -> Transition | None:
         gang = plan.gang
-        record = self._open(gang)
+        record = self._book.open(gang)
         before = record.state
-        self._set_plan(record, Reservation(plan=plan, reserved_at=now, deadline=now + ttl))
+        self._book.set_plan(record, Reservation(plan=plan, reserved_at=now, deadline=now + ttl))
         record.plan_went()  # what was kept was about the old plan, if any
-        self._set_hold(record, None)  # admitted: its plan holds what it needs now
+        self._book.set_hold(record, None)  # admitted: its plan holds what it needs now
         self.version += 1
-        return self._moved(gang, before, "reserve")
+        return self._book.moved(gang, before, "reserve")
 
     # capacity held for a preemptor ---------------------------------------------------------
     def hold(self, placement: Plan, *, now: float, deadline: float) -> Transition | None:
@@ -224,29 +141,29 @@ class Ledger:
         and pods see that capacity as taken (even while the victims still use it) until the
         gang is planned, the hold is dropped, or ``deadline`` passes."""
         gang = placement.gang
-        record = self._open(gang)
+        record = self._book.open(gang)
         before = record.state
-        self._set_hold(record, Reservation(plan=placement, reserved_at=now, deadline=deadline))
+        self._book.set_hold(record, Reservation(plan=placement, reserved_at=now, deadline=deadline))
         self.version += 1
-        return self._moved(gang, before, "hold")
+        return self._book.moved(gang, before, "hold")
 
     def unhold(self, gang: GangKey) -> Transition | None:
-        record = self._records.get(gang)
+        record = self._book.get(gang)
         if record is None or record.hold is None:
             return None
         before = record.state
-        self._set_hold(record, None)
+        self._book.set_hold(record, None)
         self.version += 1
         self.plans_ended += 1
-        return self._moved(gang, before, "unhold")
+        return self._book.moved(gang, before, "unhold")
 
     def holds(self) -> list[tuple[GangKey, Reservation]]:
         """Preemptors' holds, sorted by gang."""
-        return list(self._view().holds)
+        return list(self._book.holds())
 
     def holding(self) -> frozenset[GangKey]:
         """The gangs holding capacity others may not use: by a plan, or by a hold."""
-        return self._view().holding
+        return self._book.holding()
 
     def progress(self, gang: GangKey, pod_uid: str, *, now: float, ttl: float) -> bool:
         """A member of the gang was filtered onto its plan or reached bind. The first time
@@ -254,7 +171,7 @@ class Ledger:
         least, so a gang whose members keep arriving (a slow scheduler queue, a large gang)
         is not expired and planned over again while it gathers. A member retrying is not
         progress. Returns whether it was."""
-        record = self._records.get(gang)
+        record = self._book.get(gang)
         if record is None or record.plan is None or pod_uid in record.seen:
             return False
         record.seen.add(pod_uid)
@@ -264,10 +181,10 @@ class Ledger:
     def extend(self, gang: GangKey, *, deadline: float) -> None:
         """Keep the gang's plan until ``deadline`` at least: a staged gang's plan holds the
         later stages' capacity while the operator creates their pods."""
-        record = self._records.get(gang)
+        record = self._book.get(gang)
         res = None if record is None else record.plan
         if record is not None and res is not None and res.deadline < deadline:
-            self._set_plan(record, Reservation(res.plan, res.reserved_at, deadline))
+            self._book.set_plan(record, Reservation(res.plan, res.reserved_at, deadline))
             self.version += 1
 
     def claim(self, gang: GangKey, pod_uid: str, node: NodeName, role: str) -> None:
@@ -277,13 +194,13 @@ class Ledger:
         members offered the same open nodes could otherwise both pick one, and one bind
         would be turned away). A claim is a hint for the filter only: binds check the plan's
         slots as always. It goes with the plan; a member filtered again claims anew."""
-        record = self._records.get(gang)
+        record = self._book.get(gang)
         if record is not None and record.plan is not None:
             record.claims[pod_uid] = (node, role)
 
     def claims(self, gang: GangKey) -> Mapping[str, tuple[NodeName, str]]:
         """Pod uid -> (node, role) claimed on the gang's plan (no copy)."""
-        record = self._records.get(gang)
+        record = self._book.get(gang)
         return _NO_CLAIMS if record is None else record.claims
 
     def _end_plan(self, record: GangRecord) -> bool:
@@ -292,7 +209,7 @@ class Ledger:
         record.plan_went()
         if record.plan is None:
             return False
-        self._set_plan(record, None)
+        self._book.set_plan(record, None)
         self.plans_ended += 1
         return True
 
@@ -300,42 +217,41 @@ class Ledger:
         """End the gang's plan only; its barrier and held members stay. For a plan the cluster
         no longer honours (a slot taken behind Muster's back): the next member's filter plans
         the rest of the gang again around the members already held."""
-        record = self._records.get(gang)
+        record = self._book.get(gang)
         if record is None:
             return None
         before = record.state
         if self._end_plan(record):
             self.version += 1
-        return self._moved(gang, before, "drop_plan")
+        return self._book.moved(gang, before, "drop_plan")
 
     def release(self, gang: GangKey) -> Transition | None:
         """Drop the gang's plan and barrier (its in-flight pods stay until observed)."""
-        record = self._records.get(gang)
+        record = self._book.get(gang)
         self.version += 1
         if record is None:
             return None
         before = record.state
         self._end_plan(record)
-        self._set_barrier(record, None)
-        self._unwait(gang, record)
-        return self._moved(gang, before, "release")
+        self._book.set_barrier(record, None)
+        self._book.unwait(gang, record)
+        return self._book.moved(gang, before, "release")
 
     def expire(self, now: float) -> list[GangKey]:
         """Drop plans whose deadline has come, and stale in-flight pods; return the gangs."""
-        views = self._view()
-        gone = [g for g, r in views.plans if r.deadline <= now]
+        gone = [g for g, r in self._book.plans() if r.deadline <= now]
         for gang in gone:
-            record = self._records[gang]
+            record = self._book[gang]
             before = record.state
             self._end_plan(record)
-            self._moved(gang, before, "expire")
-        lapsed = [g for g, r in views.holds if r.deadline <= now]
+            self._book.moved(gang, before, "expire")
+        lapsed = [g for g, r in self._book.holds() if r.deadline <= now]
         for gang in lapsed:
-            record = self._records[gang]
+            record = self._book[gang]
             before = record.state
-            self._set_hold(record, None)
+            self._book.set_hold(record, None)
             self.plans_ended += 1
-            self._moved(gang, before, "expire")
+            self._book.moved(gang, before, "expire")
         stale = [uid for uid, f in self._inflight.items() if f.deadline <= now]
         for uid in stale:
             self.forget_pod(uid)
@@ -368,21 +284,18 @@ class Ledger:
     def confirm_bound(self, pod_uid: str, node: NodeName) -> None:
         """The pod is observed bound: the snapshot now charges it, so stop charging it here."""
         self._inflight.pop(pod_uid, None)
-        for gang in sorted(self._held_in.pop(pod_uid, ())):
-            # Off the barrier, which keeps its clock (the gang stays at the barrier).
-            self._records[gang].waiting.pop(pod_uid, None)
+        self._book.unhold_pod(pod_uid)  # off its barrier, which keeps its clock
         self.version += 1
 
     def forget_pod(self, pod_uid: str) -> None:
         """The pod was deleted, or its bind failed: it holds nothing any more."""
         self._inflight.pop(pod_uid, None)
-        for gang in sorted(self._held_in.pop(pod_uid, ())):
-            record = self._records[gang]
+        for gang in self._book.unhold_pod(pod_uid):
+            record = self._book[gang]
             before = record.state
-            del record.waiting[pod_uid]
             if not record.waiting:
-                self._set_barrier(record, None)
-            self._moved(gang, before, "forget_pod")
+                self._book.set_barrier(record, None)
+            self._book.moved(gang, before, "forget_pod")
         self.version += 1
 
     def in_flight(self) -> Mapping[str, InFlight]:
@@ -398,48 +311,46 @@ class Ledger:
         while it gathers, and one whose next member does not come within the timeout is. A
         member retrying its bind is not progress.
         """
-        record = self._open(gang)
+        record = self._book.open(gang)
         before = record.state
         if pod_uid not in record.waiting or record.barrier is None:
-            self._set_barrier(record, now)
-        record.waiting[pod_uid] = node
-        self._held_in.setdefault(pod_uid, set()).add(gang)
+            self._book.set_barrier(record, now)
+        self._book.hold_member(gang, record, pod_uid, node)
         self.version += 1
-        return self._moved(gang, before, "arrive")
+        return self._book.moved(gang, before, "arrive")
 
     def waiting(self, gang: GangKey) -> tuple[tuple[str, NodeName], ...]:
-        record = self._records.get(gang)
+        record = self._book.get(gang)
         return () if record is None else tuple(sorted(record.waiting.items()))
 
     def held(self, gang: GangKey) -> Mapping[str, NodeName]:
         """Pod UID -> node of the gang's members held at the barrier (unsorted, no copy: for
         checks on every arrival)."""
-        record = self._records.get(gang)
+        record = self._book.get(gang)
         return _NOT_HELD if record is None else MappingProxyType(record.waiting)
 
     def barrier_started(self, gang: GangKey) -> float | None:
         """When the gang's latest new member reached the barrier (``None``: no barrier)."""
-        record = self._records.get(gang)
+        record = self._book.get(gang)
         return None if record is None else record.barrier
 
     def barriers(self) -> list[tuple[GangKey, float]]:
-        return list(self._view().barriers)
+        return list(self._book.barriers())
 
     def admit(self, gang: GangKey, *, now: float, stage: int = 0,
               keep: frozenset[str] = frozenset()) -> tuple[tuple[str, NodeName], ...]:
         """Open the barrier up to ``stage``: return the members held there, now free to bind.
         Members in ``keep`` (of later stages) stay held, their barrier restarted at ``now``.
         The gang is admitted (at the barrier again if members were kept)."""
-        record = self._open(gang)
-        held = self._unwait(gang, record)
+        record = self._book.open(gang)
+        held = self._book.unwait(gang, record)
         released = tuple(sorted((u, n) for u, n in held.items() if u not in keep))
         kept = {u: n for u, n in held.items() if u in keep}
-        self._set_barrier(record, None)
+        self._book.set_barrier(record, None)
         if kept:
-            record.waiting = kept
-            for uid in kept:
-                self._held_in.setdefault(uid, set()).add(gang)
-            self._set_barrier(record, now)
+            for uid, node in kept.items():
+                self._book.hold_member(gang, record, uid, node)
+            self._book.set_barrier(record, now)
         if record.admitted is None:
             record.admitted = now
         record.stage = max(stage, record.stage)
@@ -448,12 +359,12 @@ class Ledger:
 
     def is_admitted(self, gang: GangKey) -> bool:
         """Whether the gang's barrier released (its first stage at least)."""
-        record = self._records.get(gang)
+        record = self._book.get(gang)
         return record is not None and record.admitted is not None
 
     def admitted_stage(self, gang: GangKey) -> int:
         """The last stage of the gang its barrier released; -1 before the first."""
-        record = self._records.get(gang)
+        record = self._book.get(gang)
         return -1 if record is None or record.admitted is None else record.stage
 
     def withdraw(self, gang: GangKey) -> tuple[tuple[str, NodeName], ...]:
@@ -466,88 +377,33 @@ class Ledger:
         return held
 
     def settle(self, snapshot: ClusterSnapshot, *, gpu: str = GPU) -> list[GangKey]:
-        """Close out what the cluster has caught up with; return the gangs whose plan ended.
-
-        A plan whose every role has as many of the gang's pods bound (or in flight) as its
-        slots hold has done its job: the snapshot charges those pods now, so keeping it would
-        reserve their capacity a second time once they finish or are deleted. Counted per
-        role, not per slot: kube-scheduler may put two members of a role on one planned node
-        where the plan had one there and one on another (the filter offers each member every
-        node with a slot open for its role when they are decided together), and the slot left
-        empty would otherwise hold its node's capacity from every other pod until the plan's
-        TTL. The members placed when the plan was made (:attr:`Plan.placed`: it was made for
-        the rest, after a plan ended or a restart) are counted on top of its slots; otherwise
-        such a plan would end at once, and what it holds for the rest of the gang would go to
-        the next gang planned before the rest binds there. A plan whose gang has no pod left
-        ends too: nothing can use it. (A gang admitted
-        earlier with no pod left holding anything starts over at the barrier:
-        :meth:`recheck_admitted`.)
-        """
+        """Close out what the cluster has caught up with; return the gangs whose plan ended:
+        a plan whose every role has its members bound or in flight (:func:`plan_filled`),
+        and one whose gang has no pod left (nothing can use it). (A gang admitted earlier
+        with no pod left holding anything starts over at the barrier:
+        :meth:`recheck_admitted`.)"""
         done: list[GangKey] = []
         members = index_of(snapshot, gpu=gpu).gang_pods
         stamps = gang_stamps(snapshot)
-        changed = False
         for gang, res in self.reservations():
-            pods = members.get(gang)
-            # With every pod of the gang deleted, nothing can use the plan any more.
-            if not pods or self._filled(gang, res.plan, pods, stamps, snapshot, gpu=gpu):
-                record = self._records[gang]
+            pods, record = members.get(gang), self._book[gang]
+            if not pods or plan_filled(gang, res.plan, pods, record=record, stamps=stamps,
+                                       snapshot=snapshot, ledger=self, gpu=gpu):
                 before = record.state
                 self._end_plan(record)
-                self._set_barrier(record, None)
-                self._moved(gang, before, "settle")
+                self._book.set_barrier(record, None)
+                self._book.moved(gang, before, "settle")
                 done.append(gang)
-                changed = True
-        if len(self._records) > len(snapshot.gangs) + _STALE_ADMITTED and (
-                sum(r.admitted is not None for r in self._records.values())
-                > len(snapshot.gangs) + _STALE_ADMITTED):
-            # Gangs whose workload is gone, forgotten now and then rather than on every call
-            # (this runs after every bind); a recreated gang is caught by recheck_admitted.
-            for gang, record in list(self._records.items()):
-                if record.admitted is not None and gang not in snapshot.gangs:
-                    before = record.state
-                    record.admitted, record.stage = None, -1
-                    self._moved(gang, before, "settle")
-            changed = True
-        if changed:
+        if self._book.forget_admitted(snapshot.gangs) or done:
             self.version += 1
         return done
-
-    def _filled(self, gang: GangKey, plan: Plan, pods: tuple[str, ...],
-                stamps: Mapping[str, int] | None, snapshot: ClusterSnapshot, *,
-                gpu: str) -> bool:
-        """Whether every role of ``plan`` has as many of the gang's pods bound or in flight
-        as it holds. Kept while the gang's stamp, its pods in flight and the plan stay the
-        same: settling runs on every new snapshot, and most pod events touch no planned
-        gang, so counting every member of every plan each time was most of its cost."""
-        stamp = None if stamps is None else stamps.get(gang)
-        flights = tuple(map(self._inflight.get, pods))
-        key = (stamp, plan, flights)
-        record = self._records[gang]
-        if stamp is not None:
-            kept = record.settled
-            if kept is not None and kept[0] == key:
-                return kept[1]
-        placed: dict[str, int] = {}
-        for (_node, role), n in placed_counts(gang, snapshot, self, gpu=gpu).items():
-            placed[role] = placed.get(role, 0) + n
-        wanted: dict[str, int] = {}
-        for _node, role, n in plan.slots:
-            wanted[role] = wanted.get(role, 0) + n
-        for role, n in plan.placed:  # a plan made for the rest of the gang
-            if role in wanted:
-                wanted[role] += n
-        filled = all(placed.get(role, 0) >= n for role, n in wanted.items())
-        if stamp is not None:
-            record.settled = (key, filled)
-        return filled
 
     def recheck_admitted(self, gang: GangKey, snapshot: ClusterSnapshot, *,
                          gpu: str = GPU) -> Transition | None:
         """A gang admitted earlier with no pod left holding anything starts over at the
         barrier, so a recreated gang (a JobSet restart) is again bound all or nothing. Asked
         for the gang a decision is about, before it reads :meth:`admitted_stage`."""
-        record = self._records.get(gang)
+        record = self._book.get(gang)
         if (record is None or record.admitted is None or record.plan is not None
                 or record.waiting):
             return None
@@ -556,18 +412,18 @@ class Ledger:
         before = record.state
         record.admitted, record.stage = None, -1
         self.version += 1
-        return self._moved(gang, before, "recheck_admitted")
+        return self._book.moved(gang, before, "recheck_admitted")
 
     def forget_gang(self, gang: GangKey) -> Transition | None:
         """The gang's workload is gone."""
         moved = self.release(gang)
-        record = self._records.get(gang)
+        record = self._book.get(gang)
         if record is None:
             return moved
         before = record.state if moved is None else moved.before
-        self._set_hold(record, None)
+        self._book.set_hold(record, None)
         record.admitted, record.stage = None, -1
-        return self._moved(gang, before, "forget_gang")
+        return self._book.moved(gang, before, "forget_gang")
 
     # after a restart -----------------------------------------------------------------------
     def rebuild(
@@ -577,32 +433,16 @@ class Ledger:
         """Start over from what the cluster shows: gangs with bound members were admitted
         before the restart (the barrier released them), and a gang left below its minimum
         (a crash between two binds) gets a plan for the rest of its minimum."""
-        self._records.clear()  # a preemptor's hold is made again at its next preempt call
-        self._views = None
+        self._book.clear()  # a preemptor's hold is made again at its next preempt call
         self._placed_memo.clear()
         self._inflight.clear()
-        self._held_in.clear()
-        order = sorted(snapshot.gangs.values(),
-                       key=lambda g: (-gang_priority(g, snapshot, gpu=gpu), g.created, g.key))
-        for gang in order:
-            bound = placed_counts(gang.key, snapshot, self, gpu=gpu)  # nothing is in flight
-            placed, nodes = per_role(bound), per_node(bound)
-            if not placed:
-                continue
-            record = self._open(gang.key)
-            record.admitted = now
-            # Members the barrier released are bound; their latest stage was released.
-            record.stage = max(gang.stage_of(role) for role in placed)
-            if sum(placed.values()) >= gang.min_member:
-                continue
-            capacity = free_capacity(snapshot, self, gpu=gpu)
-            plan = plan_gang(gang, snapshot=snapshot, capacity=capacity, placed=placed, gpu=gpu,
-                             within=placed_domain(gang, snapshot, nodes),
-                             occupied=occupants(snapshot, self, gpu=gpu))
-            if isinstance(plan, Plan) and plan.slots:
+        for gang, stage, plan in restored(snapshot, self, gpu=gpu):
+            record = self._book.open(gang.key)
+            record.admitted, record.stage = now, stage
+            if plan is not None:
                 # A staged gang released up to a stage waits for its next stage's pods to be
                 # created: its plan holds them as long as the barrier would have.
-                staged = stage_ttl is not None and record.stage < gang.last_stage
+                staged = stage_ttl is not None and stage < gang.last_stage
                 self.reserve(plan, now=now, ttl=max(ttl, stage_ttl) if staged and
                              stage_ttl is not None else ttl)
         self.version += 1

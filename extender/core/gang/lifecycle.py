@@ -3,11 +3,36 @@
 :class:`GangRecord` holds everything the ledger keeps for one gang (its plan, its preemption
 hold, its barrier and the members held there, when it was admitted and up to which stage,
 the members seen and the slots claimed on its plan, the settle memo). :attr:`GangRecord.state`
-is the one place a gang's :class:`GangState` is worked out from it; the ledger's transition
-methods return a :class:`Transition` when they change it. The states the cluster shows rather
-than the ledger (waiting with no promise, bound, finished) are worked out by
-:func:`observed_state`, the one place every view (inspect, Gang objects, the CLI, metrics)
-gets a gang's state from. Pure: no clock, no I/O.
+is the one place a gang's :class:`GangState` is worked out from it, as kube-scheduler's
+``cache/interface.go`` draws a pod. Each arrow is a method of
+:class:`~extender.core.gang.ledger.Ledger` (those that return nothing else return the
+:class:`Transition`)::
+
+  (none) ──hold (a preemption plan)──▶ PREEMPTING ──unhold, expire (its deadline)──▶ (none)
+    │                                      │
+    │ reserve (filter plans the gang)      │ reserve (the plan replaces the hold)
+    ▼                                      ▼
+  PLANNED ◀────────────────────────────────┘
+    │  └──expire (plan TTL), release, drop_plan, settle (filled, no pod left)──▶ (none)
+    │
+    │ arrive (a member reaches bind; also from (none): a plan dropped)
+    ▼
+  AT_BARRIER ◀──┐ arrive (a new member restarts the barrier's clock; a retry does not)
+    │  ├────────┘ drop_plan (the members held stay)
+    │  └──withdraw (bind timeout, yield, node lost), release, settle, forget_pod (the last
+    │     member held) ──▶ what the record still holds: ADMITTED, PLANNED, PREEMPTING, (none)
+    │
+    │ admit (the minimum, or a stage's, at bind or bound; members of later stages kept
+    ▼        held stay AT_BARRIER)
+  ADMITTED ──arrive (a later stage's member reaches bind)──▶ AT_BARRIER
+    │         reserve, settle (a plan for the rest comes and goes; the gang stays ADMITTED)
+    └──recheck_admitted (no pod left holding anything), settle (workload gone)──▶ (none)
+
+  any ──forget_gang (the workload is gone)──▶ (none)
+
+The states the cluster shows rather than the ledger (waiting with no promise, bound,
+finished) are worked out by :func:`observed_state`, the one place every view (inspect, Gang
+objects, the CLI, metrics) gets a gang's state from. Pure: no clock, no I/O.
 """
 
 from __future__ import annotations
