@@ -3,9 +3,13 @@ reports after it (the diagram in :mod:`extender.core.gang.ledger`'s docstring)."
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
+from extender.core.gang import lifecycle
 from extender.core.gang.capacity import index_of
 from extender.core.gang.ledger import GangState, Ledger, Transition
-from extender.core.gang.lifecycle import GangRecord, observed_state
+from extender.core.gang.lifecycle import VIEW_STATES, GangRecord, observed_state
 from extender.core.gang.placement import Plan, plan_gang
 from extender.core.model.snapshot import ClusterSnapshot
 from extender.core.model.values import Gang, NodeName
@@ -247,3 +251,22 @@ def test_views_show_bound_and_finished_from_the_cluster_over_the_ledgers_state()
                           held_at_bind=1) is GangState.WAITING
     assert observed_state(None, min_member=2, bound=0, finished=0,
                           held_at_bind=0) is GangState.WAITING
+
+
+# the drawing ---------------------------------------------------------------------------------
+def _drawing(text: str) -> str:
+    start, last = text.index("  (none) ──hold"), "──forget_gang (the workload is gone)──▶ (none)"
+    return text[start:text.index(last, start) + len(last)]
+
+
+def test_the_drawn_state_machine_names_every_ledger_state_and_transition_and_docs_show_it(
+) -> None:
+    drawn = _drawing(lifecycle.__doc__ or "")
+    ledger_states = set(GangState) - set(VIEW_STATES)
+    assert {s for s in ledger_states if s.name not in drawn} == set()
+    returning = {name for name, f in vars(Ledger).items() if callable(f)
+                 and "Transition" in str(f.__annotations__.get("return", ""))}
+    changing = {"admit", "withdraw", "expire", "settle", "forget_pod"}
+    assert {m for m in returning | changing if not re.search(rf"\b{m}\b", drawn)} == set()
+    docs = (Path(__file__).resolve().parents[3] / "docs" / "architecture.md").read_text()
+    assert _drawing(docs) == drawn
