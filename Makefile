@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast venv controlplane image-tools bench clean image
+.PHONY: demo test test-fast venv controlplane image-tools bench clean image chart-files
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -32,6 +32,10 @@ test: venv controlplane image-tools
 # IMAGE=NAME to tag it otherwise (default localhost/muster:VERSION).
 image: venv image-tools
 	PYTHON=$(BIN)/python bash packaging/image/build.sh $(IMAGE)
+
+# charts/muster's CRDs and monitoring files, copied again from manifests/, their source.
+chart-files: venv
+	$(BIN)/python -m tests.packaging.chartfiles
 
 bench: venv
 	@for b in tests/bench/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done

@@ -11,6 +11,7 @@ import hashlib
 
 import yaml
 
+from tests.packaging.chartfiles import COPIES
 from tests.packaging.helmchart import (
     CHART,
     CONFIG_CHECKSUM,
@@ -76,16 +77,15 @@ def test_monitoring_values_render_exactly_the_monitoring_kustomizations_objects(
 
 
 def test_the_charts_copies_of_manifests_files_are_byte_for_byte_the_originals() -> None:
-    copies = {
-        CHART / "crds" / "crd-workloaddescriptor.yaml": MANIFESTS / "crd-workloaddescriptor.yaml",
-        CHART / "crds" / "crd-gang.yaml": MANIFESTS / "crd-gang.yaml",
-        CHART / "files" / "prometheusrule.yaml": MANIFESTS / "monitoring" / "prometheusrule.yaml",
-        CHART / "files" / "muster-dashboard.json":
-            MANIFESTS / "monitoring" / "muster-dashboard.json",
-    }
-    for copy, original in copies.items():
+    for copy, original in COPIES.items():
         assert copy.read_bytes() == original.read_bytes(), (
-            f"{copy.relative_to(CHART)} differs from {original}: copy it again")
+            f"{copy.relative_to(CHART)} differs from {original}: run make chart-files")
+
+
+def test_every_file_of_the_charts_crds_and_files_is_a_copy_of_manifests() -> None:
+    for folder in ("crds", "files"):
+        assert set((CHART / folder).iterdir()) <= set(COPIES), (
+            f"{folder}/ holds a file not made from manifests/ (tests/packaging/chartfiles.py)")
 
 
 def test_another_release_namespace_moves_every_namespaced_object_and_the_extender_url(
