@@ -23,6 +23,7 @@ from extender.core.workloads.catalog import Catalog
 from extender.files.catalog import packaged_catalog
 from extender.kube.client import Connection, NotFound
 from extender.sandbox.config import GateBy, Ports, SchedulerMode
+from extender.sandbox.dra import GpuModel
 from extender.sandbox.sandbox import Sandbox, SandboxSpec
 from extender.sandbox.submit import Submitted, submit
 
@@ -35,14 +36,19 @@ def start_sandbox(tmp: Path, *, mode: SchedulerMode = SchedulerMode.MUSTER, node
                   plan_ttl: float = 30.0, controller_manager: bool = True,
                   jobset: bool = False, lws: bool = False, kuberay: bool = False,
                   nodes_per_rack: int = 4, gating: bool = False,
-                  gate_by: GateBy = GateBy.WEBHOOK) -> Sandbox:
+                  gate_by: GateBy = GateBy.WEBHOOK,
+                  gpu_model: GpuModel = GpuModel.DEVICE_PLUGIN, dra_nodes: int | None = None,
+                  dra_partitions: bool = False, install_descriptors: bool = True) -> Sandbox:
     """A sandbox on free ports (``Ports()`` picks them at ``up``), with the real operators
-    asked for."""
+    asked for; ``gpu_model``, ``dra_nodes`` and ``dra_partitions`` as :class:`SandboxSpec`
+    reads them (with a DRA model, ``nodes`` counts the device-plugin nodes of ``mixed``
+    only)."""
     spec = SandboxSpec(directory=tmp, nodes=nodes, gpus_per_node=gpus_per_node, mode=mode,
                        ports=Ports(), bind_timeout=bind_timeout, plan_ttl=plan_ttl,
                        controller_manager=controller_manager, jobset=jobset, lws=lws,
                        kuberay=kuberay, nodes_per_rack=nodes_per_rack, gating=gating,
-                       gate_by=gate_by)
+                       gate_by=gate_by, gpu_model=gpu_model, dra_nodes=dra_nodes,
+                       dra_partitions=dra_partitions, install_descriptors=install_descriptors)
     sandbox = Sandbox(spec, say=lambda _m: None)
     sandbox.up()
     return sandbox
@@ -76,6 +82,23 @@ def real_box(request: pytest.FixtureRequest,
     box = start_sandbox(tmp_path_factory.mktemp("-".join(names)), jobset="jobset" in names,
                         lws="lws" in names, kuberay="kuberay" in names,
                         nodes=int(getattr(request.module, "NODES", 4)))
+    try:
+        yield box
+    finally:
+        box.down()
+
+
+@pytest.fixture(scope="module")
+def dra_box(request: pytest.FixtureRequest,
+            tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
+    """A sandbox for one module whose fake nodes offer GPUs through DRA, as the module's
+    ``DRA_SANDBOX`` asks: keywords of :func:`start_sandbox`, ``gpu_model`` among them."""
+    settings = getattr(request.module, "DRA_SANDBOX", None)
+    if not isinstance(settings, dict) or not isinstance(settings.get("gpu_model"), GpuModel) \
+            or not settings["gpu_model"].has_dra_nodes:
+        raise pytest.UsageError(f"{request.module.__name__}: DRA_SANDBOX must give "
+                                f"start_sandbox's keywords with a DRA gpu_model, not {settings!r}")
+    box = start_sandbox(tmp_path_factory.mktemp("dra"), **settings)
     try:
         yield box
     finally:

@@ -15,31 +15,21 @@ from typing import Any
 
 import pytest
 
-from extender.sandbox.config import Ports
 from extender.sandbox.dra import CHANNEL_CLASS, CLIQUE_LABEL, GPU_CLASS, GpuModel
-from extender.sandbox.sandbox import Sandbox, SandboxSpec
+from extender.sandbox.sandbox import Sandbox
 from tests.e2e.conftest import bound, pods_in, running, scratch_namespace, wait_until
 from tests.e2e.test_dra_gangs_are_bound_whole import apply, claims, of, where
 
 pytestmark = pytest.mark.e2e
 
 
-@pytest.fixture(scope="module")
-def cliques_box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
-    """4 DRA nodes of 8 GPUs in 2 NVLink cliques of 2 nodes, the real JobSet controller."""
-    spec = SandboxSpec(directory=tmp_path_factory.mktemp("cliques"), ports=Ports(),
-                       gpu_model=GpuModel.DRA, dra_nodes=4, nodes_per_rack=2, jobset=True)
-    box = Sandbox(spec, say=lambda _m: None)
-    box.up()
-    try:
-        yield box
-    finally:
-        box.down()
+#: 4 DRA nodes of 8 GPUs in 2 NVLink cliques of 2 nodes, the real JobSet controller.
+DRA_SANDBOX = {"gpu_model": GpuModel.DRA, "dra_nodes": 4, "nodes_per_rack": 2, "jobset": True}
 
 
 @pytest.fixture()
-def ns(cliques_box: Sandbox) -> Iterator[str]:
-    with scratch_namespace(cliques_box.connection(), "cd") as name:
+def ns(dra_box: Sandbox) -> Iterator[str]:
+    with scratch_namespace(dra_box.connection(), "cd") as name:
         yield name
 
 
@@ -75,17 +65,17 @@ def cliques(box: Sandbox) -> dict[str, str]:
 
 
 def test_a_domain_gang_takes_one_channel_per_node_within_one_clique(
-        cliques_box: Sandbox, ns: str) -> None:
-    conn = cliques_box.connection()
+        dra_box: Sandbox, ns: str) -> None:
+    conn = dra_box.connection()
     # 4 GPUs a pod: two pods would fit one node's GPUs, not its one channel device.
-    apply(cliques_box, *templates(ns, gpus=4), domain_jobset(ns, "domain", pods=2))
+    apply(dra_box, *templates(ns, gpus=4), domain_jobset(ns, "domain", pods=2))
     assert wait_until(lambda: len(running(of(pods_in(conn, ns), "domain"))) == 2,
                       timeout=120), where(pods_in(conn, ns))
     pods = of(pods_in(conn, ns), "domain")
     nodes = {p["spec"]["nodeName"] for p in pods}
     assert len(nodes) == 2
-    assert len({cliques(cliques_box)[n] for n in nodes}) == 1
-    channels = [c for c in claims(cliques_box, ns)
+    assert len({cliques(dra_box)[n] for n in nodes}) == 1
+    channels = [c for c in claims(dra_box, ns)
                 if c["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"]
                 == CHANNEL_CLASS]
     assert len(channels) == 2
@@ -94,11 +84,11 @@ def test_a_domain_gang_takes_one_channel_per_node_within_one_clique(
 
 
 def test_a_domain_gang_larger_than_any_clique_waits_whole(
-        cliques_box: Sandbox, ns: str) -> None:
+        dra_box: Sandbox, ns: str) -> None:
     """3 pods, one channel each, cliques of 2 nodes: no clique can hold it. (JobSet's pod
     webhook creates the followers only once the leader has a node: they never appear.)"""
-    conn = cliques_box.connection()
-    apply(cliques_box, *templates(ns, gpus=4), domain_jobset(ns, "wide", pods=3))
+    conn = dra_box.connection()
+    apply(dra_box, *templates(ns, gpus=4), domain_jobset(ns, "wide", pods=3))
     assert wait_until(lambda: bool(of(pods_in(conn, ns), "wide")), timeout=60)
     assert not wait_until(lambda: bool(bound(of(pods_in(conn, ns), "wide"))), timeout=10)
-    assert not [c for c in claims(cliques_box, ns) if (c.get("status") or {}).get("allocation")]
+    assert not [c for c in claims(dra_box, ns) if (c.get("status") or {}).get("allocation")]

@@ -3,7 +3,8 @@ DynamicResources plugin, kube-controller-manager's resource-claim controller and
 JobSet controller, on a sandbox of device-plugin nodes and DRA nodes side by side.
 
 A JobSet whose pods take 8 GPUs each through a ResourceClaimTemplate is bound whole; a second
-that no longer fits is bound not at all (its claims never allocated) until the first is gone; a
+that no longer fits is bound not at all (its claims never allocated) until the first is gone,
+while kube-scheduler alone, given the same JobSets on the same nodes, binds part of it; a
 gang asking plain ``nvidia.com/gpu`` is served by the device plugin and, through the class's
 ``extendedResourceName``, by DRA nodes whose allocatable has no GPUs at all.
 """
@@ -17,23 +18,32 @@ from typing import Any
 import pytest
 import yaml
 
-from extender.sandbox.config import Ports
+from extender.sandbox.config import SchedulerMode
 from extender.sandbox.dra import DRA_NODE_PREFIX, GPU_CLASS, GpuModel
-from extender.sandbox.sandbox import Sandbox, SandboxSpec
-from tests.e2e.conftest import bound, pods_in, running, scratch_namespace, wait_until
+from extender.sandbox.sandbox import Sandbox
+from tests.e2e.conftest import (
+    bound,
+    pods_in,
+    running,
+    scratch_namespace,
+    start_sandbox,
+    wait_until,
+)
 from tests.e2e.test_real_pod_lifecycle import kubectl, muster_gangs
 
 pytestmark = pytest.mark.e2e
 
 
+#: 2 device-plugin nodes and 3 DRA nodes of 8 GPUs each, the real JobSet controller.
+DRA_SANDBOX = {"nodes": 2, "gpu_model": GpuModel.MIXED, "dra_nodes": 3, "jobset": True}
+
+
 @pytest.fixture(scope="module")
-def mixed_box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
-    """2 device-plugin nodes and 3 DRA nodes of 8 GPUs each, the real JobSet controller."""
-    spec = SandboxSpec(directory=tmp_path_factory.mktemp("dra"), nodes=2, ports=Ports(),
-                       gpu_model=GpuModel.MIXED, dra_nodes=3, jobset=True, plan_ttl=30.0,
-                       bind_timeout=15.0)
-    box = Sandbox(spec, say=lambda _m: None)
-    box.up()
+def alone_box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
+    """The nodes and controllers of :data:`DRA_SANDBOX`, scheduled by kube-scheduler alone
+    (no extender). The descriptors stay: without them the sandbox installs no JobSet CRD."""
+    box = start_sandbox(tmp_path_factory.mktemp("dra-alone"),
+                        **{**DRA_SANDBOX, "mode": SchedulerMode.DEFAULT})
     try:
         yield box
     finally:
@@ -41,8 +51,14 @@ def mixed_box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
 
 
 @pytest.fixture()
-def ns(mixed_box: Sandbox) -> Iterator[str]:
-    with scratch_namespace(mixed_box.connection(), "dra") as name:
+def ns(dra_box: Sandbox) -> Iterator[str]:
+    with scratch_namespace(dra_box.connection(), "dra") as name:
+        yield name
+
+
+@pytest.fixture()
+def alone_ns(alone_box: Sandbox) -> Iterator[str]:
+    with scratch_namespace(alone_box.connection(), "alone") as name:
         yield name
 
 
@@ -104,67 +120,112 @@ def where(pods: list[dict[str, Any]]) -> list[tuple[str, str | None, str | None]
             for p in pods]
 
 
-def test_claim_gangs_are_bound_whole_and_one_that_does_not_fit_waits_whole(
-        mixed_box: Sandbox, ns: str) -> None:
-    conn = mixed_box.connection()
-    apply(mixed_box, claim_template(ns, "eight", count=8),
-          jobset(ns, "first", pods=3, claim="eight"))
-    assert wait_until(lambda: len(running(of(pods_in(conn, ns), "first"))) == 3, timeout=90), \
-        where(pods_in(conn, ns))
-    first = of(pods_in(conn, ns), "first")
-    nodes = {p["spec"]["nodeName"] for p in first}
-    assert len(nodes) == 3 and all(n.startswith(DRA_NODE_PREFIX) for n in nodes)
-    taken = allocated(claims(mixed_box, ns))
-    assert len(taken) == 3
-    assert all(len(c["status"]["allocation"]["devices"]["results"]) == 8 for c in taken)
+def owned_claims(box: Sandbox, namespace: str, pod: dict[str, Any]) -> list[dict[str, Any]]:
+    """The claims kube-controller-manager made from templates for ``pod``."""
+    uid = pod["metadata"]["uid"]
+    return [c for c in claims(box, namespace)
+            if any(o.get("uid") == uid for o in c["metadata"].get("ownerReferences", []))]
 
-    # Every DRA GPU is taken: a second claim gang of 2 must not start any pod.
-    apply(mixed_box, jobset(ns, "second", pods=2, claim="eight"))
+
+def started(box: Sandbox, namespace: str, name: str, *, pods: int) -> list[dict[str, Any]]:
+    """The pods of JobSet ``name`` once ``pods`` of them run (waits up to 90 s)."""
+    conn = box.connection()
+    assert wait_until(lambda: len(running(of(pods_in(conn, namespace), name))) == pods,
+                      timeout=90), where(pods_in(conn, namespace))
+    return of(pods_in(conn, namespace), name)
+
+
+def reserved_for(made: dict[str, Any]) -> list[str]:
+    return [r["name"] for r in (made.get("status") or {}).get("reservedFor", [])]
+
+
+def test_claim_gangs_bind_whole_or_not_at_all_where_kube_scheduler_alone_binds_part(
+        dra_box: Sandbox, alone_box: Sandbox, ns: str, alone_ns: str) -> None:
+    """The same JobSets (2 pods of 8 claim GPUs, then 2 more) on the same nodes (3 DRA nodes
+    of 8, 2 device-plugin nodes no claim can use), with Muster and with kube-scheduler alone:
+    the second fits only in part. kube-scheduler alone binds one of its pods and allocates that
+    pod's claim, for a gang that cannot run; Muster binds none and allocates nothing until the
+    first gang is gone, then binds it whole."""
+    boxes = ((dra_box, ns), (alone_box, alone_ns))
+    for box, namespace in boxes:
+        apply(box, claim_template(namespace, "eight", count=8),
+              jobset(namespace, "first", pods=2, claim="eight"))
+    for box, namespace in boxes:
+        first = started(box, namespace, "first", pods=2)
+        assert len({p["spec"]["nodeName"] for p in first}) == 2
+        assert all(p["spec"]["nodeName"].startswith(DRA_NODE_PREFIX) for p in first)
+        for pod in first:
+            [made] = owned_claims(box, namespace, pod)
+            assert len(made["status"]["allocation"]["devices"]["results"]) == 8
+            assert reserved_for(made) == [pod["metadata"]["name"]]
+        apply(box, jobset(namespace, "second", pods=2, claim="eight"))
+
+    # kube-scheduler alone: one pod of the second bound, its claim allocated and reserved;
+    # the other pending, its claim made but never allocated.
+    alone = alone_box.connection()
+
+    def split() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        second = of(pods_in(alone, alone_ns), "second")
+        return bound(second), [p for p in second if not p["spec"].get("nodeName")]
+
+    assert wait_until(lambda: [len(x) for x in split()] == [1, 1]
+                      and len(running(split()[0])) == 1, timeout=90), \
+        where(pods_in(alone, alone_ns))
+    [placed], [pending] = split()
+    [made] = owned_claims(alone_box, alone_ns, placed)
+    assert len(made["status"]["allocation"]["devices"]["results"]) == 8
+    assert reserved_for(made) == [placed["metadata"]["name"]]
+    assert all(not (c.get("status") or {}).get("allocation")
+               for c in owned_claims(alone_box, alone_ns, pending))
+
+    # Muster, over the same time and 8 s more: none of the second bound, its claims unallocated.
+    conn = dra_box.connection()
     assert wait_until(lambda: len(of(pods_in(conn, ns), "second")) == 2, timeout=30)
     settle = time.monotonic() + 8
     while time.monotonic() < settle:
         assert not bound(of(pods_in(conn, ns), "second")), where(pods_in(conn, ns))
-        assert len(allocated(claims(mixed_box, ns))) == 3
+        assert len(allocated(claims(dra_box, ns))) == 2
         time.sleep(0.5)
+    gang = next(g for key, g in muster_gangs(dra_box).items() if key.endswith("/second"))
+    assert (gang["state"], gang["bound"]) == ("waiting", 0)
 
     # The first gang goes: the second is bound whole onto the DRA nodes.
-    kubectl(mixed_box, "delete", "jobset", "first", "-n", ns, "--wait=false")
+    kubectl(dra_box, "delete", "jobset", "first", "-n", ns, "--wait=false")
     assert wait_until(lambda: len(running(of(pods_in(conn, ns), "second"))) == 2,
                       timeout=120), where(pods_in(conn, ns))
     second = of(pods_in(conn, ns), "second")
     assert all(p["spec"]["nodeName"].startswith(DRA_NODE_PREFIX) for p in second)
-    gang = next(g for key, g in muster_gangs(mixed_box).items() if key.endswith("/second"))
+    gang = next(g for key, g in muster_gangs(dra_box).items() if key.endswith("/second"))
     assert (gang["minMember"], gang["bound"]) == (2, 2)
 
 
 def test_a_claim_gang_larger_than_the_dra_nodes_is_bound_not_at_all(
-        mixed_box: Sandbox, ns: str) -> None:
+        dra_box: Sandbox, ns: str) -> None:
     """4 pods of 8 claim GPUs, 3 DRA nodes free (device-plugin nodes cannot serve claims):
-    kube-scheduler alone binds 3 of them (test_sandbox_publishes_dra_gpus.py); with Muster
-    none is bound and no claim is allocated."""
-    conn = mixed_box.connection()
-    assert wait_until(lambda: not dra_nodes_in_use(mixed_box), timeout=90)
-    apply(mixed_box, claim_template(ns, "eight", count=8), jobset(ns, "big", pods=4,
+    none is bound, no claim is allocated, and the reason names the class and what is free."""
+    conn = dra_box.connection()
+    assert wait_until(lambda: not dra_nodes_in_use(dra_box), timeout=90)
+    apply(dra_box, claim_template(ns, "eight", count=8), jobset(ns, "big", pods=4,
                                                                   claim="eight"))
     assert wait_until(lambda: len(of(pods_in(conn, ns), "big")) == 4, timeout=30)
     settle = time.monotonic() + 10
     while time.monotonic() < settle:
         assert not bound(pods_in(conn, ns)), where(pods_in(conn, ns))
-        assert not allocated(claims(mixed_box, ns))
+        assert not allocated(claims(dra_box, ns))
         time.sleep(0.5)
-    gang = next(g for key, g in muster_gangs(mixed_box).items() if key.endswith("/big"))
+    gang = next(g for key, g in muster_gangs(dra_box).items() if key.endswith("/big"))
     assert gang["state"] == "waiting" and gang["bound"] == 0
     assert "needs 8 gpu.nvidia.com devices on one node, the most free is 0" \
         in gang["lastReason"], gang["lastReason"]
 
 
 def test_plain_gpu_requests_are_served_by_the_device_plugin_and_by_dra_nodes(
-        mixed_box: Sandbox, ns: str) -> None:
+        dra_box: Sandbox, ns: str) -> None:
     """5 pods of 8 ``nvidia.com/gpu`` on 2 device-plugin nodes and 3 DRA nodes: it fits only
     if the DRA nodes' GPUs count, which their allocatable does not show."""
-    conn = mixed_box.connection()
-    assert wait_until(lambda: not dra_nodes_in_use(mixed_box), timeout=90)  # other tests' gone
-    apply(mixed_box, jobset(ns, "plain", pods=5, gpus=8))
+    conn = dra_box.connection()
+    assert wait_until(lambda: not dra_nodes_in_use(dra_box), timeout=90)  # other tests' gone
+    apply(dra_box, jobset(ns, "plain", pods=5, gpus=8))
     assert wait_until(lambda: len(running(of(pods_in(conn, ns), "plain"))) == 5,
                       timeout=120), where(pods_in(conn, ns))
     pods = of(pods_in(conn, ns), "plain")

@@ -11,9 +11,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from extender.sandbox.config import Ports
 from extender.sandbox.dra import GPU_CLASS, MIG_CLASS, GpuModel
-from extender.sandbox.sandbox import Sandbox, SandboxSpec
+from extender.sandbox.sandbox import Sandbox
 from tests.e2e.conftest import bound, pods_in, running, scratch_namespace, wait_until
 from tests.e2e.test_dra_gangs_are_bound_whole import (
     allocated,
@@ -29,48 +28,40 @@ from tests.e2e.test_real_pod_lifecycle import kubectl, muster_gangs
 pytestmark = pytest.mark.e2e
 
 
-@pytest.fixture(scope="module")
-def partitioned_box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
-    """2 DRA nodes of 8 partitionable GPUs, the real JobSet controller."""
-    spec = SandboxSpec(directory=tmp_path_factory.mktemp("mig"), ports=Ports(),
-                       gpu_model=GpuModel.DRA, dra_nodes=2, dra_partitions=True, jobset=True)
-    box = Sandbox(spec, say=lambda _m: None)
-    box.up()
-    try:
-        yield box
-    finally:
-        box.down()
+#: 2 DRA nodes of 8 partitionable GPUs, the real JobSet controller.
+DRA_SANDBOX = {"gpu_model": GpuModel.DRA, "dra_nodes": 2, "dra_partitions": True,
+               "jobset": True}
 
 
 @pytest.fixture()
-def ns(partitioned_box: Sandbox) -> Iterator[str]:
-    with scratch_namespace(partitioned_box.connection(), "mig") as name:
+def ns(dra_box: Sandbox) -> Iterator[str]:
+    with scratch_namespace(dra_box.connection(), "mig") as name:
         yield name
 
 
 def test_a_whole_gpu_gang_waits_while_partitions_hold_a_gpu_then_binds_whole(
-        partitioned_box: Sandbox, ns: str) -> None:
-    conn = partitioned_box.connection()
+        dra_box: Sandbox, ns: str) -> None:
+    conn = dra_box.connection()
     mig = claim_template(ns, "one-mig", count=1)
     mig["spec"]["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"] = MIG_CLASS
-    apply(partitioned_box, mig, claim_template(ns, "eight", count=8),
+    apply(dra_box, mig, claim_template(ns, "eight", count=8),
           jobset(ns, "small", pods=1, claim="one-mig"))
     assert wait_until(lambda: len(running(of(pods_in(conn, ns), "small"))) == 1, timeout=90), \
         where(pods_in(conn, ns))
     # The partition draws on one GPU's counters: one node has 7 whole GPUs left, not 8.
-    apply(partitioned_box, jobset(ns, "whole", pods=2, claim="eight"))
+    apply(dra_box, jobset(ns, "whole", pods=2, claim="eight"))
     assert wait_until(lambda: len(of(pods_in(conn, ns), "whole")) == 2, timeout=30)
     settle = time.monotonic() + 10
     while time.monotonic() < settle:
         assert not bound(of(pods_in(conn, ns), "whole")), where(pods_in(conn, ns))
-        assert len(allocated(claims(partitioned_box, ns))) == 1
+        assert len(allocated(claims(dra_box, ns))) == 1
         time.sleep(0.5)
-    gang = next(g for key, g in muster_gangs(partitioned_box).items()
+    gang = next(g for key, g in muster_gangs(dra_box).items()
                 if key.endswith("/whole"))
     assert f"needs 8 {GPU_CLASS} devices on one node, the most free is 7" \
         in gang["lastReason"], gang["lastReason"]
 
-    kubectl(partitioned_box, "delete", "jobset", "small", "-n", ns, "--wait=false")
+    kubectl(dra_box, "delete", "jobset", "small", "-n", ns, "--wait=false")
     assert wait_until(lambda: len(running(of(pods_in(conn, ns), "whole"))) == 2,
                       timeout=120), where(pods_in(conn, ns))
     assert len({p["spec"]["nodeName"] for p in of(pods_in(conn, ns), "whole")}) == 2

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 from extender.kube.client import Connection
-from extender.sandbox.config import Ports, SchedulerMode
+from extender.sandbox.config import SchedulerMode
 from extender.sandbox.dra import CLIQUE_LABEL, GPU_CLASS, GpuModel, dra_node, node_slices
-from extender.sandbox.sandbox import Sandbox, SandboxSpec
+from extender.sandbox.sandbox import Sandbox
 from tests.e2e.conftest import pods_in, running, scratch_namespace, wait_until
 
 pytestmark = pytest.mark.e2e
@@ -28,18 +28,9 @@ DRA_NODES = 2
 RESOURCE = "/apis/resource.k8s.io/v1"
 
 
-@pytest.fixture(scope="module")
-def dra_box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
-    """kube-scheduler alone (no Muster, no descriptors) over DRA nodes only."""
-    spec = SandboxSpec(directory=tmp_path_factory.mktemp("dra"), mode=SchedulerMode.DEFAULT,
-                       gpu_model=GpuModel.DRA_EXTENDED, dra_nodes=DRA_NODES, ports=Ports(),
-                       install_descriptors=False)
-    box = Sandbox(spec, say=lambda _m: None)
-    box.up()
-    try:
-        yield box
-    finally:
-        box.down()
+#: kube-scheduler alone (no Muster, no descriptors) over DRA nodes only.
+DRA_SANDBOX = {"mode": SchedulerMode.DEFAULT, "gpu_model": GpuModel.DRA_EXTENDED,
+               "dra_nodes": DRA_NODES, "install_descriptors": False}
 
 
 @pytest.fixture()
@@ -158,24 +149,3 @@ def test_partitionable_gpus_pass_the_api_servers_validation(dra_box: Sandbox) ->
     node = dra_node(9, slot=9, nodes_per_rack=4)
     for made in node_slices(node, gpus=8, partitions=True):
         conn.request("POST", f"{RESOURCE}/resourceslices?dryRun=All", body=made)
-
-
-def test_kube_scheduler_alone_binds_part_of_a_claim_gang_that_does_not_fit(
-        dra_box: Sandbox, ns: str) -> None:
-    """What Muster exists to prevent, shown on the same components: a Job of 3 pods of 8
-    claim GPUs on 2 DRA nodes gets 2 pods bound and their 16 GPUs allocated, for a job that
-    cannot run (test_dra_gangs_are_bound_whole.py binds none of such a gang)."""
-    conn = dra_box.connection()
-    conn.request("POST", f"{RESOURCE}/namespaces/{ns}/resourceclaimtemplates", body={
-        "metadata": {"name": "eight", "namespace": ns},
-        "spec": {"spec": {"devices": {"requests": [{"name": "gpus", "exactly": {
-            "deviceClassName": GPU_CLASS, "count": 8}}]}}}})
-    template = pod("w", ns, template="eight")
-    conn.request("POST", f"/apis/batch/v1/namespaces/{ns}/jobs", body={
-        "metadata": {"name": "gang", "namespace": ns},
-        "spec": {"parallelism": 3, "completions": 3, "template": {
-            "spec": {**template["spec"], "restartPolicy": "Never"}}}})
-    assert wait_until(lambda: len(running(pods_in(conn, ns))) == 2, timeout=60)
-    claims = conn.request("GET", f"{RESOURCE}/namespaces/{ns}/resourceclaims")["items"]
-    assert len([c for c in claims if allocated(c)]) == 2
-    assert len(pods_in(conn, ns)) == 3
