@@ -3,8 +3,9 @@ supply and demand attached, for the state store, the command line's files and th
 
 The store calls :meth:`DeviceLowering.refresh` before it hands objects to the snapshot builder;
 only then, and only when a DRA object changed since, is anything computed again. The costly part
-(matching devices against classes and selectors in CEL) is redone only when slices, classes or
-the set of request signatures change; allocations move the free counts alone. A cluster without
+(matching devices against classes and selectors in CEL) is redone only when slices or classes
+change; a request signature not seen before is matched alone, and allocations move the free
+counts alone. A cluster without
 any DRA object pays nothing: nodes and pods pass through untouched.
 """
 
@@ -19,7 +20,6 @@ from extender.core.devices.lowering import (
     DeviceView,
     signatures_of,
 )
-from extender.core.devices.matching import Signature
 from extender.core.model.objects import DEVICE_SUPPLY
 from extender.core.model.podspec import DEVICE_DEMAND
 
@@ -41,7 +41,6 @@ class DeviceLowering:
     def __init__(self) -> None:
         self._view: DeviceView | None = None
         self._catalog: DeviceCatalog | None = None
-        self._signatures: frozenset[Signature] = frozenset()
         self._stale = True
         self._catalog_stale = True
         self._touched: set[str] | None = None
@@ -79,10 +78,14 @@ class DeviceLowering:
         claims, templates = list(claims), list(templates)
         signatures = signatures_of(claims, templates)
         rebuilt = False
-        if self._catalog is None or self._catalog_stale or signatures != self._signatures:
+        if self._catalog is None or self._catalog_stale:
             self._catalog = DeviceCatalog.build(slices, classes, signatures)
-            self._signatures, self._catalog_stale = signatures, False
-            rebuilt = True
+            self._catalog_stale, rebuilt = False, True
+        elif not self._catalog.covers(signatures):
+            # A signature no claim or template had before. One that went (its last claim
+            # allocated) stays matched until then: claims come and go by the second, and
+            # every change of the set would move every node's supply.
+            self._catalog, rebuilt = self._catalog.with_signatures(signatures), True
         live = frozenset(str((p.get("metadata") or {}).get("uid") or "") for p in pods)
         self._view = DeviceView.build(self._catalog, claims=claims, templates=templates,
                                       live_pods=live, previous=self._view,

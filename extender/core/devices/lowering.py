@@ -35,6 +35,7 @@ from extender.core.devices.matching import (
     attribute_value,
     match_devices,
     resource_name,
+    wanted_signatures,
 )
 from extender.core.devices.requests import (
     ClaimSpec,
@@ -73,6 +74,8 @@ class DeviceCatalog:
     matches: Matches
     extended: Mapping[str, DeviceClassInfo]
     """Extended resource name (explicit or implicit) -> the class serving it."""
+    wanted: frozenset[Signature] = frozenset()
+    """The signatures matched: those asked, and every class's own."""
 
     @functools.cached_property
     def devices_by_id(self) -> dict[str, Device]:
@@ -81,11 +84,24 @@ class DeviceCatalog:
     @classmethod
     def build(cls, slices: Iterable[Mapping[str, Any]], classes: Iterable[Mapping[str, Any]],
               signatures: Iterable[Signature]) -> DeviceCatalog:
-        inventory = build_inventory(slices)
-        known = read_classes(classes)
+        return cls._matched(build_inventory(slices), read_classes(classes), signatures, None)
+
+    @classmethod
+    def _matched(cls, inventory: Inventory, known: Mapping[str, DeviceClassInfo],
+                 signatures: Iterable[Signature], previous: Matches | None) -> DeviceCatalog:
+        wanted = wanted_signatures(known, signatures)
         return cls(inventory=inventory, classes=known,
-                   matches=match_devices(inventory, known, signatures),
-                   extended=extended_classes(known))
+                   matches=match_devices(inventory, known, wanted, previous=previous),
+                   extended=extended_classes(known), wanted=wanted)
+
+    def covers(self, signatures: Iterable[Signature]) -> bool:
+        """Whether every one of ``signatures`` is matched already."""
+        return frozenset(signatures) <= self.wanted
+
+    def with_signatures(self, signatures: Iterable[Signature]) -> DeviceCatalog:
+        """The same slices and classes matched against ``signatures``: a signature matched
+        already keeps its devices (no CEL evaluated again), a new one is matched."""
+        return self._matched(self.inventory, self.classes, signatures, self.matches)
 
 
 def signatures_of(claims: Iterable[Mapping[str, Any]],

@@ -71,13 +71,29 @@ class Matches:
     problems: Mapping[Signature, str] = field(default_factory=dict)
 
 
+def wanted_signatures(classes: Mapping[str, DeviceClassInfo],
+                      signatures: Iterable[Signature]) -> frozenset[Signature]:
+    """The signatures a catalog matches: those asked, plus every class's own (class alone),
+    which its implicit and explicit extended resources are counted under."""
+    return frozenset(signatures) | {(name, (), "") for name in classes}
+
+
 def match_devices(inventory: Inventory, classes: Mapping[str, DeviceClassInfo],
-                  signatures: Iterable[Signature]) -> Matches:
-    wanted = sorted(set(signatures) | {(name, (), "") for name in classes})
-    devices: dict[Signature, dict[str, tuple[Device, ...]]] = {}
+                  signatures: Iterable[Signature], *,
+                  previous: Matches | None = None) -> Matches:
+    """``previous``: matches over the same inventory and classes, whose per-signature results
+    are taken as they are (the CEL evaluation is the costly part; only new signatures pay
+    it, and the charges between signatures are worked out again)."""
+    devices: dict[Signature, Mapping[str, tuple[Device, ...]]] = {}
     problems: dict[Signature, str] = {}
-    for signature in wanted:
-        found = _matching(inventory, classes, signature)
+    for signature in sorted(wanted_signatures(classes, signatures)):
+        found: Mapping[str, tuple[Device, ...]] | str
+        if previous is not None and signature in previous.devices:
+            found = previous.devices[signature]
+        elif previous is not None and signature in previous.problems:
+            found = previous.problems[signature]
+        else:
+            found = _matching(inventory, classes, signature)
         if isinstance(found, str):
             problems[signature] = found
         else:

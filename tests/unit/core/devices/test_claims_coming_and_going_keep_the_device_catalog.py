@@ -1,0 +1,88 @@
+"""Claims come and go by the second (kube-scheduler makes a hidden claim for every pod a
+DRA-backed extended resource serves, and allocates it in PreBind): the device catalog, whose
+CEL matching is the costly part, is matched again only for a signature never seen, never for a
+claim that merely appears or is allocated."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from extender.core.devices.attach import DeviceLowering
+from tests.unit.core.devices.dra_objects import (
+    claim,
+    claim_pod,
+    device_class,
+    gpu_node_slice,
+    template,
+)
+
+SLICES = [gpu_node_slice("dra-0"), gpu_node_slice("dra-1")]
+CLASSES = [device_class(extended="nvidia.com/gpu")]
+H100 = "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA H100 80GB HBM3'"
+
+
+def _refresh(lowering: DeviceLowering, claims: list[dict[str, Any]],
+             templates: list[dict[str, Any]] = (),  # type: ignore[assignment]
+             pods: list[dict[str, Any]] = ()) -> bool:  # type: ignore[assignment]
+    lowering.invalidate("resource.k8s.io/v1/ResourceClaim")
+    return lowering.refresh(slices=SLICES, classes=CLASSES, claims=claims,
+                            templates=templates, pods=pods)
+
+
+def test_hidden_claims_appearing_and_allocated_leave_the_catalog_as_it_is() -> None:
+    lowering = DeviceLowering()
+    pod = claim_pod("w-0", gpus=8, uid="u0")
+    assert _refresh(lowering, [], pods=[pod]) is True  # the first build
+    first = lowering.view
+    assert first is not None
+    hidden = claim("w-0-extended-resources-x", owner_uid="u0", extended=True)
+    assert _refresh(lowering, [hidden], pods=[pod]) is False
+    allocated = claim("w-0-extended-resources-x", owner_uid="u0", extended=True,
+                      allocated=[("dra-0", f"gpu-{i}") for i in range(8)])
+    assert _refresh(lowering, [allocated], pods=[pod]) is False
+    assert _refresh(lowering, [], pods=[]) is False
+    view = lowering.view
+    assert view is not None and view.catalog is first.catalog
+    # The counts still follow the claims: dra-0's eight GPUs went while the hidden claim of a
+    # pod that is gone held them.
+    assert _refresh(lowering, [allocated], pods=[]) is False
+    view = lowering.view
+    assert view is not None
+    assert view.free.get("dra-0", {}).get("nvidia.com/gpu", 0) == 0
+    assert view.free["dra-1"]["nvidia.com/gpu"] == 8
+
+
+def test_a_new_selector_is_matched_alone_and_stays_matched_after_its_claim_is_allocated(
+        ) -> None:
+    lowering = DeviceLowering()
+    assert _refresh(lowering, [], templates=[template()]) is True
+    base = lowering.view
+    assert base is not None
+    narrow = claim("h100", selectors=(H100,))
+    assert _refresh(lowering, [narrow], templates=[template()]) is True
+    view = lowering.view
+    assert view is not None
+    wanted = ("gpu.nvidia.com", (H100,), "")
+    assert wanted in view.catalog.matches.devices
+    # The class's own signature kept what it had matched: no CEL evaluated again for it.
+    own = ("gpu.nvidia.com", (), "")
+    assert view.catalog.matches.devices[own] is base.catalog.matches.devices[own]
+    allocated = claim("h100", selectors=(H100,), allocated=[("dra-1", "gpu-0")])
+    assert _refresh(lowering, [allocated], templates=[template()]) is False
+    after = lowering.view
+    assert after is not None and after.catalog is view.catalog
+    assert after.free["dra-1"]["nvidia.com/gpu"] == 7
+
+
+def test_new_slices_match_every_signature_again() -> None:
+    lowering = DeviceLowering()
+    assert _refresh(lowering, [claim("h100", selectors=(H100,))]) is True
+    before = lowering.view
+    assert before is not None
+    lowering.invalidate("resource.k8s.io/v1/ResourceSlice")
+    more = [*SLICES, gpu_node_slice("dra-2")]
+    assert lowering.refresh(slices=more, classes=CLASSES, claims=[], templates=[],
+                            pods=[]) is True
+    after = lowering.view
+    assert after is not None and after.catalog is not before.catalog
+    assert after.free["dra-2"]["nvidia.com/gpu"] == 8
