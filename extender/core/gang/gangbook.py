@@ -11,7 +11,6 @@ says whether its state changed. Pure, like the ledger that owns it: no clock, no
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from extender.core.gang.lifecycle import GangRecord, GangState, Reservation, Transition
 from extender.core.model.values import GangKey, NodeName
@@ -21,41 +20,41 @@ STALE_ADMITTED = 256
 one pass (:meth:`GangBook.forget_admitted`)."""
 
 
-@dataclass(frozen=True, slots=True)
-class _Views:
-    plans: list[tuple[GangKey, Reservation]]
-    holds: list[tuple[GangKey, Reservation]]
-    barriers: list[tuple[GangKey, float]]
-    holding: frozenset[GangKey]
-
-
 class GangBook:
     """The records, by gang, and their indexes."""
 
     def __init__(self) -> None:
         self._records: dict[GangKey, GangRecord] = {}
-        self._held_in: dict[str, set[GangKey]] = {}
+        self._held_in: dict[str, frozenset[GangKey]] = {}
         """Pod uid -> the gangs whose barrier holds it (one, unless its gang changed)."""
-        self._views: _Views | None = None
+        self._plans: list[tuple[GangKey, Reservation]] | None = None
+        self._holds: list[tuple[GangKey, Reservation]] | None = None
+        self._barriers: list[tuple[GangKey, float]] | None = None
+        self._holding: frozenset[GangKey] | None = None
+        self._owned: set[GangKey] = set()
+        """The gangs whose record this book may write in place; any other record is shared
+        with a copy of the book, and copied before it is written (:meth:`writable`)."""
 
     def copy(self) -> GangBook:
-        """An independent copy (the records' settle memos dropped)."""
+        """An independent copy. Records are shared until either book writes one: a what-if
+        copy writes a few, and copying every record up front was most of its cost."""
         twin = GangBook()
-        twin._records = {g: r.copy() for g, r in self._records.items()}
-        twin._held_in = {uid: set(gangs) for uid, gangs in self._held_in.items()}
+        twin._records = dict(self._records)
+        twin._held_in = dict(self._held_in)
+        twin._plans, twin._holds = self._plans, self._holds
+        twin._barriers, twin._holding = self._barriers, self._holding
+        self._owned = set()
         return twin
 
     def clear(self) -> None:
         self._records.clear()
         self._held_in.clear()
-        self._views = None
+        self._plans = self._holds = self._barriers = self._holding = None
+        self._owned.clear()
 
     # reading -------------------------------------------------------------------------------
     def get(self, gang: GangKey) -> GangRecord | None:
         return self._records.get(gang)
-
-    def __getitem__(self, gang: GangKey) -> GangRecord:
-        return self._records[gang]
 
     def state(self, gang: GangKey) -> GangState | None:
         record = self._records.get(gang)
@@ -65,36 +64,54 @@ class GangBook:
         """Every record, sorted by gang."""
         return sorted(self._records.items())
 
+    # Each sorted view is kept (never changed in place: callers get copies) until a record's
+    # plan, hold or barrier changes; a copy of the book shares them.
     def plans(self) -> list[tuple[GangKey, Reservation]]:
-        return self._view().plans
+        if self._plans is None:
+            self._plans = sorted((g, r.plan) for g, r in self._records.items()
+                                 if r.plan is not None)
+        return self._plans
 
     def holds(self) -> list[tuple[GangKey, Reservation]]:
-        return self._view().holds
+        if self._holds is None:
+            self._holds = sorted((g, r.hold) for g, r in self._records.items()
+                                 if r.hold is not None)
+        return self._holds
 
     def barriers(self) -> list[tuple[GangKey, float]]:
-        return self._view().barriers
+        if self._barriers is None:
+            self._barriers = sorted((g, r.barrier) for g, r in self._records.items()
+                                    if r.barrier is not None)
+        return self._barriers
 
     def holding(self) -> frozenset[GangKey]:
-        return self._view().holding
-
-    def _view(self) -> _Views:
-        views = self._views
-        if views is None:
-            items = sorted(self._records.items())
-            plans = [(g, r.plan) for g, r in items if r.plan is not None]
-            holds = [(g, r.hold) for g, r in items if r.hold is not None]
-            views = self._views = _Views(
-                plans=plans, holds=holds,
-                barriers=[(g, r.barrier) for g, r in items if r.barrier is not None],
-                holding=frozenset(g for g, _ in plans) | frozenset(g for g, _ in holds))
-        return views
+        if self._holding is None:
+            self._holding = frozenset(g for g, r in self._records.items()
+                                      if r.plan is not None or r.hold is not None)
+        return self._holding
 
     # writing -------------------------------------------------------------------------------
-    def open(self, gang: GangKey) -> GangRecord:
-        """The gang's record, made if it has none."""
+    def writable(self, gang: GangKey) -> GangRecord | None:
+        """The gang's record, if it has one, to write (its own copy, if it was shared)."""
         record = self._records.get(gang)
+        if record is None or gang in self._owned:
+            return record
+        record = self._records[gang] = record.copy()
+        self._owned.add(gang)
+        return record
+
+    def owned(self, gang: GangKey) -> GangRecord:
+        """The record of a gang known to have one, to write."""
+        record = self.writable(gang)
+        assert record is not None, gang
+        return record
+
+    def open(self, gang: GangKey) -> GangRecord:
+        """The gang's record to write, made if it has none."""
+        record = self.writable(gang)
         if record is None:
             record = self._records[gang] = GangRecord()
+            self._owned.add(gang)
         return record
 
     def moved(self, gang: GangKey, before: GangState | None, why: str) -> Transition | None:
@@ -103,35 +120,36 @@ class GangBook:
         after = None if record is None else record.state
         if record is not None and record.empty():
             del self._records[gang]
+            self._owned.discard(gang)
         return None if after is before else Transition(gang, before, after, why)
 
     def set_plan(self, record: GangRecord, plan: Reservation | None) -> None:
         record.plan = plan
-        self._views = None
+        self._plans = self._holding = None
 
     def set_hold(self, record: GangRecord, hold: Reservation | None) -> None:
         record.hold = hold
-        self._views = None
+        self._holds = self._holding = None
 
     def set_barrier(self, record: GangRecord, started: float | None) -> None:
         record.barrier = started
-        self._views = None
+        self._barriers = None
 
     def hold_member(self, gang: GangKey, record: GangRecord, pod_uid: str,
                     node: NodeName) -> None:
         """Hold a member at the gang's barrier."""
         record.waiting[pod_uid] = node
-        self._held_in.setdefault(pod_uid, set()).add(gang)
+        self._held_in[pod_uid] = self._held_in.get(pod_uid, frozenset()) | {gang}
 
     def unwait(self, gang: GangKey, record: GangRecord) -> dict[str, NodeName]:
         """Take every member off the gang's barrier; return them."""
         held, record.waiting = record.waiting, {}
         for uid in held:
-            gangs = self._held_in.get(uid)
-            if gangs is not None:
-                gangs.discard(gang)
-                if not gangs:
-                    del self._held_in[uid]
+            gangs = self._held_in.get(uid, frozenset()) - {gang}
+            if gangs:
+                self._held_in[uid] = gangs
+            else:
+                self._held_in.pop(uid, None)
         return held
 
     def forget_admitted(self, gangs: Mapping[GangKey, object]) -> bool:
@@ -144,9 +162,9 @@ class GangBook:
         if len(self._records) <= limit or sum(
                 r.admitted is not None for r in self._records.values()) <= limit:
             return False
-        for gang, record in sorted(self._records.items()):
-            if record.admitted is not None and gang not in gangs:
-                before = record.state
+        for gang, shared in sorted(self._records.items()):
+            if shared.admitted is not None and gang not in gangs:
+                before, record = shared.state, self.owned(gang)
                 record.admitted, record.stage = None, -1
                 self.moved(gang, before, "settle")
         return True
@@ -156,5 +174,5 @@ class GangBook:
         barriers are the caller's to end)."""
         gangs = sorted(self._held_in.pop(pod_uid, ()))
         for gang in gangs:
-            self._records[gang].waiting.pop(pod_uid, None)
+            self.owned(gang).waiting.pop(pod_uid, None)
         return gangs

@@ -148,7 +148,7 @@ class Ledger:
         return self._book.moved(gang, before, "hold")
 
     def unhold(self, gang: GangKey) -> Transition | None:
-        record = self._book.get(gang)
+        record = self._book.writable(gang)
         if record is None or record.hold is None:
             return None
         before = record.state
@@ -174,14 +174,14 @@ class Ledger:
         record = self._book.get(gang)
         if record is None or record.plan is None or pod_uid in record.seen:
             return False
-        record.seen.add(pod_uid)
+        self._book.owned(gang).seen.add(pod_uid)
         self.extend(gang, deadline=now + ttl)
         return True
 
     def extend(self, gang: GangKey, *, deadline: float) -> None:
         """Keep the gang's plan until ``deadline`` at least: a staged gang's plan holds the
         later stages' capacity while the operator creates their pods."""
-        record = self._book.get(gang)
+        record = self._book.writable(gang)
         res = None if record is None else record.plan
         if record is not None and res is not None and res.deadline < deadline:
             self._book.set_plan(record, Reservation(res.plan, res.reserved_at, deadline))
@@ -194,7 +194,7 @@ class Ledger:
         members offered the same open nodes could otherwise both pick one, and one bind
         would be turned away). A claim is a hint for the filter only: binds check the plan's
         slots as always. It goes with the plan; a member filtered again claims anew."""
-        record = self._book.get(gang)
+        record = self._book.writable(gang)
         if record is not None and record.plan is not None:
             record.claims[pod_uid] = (node, role)
 
@@ -217,7 +217,7 @@ class Ledger:
         """End the gang's plan only; its barrier and held members stay. For a plan the cluster
         no longer honours (a slot taken behind Muster's back): the next member's filter plans
         the rest of the gang again around the members already held."""
-        record = self._book.get(gang)
+        record = self._book.writable(gang)
         if record is None:
             return None
         before = record.state
@@ -227,7 +227,7 @@ class Ledger:
 
     def release(self, gang: GangKey) -> Transition | None:
         """Drop the gang's plan and barrier (its in-flight pods stay until observed)."""
-        record = self._book.get(gang)
+        record = self._book.writable(gang)
         self.version += 1
         if record is None:
             return None
@@ -241,13 +241,13 @@ class Ledger:
         """Drop plans whose deadline has come, and stale in-flight pods; return the gangs."""
         gone = [g for g, r in self._book.plans() if r.deadline <= now]
         for gang in gone:
-            record = self._book[gang]
+            record = self._book.owned(gang)
             before = record.state
             self._end_plan(record)
             self._book.moved(gang, before, "expire")
         lapsed = [g for g, r in self._book.holds() if r.deadline <= now]
         for gang in lapsed:
-            record = self._book[gang]
+            record = self._book.owned(gang)
             before = record.state
             self._book.set_hold(record, None)
             self.plans_ended += 1
@@ -291,7 +291,7 @@ class Ledger:
         """The pod was deleted, or its bind failed: it holds nothing any more."""
         self._inflight.pop(pod_uid, None)
         for gang in self._book.unhold_pod(pod_uid):
-            record = self._book[gang]
+            record = self._book.owned(gang)
             before = record.state
             if not record.waiting:
                 self._book.set_barrier(record, None)
@@ -386,7 +386,7 @@ class Ledger:
         members = index_of(snapshot, gpu=gpu).gang_pods
         stamps = gang_stamps(snapshot)
         for gang, res in self.reservations():
-            pods, record = members.get(gang), self._book[gang]
+            pods, record = members.get(gang), self._book.owned(gang)
             if not pods or plan_filled(gang, res.plan, pods, record=record, stamps=stamps,
                                        snapshot=snapshot, ledger=self, gpu=gpu):
                 before = record.state
@@ -409,6 +409,7 @@ class Ledger:
             return None
         if placed_counts(gang, snapshot, self, gpu=gpu):
             return None
+        record = self._book.owned(gang)
         before = record.state
         record.admitted, record.stage = None, -1
         self.version += 1
@@ -417,7 +418,7 @@ class Ledger:
     def forget_gang(self, gang: GangKey) -> Transition | None:
         """The gang's workload is gone."""
         moved = self.release(gang)
-        record = self._book.get(gang)
+        record = self._book.writable(gang)
         if record is None:
             return moved
         before = record.state if moved is None else moved.before

@@ -253,6 +253,21 @@ def test_views_show_bound_and_finished_from_the_cluster_over_the_ledgers_state()
                           held_at_bind=0) is GangState.WAITING
 
 
+# copies ---------------------------------------------------------------------------------------
+def test_a_clone_and_its_ledger_change_apart_whichever_is_written_first() -> None:
+    ledger = _at_barrier()
+    twin = ledger.clone()
+    twin.admit(KEY, now=5)
+    ledger.arrive(KEY, uid(GANG, "worker", 1), NodeName("n2"), now=6)
+    assert twin.state(KEY) is GangState.ADMITTED and twin.held(KEY) == {}
+    assert ledger.state(KEY) is GangState.AT_BARRIER and len(ledger.held(KEY)) == 2
+    again = ledger.clone()
+    ledger.forget_pod(uid(GANG, "worker", 0))
+    ledger.drop_plan(KEY)
+    assert len(again.held(KEY)) == 2 and again.plan_for(KEY) is not None
+    assert again.barriers() == [(KEY, 6)] and again.holding() == {KEY}
+
+
 # the drawing ---------------------------------------------------------------------------------
 def _drawing(text: str) -> str:
     start, last = text.index("  (none) ──hold"), "──forget_gang (the workload is gone)──▶ (none)"
