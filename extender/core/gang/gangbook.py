@@ -4,8 +4,10 @@ and what is looked up across the records.
 Every write of a record's plan, hold, barrier or members held goes through the book, so its
 indexes stay true: the pods held at barriers, by pod (a pod observed bound or gone is found
 at once), and the plans, holds and barriers sorted by gang (read on every decision, sorted
-again only when one of them changed). :meth:`GangBook.moved` drops a record left empty and
-says whether its state changed. Pure, like the ledger that owns it: no clock, no I/O.
+again only when one of them changed). A record is written only once taken with
+:meth:`GangBook.writable` (or ``owned``, ``open``): a copy of the book shares its records until
+either side writes one. :meth:`GangBook.moved` drops a record left empty and says whether its
+state changed. Pure, like the ledger that owns it: no clock, no I/O.
 """
 
 from __future__ import annotations
