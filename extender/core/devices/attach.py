@@ -33,6 +33,8 @@ DEVICE_SOURCES = (RESOURCE_SLICES, DEVICE_CLASSES, RESOURCE_CLAIMS, CLAIM_TEMPLA
 """The sources of DRA objects, named as the state store names a source
 (``<apiVersion>/<kind>``): lowered into node supply and pod demand, never workload objects."""
 _CATALOG_SOURCES = frozenset({RESOURCE_SLICES, DEVICE_CLASSES})
+_TERMINAL = ("Succeeded", "Failed")
+"""Phases of pods that hold nothing: a claim reserved for one is counted as held by none."""
 
 
 class DeviceLowering:
@@ -86,7 +88,8 @@ class DeviceLowering:
             # allocated) stays matched until then: claims come and go by the second, and
             # every change of the set would move every node's supply.
             self._catalog, rebuilt = self._catalog.with_signatures(signatures), True
-        live = frozenset(str((p.get("metadata") or {}).get("uid") or "") for p in pods)
+        live = frozenset(str((p.get("metadata") or {}).get("uid") or "") for p in pods
+                         if (p.get("status") or {}).get("phase") not in _TERMINAL)
         self._view = DeviceView.build(self._catalog, claims=claims, templates=templates,
                                       live_pods=live, previous=self._view,
                                       only=None if rebuilt else self._touched)

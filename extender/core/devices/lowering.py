@@ -8,10 +8,13 @@ Every capacity check in Muster works on :class:`~extender.core.model.resources.R
   allocated (``status.allocation``, the allocator's truth) and the counters those use; plus,
   for each extended resource a DeviceClass serves (``extendedResourceName``), the class's free
   devices on nodes whose allocatable lacks that resource, as kube-scheduler serves it there;
-* **demand** (per pod): the devices of its claims not yet allocated, charged as
-  :mod:`~extender.core.devices.matching` says. A claim already allocated is in the supply's
-  numbers, not the pod's, so a pod through PreBind (allocated, not yet bound) and a pod whose
-  bind failed (its claim left allocated) are both counted once.
+* **demand** (per pod): the devices of its claims not yet allocated, and of those allocated
+  and reserved for it alone, charged as :mod:`~extender.core.devices.matching` says: such a
+  pod holds its devices as a device plugin's pod holds its GPUs, so they go back when it goes
+  (a preemption frees them; the cluster emptied of pods has them all). A claim allocated and
+  reserved for no living pod, or for several, is in the supply's numbers instead: a pod whose
+  bind failed (kube-scheduler leaves its claim allocated, unreserved) and a shared claim are
+  each counted once.
 
 A pod's extended-resource request (``nvidia.com/gpu: 8`` served by DRA) stays in its container
 requests; the hidden claim kube-scheduler allocates for it is therefore not subtracted again
@@ -182,18 +185,21 @@ class DeviceView:
                 if name not in served}
 
     def pod_demand(self, pod: Mapping[str, Any]) -> dict[str, int]:
-        """Resources (milli-units) the pod's unallocated claims ask, beyond its containers'."""
+        """Resources (milli-units) the pod's claims ask, beyond its containers': those not
+        allocated yet, and those allocated and reserved for this pod alone (counted through
+        the pod, as a device plugin's GPUs are: they go back when the pod goes)."""
         meta = _meta(pod)
         statuses = {str(as_mapping(s).get("name")): as_mapping(s).get("resourceClaimName")
                     for s in as_mapping(pod.get("status")).get("resourceClaimStatuses") or ()
                     if isinstance(s, Mapping)}
         namespace = str(meta.get("namespace") or DEFAULT_NAMESPACE)
         return self.spec_demand(namespace, as_mapping(pod.get("spec")), statuses=statuses,
-                                who=f"pod {namespace}/{meta.get('name')}")
+                                who=f"pod {namespace}/{meta.get('name')}",
+                                pod_uid=str(meta.get("uid") or ""))
 
     def spec_demand(self, namespace: str, spec: Mapping[str, Any], *,
                     statuses: Mapping[str, object] | None = None, who: str = "pod template",
-                    ) -> dict[str, int]:
+                    pod_uid: str = "") -> dict[str, int]:
         """The same for a PodSpec in ``namespace`` (a workload's pod template: its claims
         come from their templates, no pod having any yet)."""
         entries = spec.get("resourceClaims")
@@ -203,7 +209,7 @@ class DeviceView:
         for index, raw in enumerate(entries[:_MAX_POD_CLAIMS]):
             entry = as_mapping(raw)
             where = f"{who}: spec.resourceClaims[{index}]"
-            claim_spec = self._claim_of(namespace, entry, statuses or {}, where)
+            claim_spec = self._claim_of(namespace, entry, statuses or {}, where, pod_uid)
             if isinstance(claim_spec, str):
                 out[(UNCOUNTABLE_PREFIX + claim_spec)[:_NAME_MAX]] = MILLI
                 continue
@@ -213,19 +219,21 @@ class DeviceView:
         return out
 
     def _claim_of(self, namespace: str, entry: Mapping[str, Any],
-                  statuses: Mapping[str, object], where: str) -> ClaimSpec | str:
+                  statuses: Mapping[str, object], where: str,
+                  pod_uid: str) -> ClaimSpec | str:
         name = entry.get("resourceClaimName")
         template = entry.get("resourceClaimTemplateName")
         if isinstance(name, str) and name:
             claim = self.claims.get(f"{namespace}/{name}")
             if claim is None:
                 return f"ResourceClaim {namespace}/{name} does not exist"
-            return self._unallocated(claim, f"ResourceClaim {namespace}/{name}")
+            return self._unallocated(claim, f"ResourceClaim {namespace}/{name}", pod_uid)
         if isinstance(template, str) and template:
             generated = statuses.get(str(entry.get("name")))
             if isinstance(generated, str) and f"{namespace}/{generated}" in self.claims:
                 claim = self.claims[f"{namespace}/{generated}"]
-                return self._unallocated(claim, f"ResourceClaim {namespace}/{generated}")
+                return self._unallocated(claim, f"ResourceClaim {namespace}/{generated}",
+                                         pod_uid)
             found = self.templates.get(f"{namespace}/{template}")
             if found is None:
                 return f"ResourceClaimTemplate {namespace}/{template} does not exist"
@@ -234,8 +242,9 @@ class DeviceView:
                               f"ResourceClaimTemplate {namespace}/{template}")
         return f"{where}: neither resourceClaimName nor resourceClaimTemplateName is set"
 
-    def _unallocated(self, claim: Mapping[str, Any], where: str) -> ClaimSpec | str:
-        if _allocation(claim):
+    def _unallocated(self, claim: Mapping[str, Any], where: str,
+                     pod_uid: str) -> ClaimSpec | str:
+        if _allocation(claim) and not (pod_uid and _reserved_for(claim) == pod_uid):
             return ClaimSpec()  # its devices are out of the supply already
         return self._read(f"claim {_key(claim)}", as_mapping(claim.get("spec")), where)
 
@@ -274,15 +283,20 @@ _SPEC_CACHE = 100_000
 
 
 def _used(claims: Iterable[Mapping[str, Any]], live_pods: frozenset[str]) -> set[str]:
-    """Device ids that allocated claims hold (admin access and the extended-resource claims of
-    living pods left out). An id naming no published device (its pool replaced since) matches
-    nothing."""
+    """Device ids that allocated claims hold, leaving out what living pods are charged for
+    instead: a claim reserved for one living pod alone, and the extended-resource claim of a
+    living pod (admin access never counts). What is left is held by no pod Muster counts: a
+    claim shared by several pods, or one left allocated after a failed bind or its pod's end.
+    An id naming no published device (its pool replaced since) matches nothing."""
     used: set[str] = set()
     for claim in claims:
         results = as_mapping(_allocation(claim).get("devices")).get("results")
         if not isinstance(results, list):
             continue
         meta = _meta(claim)
+        reserved = _reserved_for(claim)
+        if reserved and reserved in live_pods:
+            continue
         if as_mapping(meta.get("annotations")).get(EXTENDED_CLAIM_ANNOTATION) == "true" and any(
                 as_mapping(o).get("uid") in live_pods for o in meta.get("ownerReferences") or ()):
             continue
@@ -292,6 +306,18 @@ def _used(claims: Iterable[Mapping[str, Any]], live_pods: frozenset[str]) -> set
                 continue
             used.add(f"{r.get('driver')}/{r.get('pool')}/{r.get('device')}")
     return used
+
+
+def _reserved_for(claim: Mapping[str, Any]) -> str:
+    """The UID of the one pod ``claim`` is reserved for, or ``""`` (none, several, or not a
+    pod)."""
+    entries = as_mapping(claim.get("status")).get("reservedFor")
+    if not isinstance(entries, list) or len(entries) != 1:
+        return ""
+    entry = as_mapping(entries[0])
+    if entry.get("resource") != "pods" or entry.get("apiGroup") not in (None, ""):
+        return ""
+    return str(entry.get("uid") or "")
 
 
 def _groups(devices: tuple[Device, ...], match: str) -> list[tuple[Device, ...]]:

@@ -51,6 +51,27 @@ def test_an_allocated_claim_leaves_the_supply_and_the_pods_demand() -> None:
     assert v.pod_demand(claim_pod("w-1", template_name="gpus")) == {CLASS: 6000}
 
 
+def test_a_claim_reserved_for_its_living_pod_alone_is_counted_through_that_pod() -> None:
+    allocated = claim("w-0-gpus-x", count=6, allocated=[("n1", f"gpu-{i}") for i in range(6)])
+    allocated["status"]["reservedFor"] = [{"resource": "pods", "name": "w-0", "uid": "uid-w-0"}]
+    pod = claim_pod("w-0", template_name="gpus", generated="w-0-gpus-x")
+    args: dict[str, Any] = {"slices": [gpu_node_slice("n1")], "templates": [template(count=6)],
+                            "claims": [allocated]}
+    # The pod holds them as a device plugin's pod holds its GPUs: the node offers all eight,
+    # and the pod's demand has its six, so they go back with it (a preemption frees them).
+    living = view(**args, live=("uid-w-0",))
+    assert living.node_supply("n1", {}) == {CLASS: 8000}
+    assert living.pod_demand(pod) == {CLASS: 6000}
+    # Its pod gone (or ended) and the claim not released yet: the devices are held by no pod.
+    gone = view(**args)
+    assert gone.node_supply("n1", {}) == {CLASS: 2000}
+    # Reserved for two pods: counted once, in the supply, and by neither pod.
+    allocated["status"]["reservedFor"].append({"resource": "pods", "name": "w-1", "uid": "u1"})
+    shared = view(**args, live=("uid-w-0", "u1"))
+    assert shared.node_supply("n1", {}) == {CLASS: 2000}
+    assert shared.pod_demand(pod) == {}
+
+
 def test_a_class_serving_an_extended_resource_counts_it_only_where_no_device_plugin_does() -> None:
     v = view(slices=[gpu_node_slice("dra-1")], classes=[device_class(extended=GPU)],
              templates=[template(count=8)])
