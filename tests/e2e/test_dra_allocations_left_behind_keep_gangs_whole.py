@@ -8,10 +8,10 @@ bind; a bind that fails (Muster's barrier timed out, the pod went) leaves the cl
 as kube-scheduler's Unreserve takes only the pod out of ``reservedFor``; the claim controller
 deletes a template's claim with its pod. Whatever the allocator holds, Muster counts it as the
 claims' ``status.allocation`` say (each node's free GPUs, read from Muster's own reasons), plans
-no gang onto another's claimed GPUs, and binds a gang whole or not at all. Two strict xfails
-name what Muster does wrong today: a waiting gang takes the GPUs a bound gang's deleted member
-freed before its replacement exists, and a claim gang waiting for allocated GPUs is told it
-would not fit an empty cluster.
+no gang onto another's claimed GPUs, and binds a gang whole or not at all. A claim gang waiting
+for GPUs that claims of running pods hold is told how many are free, never that it would not fit
+an empty cluster. One strict xfail names what Muster does wrong today: a waiting gang takes the
+GPUs a bound gang's deleted member freed before its replacement exists.
 """
 
 from __future__ import annotations
@@ -51,17 +51,12 @@ DRA_SANDBOX = {"gpu_model": GpuModel.DRA, "dra_nodes": DRA_NODES, "jobset": True
 #: Muster has lifted its gate, so the gang's other members wait at Muster's bind barrier.
 HOLD = "e2e.muster.dev/hold"
 RESOURCE = "/apis/resource.k8s.io/v1"
-#: Muster's defects the strict xfails below name.
+#: Muster's defect the strict xfail below names.
 TAKEN_BEFORE_REPLACED = (
     "Muster defect: a gang waiting for GPUs is planned onto the node a bound gang's deleted "
     "member freed before that member's Job makes its replacement (the Job controller's "
     "pod-failure backoff, about 10 s); the replacement then fits nowhere and the bound gang "
     "stays 1 of 2 pods bound, its other 8 GPUs held, until the waiting gang ends")
-EMPTY_CLUSTER_LACKS_ALLOCATED = (
-    "Muster defect: a node's DRA devices are lowered into it as its free devices "
-    "(devices/lowering.node_supply), so the 'empty cluster' Muster tries (gang/capacity."
-    "empty_of) lacks every allocated GPU: a claim gang that fits the empty cluster is told "
-    "'it would not fit an empty cluster either', its filter answering every node unresolvable")
 _FREE = re.compile(r"the most free is (\d+)")
 _PROBES = itertools.count()
 
@@ -322,9 +317,12 @@ def test_a_bind_failed_at_the_barrier_leaves_its_claim_allocated_and_counted_unt
         [pod] = pods_a()
         return pod
 
+    def reserved_for_a() -> bool:
+        pods = pods_a()  # none until the JobSet's Job makes it
+        return len(pods) == 1 and reserved_for(claim_a()) == [pods[0]["metadata"]["name"]]
+
     # PreBind ran: the claim is allocated and reserved for a pod Muster holds unbound.
-    assert watch(dra_box, ns, {"pair": 2},
-                 lambda: reserved_for(claim_a()) == [pod_a()["metadata"]["name"]], timeout=60)
+    assert watch(dra_box, ns, {"pair": 2}, reserved_for_a, timeout=60)
     assert not pod_a()["spec"].get("nodeName")
     assert muster_gangs(dra_box)[f"{ns}/pair"]["heldAtBind"] == 1
     node = claim_a()["status"]["allocation"]["devices"]["results"][0]["pool"]
@@ -381,7 +379,6 @@ def test_a_gang_waiting_for_gpus_does_not_take_those_a_bound_gangs_deleted_membe
     assert counts_agree(dra_box, ns)
 
 
-@pytest.mark.xfail(strict=True, reason=EMPTY_CLUSTER_LACKS_ALLOCATED)
 def test_a_claim_gang_waiting_for_allocated_gpus_is_not_told_it_would_not_fit_an_empty_cluster(
         dra_box: Sandbox, ns: str) -> None:
     second_gang_waiting(dra_box, ns)
