@@ -15,7 +15,6 @@ from extender.core.model.values import Phase, WorkloadTree
 from extender.core.workloads.catalog import UnknownKind
 from extender.core.workloads.descriptor import DescriptorError, compile_descriptor
 from extender.core.workloads.expressions import WorkloadError
-from extender.core.workloads.phase import phase_of
 from extender.core.workloads.workload import DEFAULT_LIMITS, resolve_workload
 from extender.files.catalog import CatalogError, load_descriptor_text, load_descriptors
 from tests.unit.descriptors.examples import REPO, catalog
@@ -162,19 +161,6 @@ def test_a_workload_missing_optional_fields_takes_the_upstream_defaults() -> Non
     assert (tree.pods, len(tree.gangs)) == (1, 1)
     assert resolve({"apiVersion": "apps/v1", "kind": "Deployment",
                     "metadata": {"name": "d"}}).pods == 1
-
-
-@pytest.mark.parametrize(("status", "phase"), [
-    ({"conditions": [{"type": "Completed", "status": "True"}]}, Phase.COMPLETED),
-    ({"conditions": [{"type": "Failed", "status": "True"}]}, Phase.FAILED),
-    ({"conditions": [{"type": "Suspended", "status": "True"}]}, Phase.SUSPENDED),
-    ({"replicatedJobsStatus": [{"name": "a", "active": 0}, {"name": "b", "active": 2}]},
-     Phase.RUNNING),
-    ({}, Phase.INITIALIZING),
-], ids=["completed", "failed", "suspended", "running-from-active-jobs", "fresh"])
-def test_jobset_status_maps_to_common_phases(status: dict[str, Any], phase: Phase) -> None:
-    obj = {**jobset(), "status": status}
-    assert phase_of(obj, catalog().require(obj).status) is phase
 
 
 def test_ray_cluster_phase_comes_from_the_state_field() -> None:
