@@ -25,7 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from extender.core.decide.decisions import CoreSettings, FilterOutcome, decide_filter
 from extender.core.gang.capacity import index_of
 from extender.core.gang.ledger import Ledger
-from extender.core.gang.placement import Infeasible, Plan, plan_gang
+from extender.core.gang.placement import plan_gang
+from extender.core.gang.plans import Infeasible, Plan
 from extender.core.model.values import Gang, NodeInfo, PodInfo, TopologyConstraint
 from tests.unit.core.builders import (
     make_gang,

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from extender.core.gang.ledger import Ledger, free_capacity
-from extender.core.gang.placement import Plan
+from extender.core.gang.plans import Plan
 from extender.core.model.snapshot import ClusterSnapshot
 from tests.unit.core.builders import make_gang, make_node, make_shape, make_snapshot, uid
 

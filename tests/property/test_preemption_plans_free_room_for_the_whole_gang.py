@@ -18,7 +18,8 @@ from extender.core.decide.preemption import candidates, give_back, plan_preempti
 from extender.core.decide.session import GangSession
 from extender.core.decide.settings import CoreSettings
 from extender.core.gang.ledger import Ledger, free_capacity
-from extender.core.gang.placement import Infeasible, plan_gang
+from extender.core.gang.placement import plan_gang
+from extender.core.gang.plans import Infeasible
 from tests.unit.core.builders import make_gang, make_node, make_pod, make_shape, make_snapshot
 
 SETTINGS = CoreSettings(plan_ttl=30, bind_timeout=30)

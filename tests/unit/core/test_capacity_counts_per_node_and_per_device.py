@@ -20,7 +20,8 @@ from extender.core.gang.capacity import (
     node_capacity,
     take,
 )
-from extender.core.gang.placement import Infeasible, plan_gang
+from extender.core.gang.placement import plan_gang
+from extender.core.gang.plans import Infeasible
 from extender.core.model.resources import Resources
 from extender.core.model.values import NodeInfo, NodeName, PodPhase
 

@@ -11,7 +11,8 @@ from extender.core.decide.decisions import BindOutcome, FilterOutcome, decide_bi
 from extender.core.decide.settings import CoreSettings
 from extender.core.gang.capacity import empty_of
 from extender.core.gang.ledger import Ledger
-from extender.core.gang.placement import Infeasible, Plan, plan_gang
+from extender.core.gang.placement import plan_gang
+from extender.core.gang.plans import Infeasible, Plan
 from extender.core.gang.subgroups import Fit, assign_domains, units_of
 from extender.core.model.values import Gang, NodeName, SubgroupKind, SubgroupTopology
 

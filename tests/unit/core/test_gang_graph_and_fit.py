@@ -8,7 +8,7 @@ from extender.core.decide.decisions import CoreSettings, decide_bind, decide_fil
 from extender.core.decide.fit import fit_workload
 from extender.core.decide.graph import deadlocks, wait_for_graph, yielder
 from extender.core.gang.ledger import Ledger
-from extender.core.gang.placement import Plan
+from extender.core.gang.plans import Plan
 from extender.core.model.values import GangKey, NodeName, Taint
 
 from .builders import make_gang, make_node, make_pod, make_shape, make_snapshot, tree_of, uid

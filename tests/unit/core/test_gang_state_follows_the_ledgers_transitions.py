@@ -10,7 +10,8 @@ from extender.core.gang import lifecycle
 from extender.core.gang.capacity import index_of
 from extender.core.gang.ledger import GangState, Ledger, Transition
 from extender.core.gang.lifecycle import VIEW_STATES, GangRecord, observed_state
-from extender.core.gang.placement import Plan, plan_gang
+from extender.core.gang.placement import plan_gang
+from extender.core.gang.plans import Plan
 from extender.core.model.snapshot import ClusterSnapshot
 from extender.core.model.values import Gang, NodeName
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from extender.core.gang.capacity import index_of
 from extender.core.gang.ledger import Ledger, free_capacity
-from extender.core.gang.placement import Plan, plan_gang
+from extender.core.gang.placement import plan_gang
+from extender.core.gang.plans import Plan
 from extender.core.model.values import NodeName
 
 from .builders import make_gang, make_node, make_pod, make_shape, make_snapshot, uid

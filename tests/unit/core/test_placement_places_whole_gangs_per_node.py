@@ -19,7 +19,9 @@ from extender.core.gang.capacity import (
     take,
 )
 from extender.core.gang.ledger import Ledger
-from extender.core.gang.placement import Infeasible, Plan, RoleDemand, place_gang, plan_gang
+from extender.core.gang.packing import place_gang
+from extender.core.gang.placement import plan_gang
+from extender.core.gang.plans import Infeasible, Plan, RoleDemand
 from extender.core.gang.scoring import Policy
 from extender.core.model.resources import Resources
 from extender.core.model.values import NodeName, PodInfo, Taint, TopologyConstraint

@@ -5,7 +5,8 @@ from __future__ import annotations
 from extender.core.decide.decisions import CoreSettings, decide_filter, decide_prioritize
 from extender.core.gang.capacity import demand_of, empty_capacity, index_of, take
 from extender.core.gang.ledger import Ledger
-from extender.core.gang.placement import Plan, plan_gang
+from extender.core.gang.placement import plan_gang
+from extender.core.gang.plans import Plan
 from extender.core.gang.scoring import Policy, node_score
 from extender.core.model.values import NodeName, TopologyConstraint
 

@@ -11,7 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from extender.core.gang.capacity import DEVICE, NodeCapacity, demand_of
-from extender.core.gang.placement import Plan, RoleDemand, place_gang
+from extender.core.gang.packing import place_gang
+from extender.core.gang.plans import Plan, RoleDemand
 from extender.core.gang.search import could_fit, search
 from extender.core.model.resources import CPU, MEMORY, Resources
 from extender.core.model.values import NodeName

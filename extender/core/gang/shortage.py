@@ -1,0 +1,79 @@
+"""Why a gang does not fit, in words: the shortage on the nodes a role may use, and the
+topology domains a failure names.
+
+Explanations only: nothing here places a pod or decides whether a gang fits; the planner
+calls these once it has failed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from extender.core.gang.capacity import Demand, NodeCapacity
+from extender.core.model.quantity import format_quantity
+from extender.core.model.resources import MEMORY, UNCOUNTABLE_PREFIX, device_phrase
+from extender.core.model.values import NodeName
+
+SHOWN_DOMAINS = 8
+"""Domains a failure names one by one (each with why); the rest are counted."""
+
+
+def shortage(
+    role: str, demand: Demand, nodes: Sequence[NodeName], *,
+    cap_of: Mapping[NodeName, NodeCapacity], gpu: str,
+) -> str:
+    """Why one more pod of ``role`` fits on none of ``nodes``, naming the largest free."""
+    caps = [cap_of[n] for n in nodes]
+    if caps and all(c.pods is not None and c.pods < 1 for c in caps):
+        return (f"a {role} needs a pod slot on one node, and every eligible node has reached "
+                f"its pods limit")
+    if demand.whole:
+        largest = max((c.whole_free for c in caps), default=0)
+        if largest < demand.whole:
+            return (f"a {role} needs {demand.whole} {gpu} on one node, "
+                    f"the largest free is {largest}")
+    if demand.share:
+        largest = max((d for c in caps for d in c.devices), default=0)
+        if largest < demand.share:
+            return (f"a {role} needs {demand.share}m of one {gpu} device, "
+                    f"the largest free device has {max(largest, 0)}m")
+    # What cannot be counted at all first: its reason says why, not a shortfall.
+    for name, amount in sorted(demand.scalar.items(),
+                               key=lambda kv: not kv[0].startswith(UNCOUNTABLE_PREFIX)):
+        largest = max((c.free.get(name, 0) for c in caps), default=0)
+        if largest < amount:
+            phrase = device_phrase(name, amount)
+            if phrase is not None:
+                if name.startswith(UNCOUNTABLE_PREFIX):
+                    return f"a {role} waits: its {phrase}"
+                return (f"a {role} needs {phrase} on one node, the most free is "
+                        f"{max(largest, 0) // 1000}")
+            binary = name == MEMORY
+            return (f"a {role} needs {name}={format_quantity(amount, binary=binary)} on one "
+                    f"node, the largest free is {format_quantity(max(largest, 0), binary=binary)}")
+    return (f"no node has all of a {role}'s demand free at once "
+            f"({len(nodes)} eligible node{'s' if len(nodes) != 1 else ''})")
+
+
+def list_taken(taken: Mapping[str, str]) -> str:
+    items = sorted(taken.items())
+    shown = "; ".join(f"{v} ({why})" for v, why in items[:SHOWN_DOMAINS])
+    more = len(items) - SHOWN_DOMAINS
+    return shown + (f"; and {more} more" if more > 0 else "")
+
+
+def failure_detail(
+    failed: tuple[str, Demand, int] | None, eligible: Mapping[str, Sequence[NodeName]], *,
+    domain_nodes: Sequence[NodeName] | None, free: Mapping[NodeName, NodeCapacity], gpu: str,
+) -> str:
+    """Why the role a greedy attempt stopped at (``failed``: role, demand, pods left) fits
+    nowhere, on ``free``, the capacity the attempt left."""
+    assert failed is not None  # only called for a failed greedy attempt
+    role, demand, _ = failed
+    nodes = list(eligible.get(role, ()))
+    if domain_nodes is not None:
+        inside = set(domain_nodes)
+        nodes = [n for n in nodes if n in inside]
+    if not nodes:
+        return f"no node accepts a {role} (see its nodeSelector, affinity and tolerations)"
+    return shortage(role, demand, nodes, cap_of=free, gpu=gpu)
