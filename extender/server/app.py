@@ -10,7 +10,7 @@ from flask import Flask
 from extender.server.admission import Admission, admission_bp
 from extender.server.decider import Decider
 from extender.server.housekeeping import Housekeeper, behind_gates, may_unblock
-from extender.server.metrics import GangWaitObserver, Metrics
+from extender.server.metrics import GangWaitObserver, Metrics, waiting_gangs
 from extender.server.routes import bp
 from extender.server.settings import Settings
 from extender.state.election import Leadership
@@ -94,6 +94,8 @@ def create_app(settings: Settings, state: StateStore, clock: Clock, *,
     trusted: Decider = service if gate and service is not None else decider
     metrics.watch(gangs=chosen.gang_counts, reserved_gpus=chosen.reserved_gpus,
                   binds_waiting=chosen.binds_waiting, ready=lambda: trusted.readiness()[0])
+    metrics.watch_waiting(lambda: waiting_gangs(chosen.inspect_gangs(), state.snapshot()),
+                          clock=clock)
     app.extensions["muster.decider"] = decider
     app.extensions["muster.metrics"] = metrics
     app.extensions["muster.settings"] = settings

@@ -2,8 +2,10 @@
 
 Counters and histograms are updated by the routes; gauges about gangs and watches are computed
 when ``/metrics`` is scraped, from callbacks the service and the store provide, so they are
-never stale. The gang wait time is observed from the events the service emits
-(:class:`GangWaitObserver`), so the service needs no metrics code of its own.
+never stale; so are the age of the oldest waiting gang and the GPUs waiting gangs ask for
+(:func:`waiting_gangs`), which fire the "gangs wait long" alert for a gang that never starts.
+The gang wait time is observed from the events the service emits (:class:`GangWaitObserver`),
+so the service needs no metrics code of its own.
 """
 
 from __future__ import annotations
@@ -12,7 +14,8 @@ import contextlib
 import math
 import platform
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -20,6 +23,7 @@ from prometheus_client.registry import Collector
 
 import extender
 from extender.core.gang.lifecycle import STATE_AFTER_EVENT, VIEW_STATES, GangState
+from extender.core.model.snapshot import ClusterSnapshot
 from extender.server.decider import Busy
 from extender.state.ports import AnyEvent, Clock, EventSink, WorkloadEvent
 from extender.state.store import SOURCE_STATES
@@ -100,6 +104,12 @@ class Metrics:
         bound (``bound``)."""
         self.registry.register(_Looks(looks))
 
+    def watch_waiting(self, waiting: Callable[[], Sequence[tuple[float, float]]], *,
+                      clock: Clock) -> None:
+        """``muster_oldest_waiting_gang_seconds`` and ``muster_waiting_gang_gpus`` at scrape
+        time, from ``(waiting since, GPUs)`` of each waiting gang (:func:`waiting_gangs`)."""
+        self.registry.register(_Waiting(waiting, clock))
+
     def render(self) -> bytes:
         return generate_latest(self.registry)
 
@@ -136,6 +146,47 @@ class _Looks(Collector):
         for how in LOOK_ANSWERS:
             family.add_metric([how], float(self._last.get(how, 0)))
         yield family
+
+
+class _Waiting(Collector):
+    def __init__(self, waiting: Callable[[], Sequence[tuple[float, float]]],
+                 clock: Clock) -> None:
+        self._waiting = waiting
+        self._clock = clock
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        try:
+            gangs = self._waiting()
+            now = self._clock()
+            oldest = max((now - since for since, _ in gangs if since > 0), default=0.0)
+            age, gpus = max(0.0, oldest), float(sum(g for _, g in gangs))
+        except Busy:
+            age = gpus = math.nan
+        yield GaugeMetricFamily(
+            "muster_oldest_waiting_gang_seconds", "How long the gang waiting longest has "
+            "waited, from its workload's creation or its oldest pod's, whichever is later "
+            "(0 when no gang waits)", value=age)
+        yield GaugeMetricFamily(
+            "muster_waiting_gang_gpus", "GPUs the waiting gangs ask for, all of them together",
+            value=gpus)
+
+
+def waiting_gangs(views: Sequence[Mapping[str, Any]], snapshot: ClusterSnapshot,
+                  ) -> list[tuple[float, float]]:
+    """``(waiting since, GPUs)`` of each gang whose view (``/inspect/gangs``) says
+    ``waiting``: since the later of its workload's creation and its oldest pod's (a workload
+    that restarts its pods waits again from then; 0 when neither is known), and the GPUs of
+    all its members. A gang gone from ``snapshot`` since the views were made is left out."""
+    out = []
+    for view in views:
+        if view.get("state") != GangState.WAITING:
+            continue
+        gang = snapshot.gangs.get(view["gang"])
+        if gang is None:
+            continue
+        pods = [p.created for p in snapshot.pods_of_gang(gang.key) if p.created > 0]
+        out.append((max(gang.created, min(pods, default=0.0)), float(gang.gpus)))
+    return out
 
 
 class GangWaitObserver:

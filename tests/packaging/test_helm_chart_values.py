@@ -21,6 +21,7 @@ from tests.packaging.helmchart import (
     Tools,
     changed,
     deployment,
+    leaves,
 )
 
 EXTENDER: Key = ("Deployment", NAMESPACE, "muster")
@@ -43,6 +44,19 @@ def test_the_image_tag_changes_only_the_muster_containers_image(
     assert changed(defaults, after) == {(EXTENDER, f"{MUSTER}.image")}
     assert deployment(after, "muster")["spec"]["template"]["spec"]["containers"][0]["image"] \
         == "ghcr.io/muster-dev/muster:0.2.0"
+
+
+def test_the_runbook_base_url_changes_only_every_alerts_runbook_url(tools: Tools) -> None:
+    on = ("--set", "monitoring.prometheusRule.enabled=true")
+    before = tools.template(*on)
+    after = tools.template(*on, "--set",
+                           "monitoring.prometheusRule.runbookBaseURL=https://wiki.example/muster")
+    rule: Key = ("PrometheusRule", NAMESPACE, "muster")
+    urls = {path: value for path, value in leaves(after[rule]) if path.endswith(".runbook_url")}
+    assert len(urls) >= 9 and {(rule, path) for path in urls} == changed(before, after)
+    old = dict(leaves(before[rule]))
+    for path, url in urls.items():
+        assert url == f"https://wiki.example/muster#{old[path].split('#')[1]}"
 
 
 def test_without_a_tag_the_image_is_the_charts_app_version(defaults: Objects) -> None:

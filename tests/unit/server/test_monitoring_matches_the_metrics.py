@@ -1,5 +1,6 @@
 """The alerts and the dashboard ask for metrics Muster exports (read from a real scrape), scrape
-the port that serves them, and each alert's runbook is a section of docs/operations.md."""
+the port that serves them, and each alert's runbook is a section of docs/operations.md, linked
+by an absolute address."""
 
 from __future__ import annotations
 
@@ -72,9 +73,12 @@ def test_every_alert_links_a_runbook_section_and_says_how_bad_it_is() -> None:
     anchors = {slug(line.lstrip("#")) for line in
                (ROOT / "docs" / "operations.md").read_text().splitlines()
                if line.startswith("## ")}
+    [runbooks] = yaml.safe_load_all((MONITORING / "runbooks.yaml").read_text())
+    base = runbooks["data"]["runbookBaseURL"]
+    assert base.startswith("https://") and base.endswith("/docs/operations.md")
     for rule in rules():
         page, anchor = rule["annotations"]["runbook_url"].split("#")
-        assert page == "docs/operations.md" and anchor in anchors, rule["alert"]
+        assert page == base and anchor in anchors, rule["alert"]
         assert rule["labels"]["severity"] in ("critical", "warning", "info")
         assert rule["annotations"]["summary"]
 
