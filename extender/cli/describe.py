@@ -7,8 +7,9 @@
     muster describe jobset/llama --muster-url http://127.0.0.1:8888   # and Muster's own view
 
 Each gang's state (waiting, planned, admitted, bound), the last reason, who holds what it
-needs, and the recent events on the workload and its pods: from the events Muster writes on
-the workload and, with --muster-url (or $MUSTER_URL), from Muster's /inspect/gangs.
+needs, and the recent events on the workload and its pods: from the gang's Gang object
+(gangs.muster.dev) first, then, with --muster-url (or $MUSTER_URL), Muster's /inspect/gangs,
+then the events Muster writes on the workload.
 
 Types match leniently: kind, plural, short name or kind.group, any case.
 """
@@ -25,6 +26,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from extender.cli.errors import EXIT_ERROR, EXIT_OK, CliError
+from extender.cli.gangread import read_gang_objects
 from extender.cli.gangstate import (
     event_rows,
     gang_answers,
@@ -96,18 +98,26 @@ def run(args: argparse.Namespace) -> int:
     else:
         found, conn = _described(args, base)
         inspected = None
+        try:
+            objects, trouble = read_gang_objects(
+                conn, None if args.all_namespaces else namespace_of(args))
+        except KubeError as err:
+            objects, trouble = None, str(err)
+        if trouble:
+            print(f"warning: {trouble}", file=sys.stderr)
         url = args.muster_url or sandbox_muster(conn.server)
         if url:
             inspected, problem = read_inspect(url)
             if problem:
-                print(f"warning: {problem}; gang state from events only", file=sys.stderr)
-        extras = [_extras(f, conn, inspected) for f in found]
+                print(f"warning: {problem}; gang state from "
+                      f"{'Gang objects and ' if objects else ''}events only", file=sys.stderr)
+        extras = [_extras(f, conn, inspected, objects) for f in found]
     show(found, args.output, extras)
     return EXIT_OK
 
 
-def _extras(found: Found, conn: Connection | None,
-            inspected: list[dict[str, Any]] | None) -> dict[str, Any]:
+def _extras(found: Found, conn: Connection | None, inspected: list[dict[str, Any]] | None,
+            objects: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     """Gang state, recent events and age: what ``describe`` adds to the workload's data."""
     now = datetime.now(UTC)
     events = None
@@ -117,7 +127,8 @@ def _extras(found: Found, conn: Connection | None,
             print(f"warning: {problem}", file=sys.stderr)
     extra: dict[str, Any] = {
         "age": age_of(found.raw, now),
-        "gangStates": gang_answers(found, events=events, inspected=inspected)}
+        "gangStates": gang_answers(found, events=events, inspected=inspected,
+                                   objects=objects)}
     if events is not None:  # from a file no event is known, not "none"
         extra["events"] = event_rows(events, now)
     return extra
@@ -225,7 +236,8 @@ def _gang_state(gang: dict[str, Any]) -> None:
     if "state" not in gang:
         return
     out = console()
-    source = {"muster": "from Muster", "events": "from its events",
+    source = {"object": "from its Gang object", "muster": "from Muster",
+              "events": "from its events",
               "pods": "from its pods"}[gang["source"]]
     out.print(f"  state: {gang['state']} ({gang['bound']} of minimum {gang['minMember']} "
               f"bound; {source})", markup=False)

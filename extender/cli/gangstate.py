@@ -3,8 +3,11 @@
 Per gang: its state (a :class:`~extender.core.gang.lifecycle.GangState` value: ``waiting``,
 ``planned``, ``admitted``, ``bound``, ``finished``; :data:`PENDING` or :data:`UNKNOWN` when
 Muster said nothing of it), the last reason, who holds what it needs, how many members are
-bound; and the recent events on the workload and its pods. Three sources, best first:
+bound; and the recent events on the workload and its pods. Four sources, best first:
 
+- the gang's Gang object (``gangs.muster.dev``), which Muster rewrites at each change of the
+  gang's state: the state, the reason and the holders as text (structured, from
+  ``/inspect/gangs``, when that answers too);
 - Muster's ``/inspect/gangs`` (``--muster-url``, ``$MUSTER_URL``, or the running sandbox's
   Muster when the cluster is the sandbox), when reachable: the state and holders as Muster's
   session has them now;
@@ -26,6 +29,7 @@ from typing import Any, Protocol
 
 import orjson
 
+from extender.cli.gangread import object_state
 from extender.cli.listing import human_age
 from extender.cli.workloads import Found
 from extender.core.gang.lifecycle import STATE_AFTER_EVENT, GangState
@@ -140,9 +144,12 @@ def _told(gang: Gang, events: Sequence[Mapping[str, Any]], *, alone: bool,
 
 
 def gang_answers(found: Found, *, events: Sequence[Mapping[str, Any]] | None,
-                 inspected: Sequence[Mapping[str, Any]] | None) -> list[dict[str, Any]]:
+                 inspected: Sequence[Mapping[str, Any]] | None,
+                 objects: Mapping[str, Mapping[str, Any]] | None = None,
+                 ) -> list[dict[str, Any]]:
     """Per gang of ``found``: ``state``, ``reason``, ``heldBy``, ``bound``, ``source``
-    (``muster``, ``events``, ``pods``). ``events`` ``None``: file mode, no cluster."""
+    (``object``: its Gang object, ``muster``, ``events``, ``pods``). ``events`` ``None``: file
+    mode, no cluster; ``objects``: the Gang objects by gang key."""
     by_key = {str(g.get("gang")): g for g in inspected or ()}
     gangs = found.tree.gangs
     out = []
@@ -152,7 +159,15 @@ def gang_answers(found: Found, *, events: Sequence[Mapping[str, Any]] | None,
                                   "state": "", "reason": "", "heldBy": [], "source": "pods"}
         live = by_key.get(gang.key)
         told = None if events is None else _told(gang, events, alone=len(gangs) == 1)
-        if live is not None:
+        obj = (objects or {}).get(gang.key)
+        if obj is not None:
+            status = obj.get("status") or {}
+            held = str(status.get("heldBy") or "")
+            answer.update(state=object_state(obj), reason=str(status.get("reason") or ""),
+                          heldBy=(list(live.get("heldBy") or []) if live is not None else
+                                  [h for h in held.split("; ") if h]),
+                          source="object")
+        elif live is not None:
             answer.update(state=str(live.get("state") or ""),
                           reason=str(live.get("lastReason") or ""),
                           heldBy=list(live.get("heldBy") or []), source="muster")
@@ -184,8 +199,10 @@ def event_rows(events: Sequence[Mapping[str, Any]], now: datetime) -> list[dict[
     return rows
 
 
-def holder_text(holder: Mapping[str, Any]) -> str:
-    """One ``heldBy`` entry of ``/inspect/gangs`` for a person."""
+def holder_text(holder: Mapping[str, Any] | str) -> str:
+    """One ``heldBy`` entry of ``/inspect/gangs`` (or of a Gang object: text) for a person."""
+    if isinstance(holder, str):
+        return holder
     nodes = [str(n) for n in holder.get("nodes") or []]
     where = ", ".join(nodes[:4]) + (f" and {len(nodes) - 4} more" if len(nodes) > 4 else "")
     gpus = holder.get("gpus") or 0

@@ -1,4 +1,5 @@
-"""``muster get``: one row per workload with its phase, pods ready/desired, gangs, GPUs, age.
+"""``muster get``: one row per workload with its phase, pods ready/desired, gangs, GPUs, age;
+live, each gang's Gang object (GANG) and its state (STATE) when the cluster has them.
 
     muster get jobsets -n ml
     muster get lws -A -o json
@@ -18,6 +19,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from extender.cli.errors import EXIT_OK, CliError
+from extender.cli.gangread import object_name, object_state, read_gang_objects
 from extender.cli.listing import SortBy, age_of, resource_name
 from extender.cli.livefind import connect_described, find_all, namespace_of
 from extender.cli.options import (
@@ -63,10 +65,13 @@ def register(subparsers: Any) -> None:
     p.set_defaults(handler=run)
 
 
-def row(found: Found) -> dict[str, Any]:
+def row(found: Found, objects: Mapping[str, Mapping[str, Any]] | None = None,
+        ) -> dict[str, Any]:
+    """One workload's row; with ``objects`` (the Gang objects by gang key), its gangs' Gang
+    objects and their states too (``-`` where a gang has none yet)."""
     tree = found.tree
     meta = found.raw.get("metadata")
-    return {
+    out: dict[str, Any] = {
         "kind": tree.ref.kind,
         "apiVersion": tree.ref.api_version,
         "name": tree.ref.name,
@@ -81,6 +86,12 @@ def row(found: Found) -> dict[str, Any]:
         "creationTimestamp": meta.get("creationTimestamp") if isinstance(meta, Mapping) else None,
         "nodes": sorted({p.info.node_name for p in found.pods if p.info.node_name}),
     }
+    if objects is not None:
+        out["gangObjects"] = [
+            {"gang": g.key, "name": object_name(objects[g.key]),
+             "state": object_state(objects[g.key])} if g.key in objects else
+            {"gang": g.key, "name": "-", "state": "-"} for g in tree.gangs]
+    return out
 
 
 def run(args: argparse.Namespace) -> int:
@@ -89,6 +100,7 @@ def run(args: argparse.Namespace) -> int:
     selector = parse_selector(args.selector) if args.selector is not None else None
     sort_by = SortBy(args.sort_by) if args.sort_by else None
     base = base_descriptors(args)
+    objects = None
     if args.filename:
         _, found = workloads_in_file(args.filename, base)
         if args.type:
@@ -96,13 +108,13 @@ def run(args: argparse.Namespace) -> int:
     else:
         if not args.type and not args.all_types:
             raise CliError("give TYPE (for example: muster get jobsets) or --all-types")
-        found = _listed(args, base, selector)
+        found, objects = _listed(args, base, selector)
     if selector is not None:  # file mode filters here; live, the API server filtered too
         found = [f for f in found if selector.matches(_labels(f.raw))]
     found.sort(key=lambda f: (f.tree.ref.namespace, f.tree.ref.kind, f.tree.ref.name))
     if sort_by is not None:  # stable: ties keep the order above
         found = sort_by.sort(found, lambda f: f.raw)
-    rows = [row(f) for f in found]
+    rows = [row(f, objects) for f in found]
     if args.output in ("json", "yaml"):
         emit_data({"apiVersion": "v1", "kind": "List", "items": rows}, args.output)
         return EXIT_OK
@@ -122,18 +134,22 @@ def run(args: argparse.Namespace) -> int:
 def _table(rows: list[dict[str, Any]], *, wide: bool, namespaces: bool, now: datetime) -> Any:
     kinds = len({r["kind"] for r in rows}) > 1
     namespaces = namespaces or len({r["namespace"] for r in rows}) > 1
+    objects = any("gangObjects" in r for r in rows)
     columns = [*(["NAMESPACE"] if namespaces else []), *(["KIND"] if kinds else []),
-               "NAME", "PHASE", "READY", "GANGS", "GPUS", "AGE",
-               *(["DESCRIPTOR", "NODES"] if wide else [])]
+               "NAME", "PHASE", "READY", "GANGS", *(["GANG", "STATE"] if objects else []),
+               "GPUS", "AGE", *(["DESCRIPTOR", "NODES"] if wide else [])]
     lines = []
     for r in rows:
         gangs = (f"{r['gangs']} (min {'/'.join(str(m) for m in r['minMembers'])})"
                  if r["gangs"] else "-")
+        own = r.get("gangObjects") or [{"name": "-", "state": "-"}]
         age = age_of({"metadata": {"creationTimestamp": r["creationTimestamp"]}}, now)
         extra = [r["descriptor"], ",".join(r["nodes"]) or "<none>"] if wide else []
         lines.append([*([r["namespace"]] if namespaces else []), *([r["kind"]] if kinds else []),
-                      r["name"], r["phase"], f"{r['readyPods']}/{r['pods']}", gangs, r["gpus"],
-                      age, *extra])
+                      r["name"], r["phase"], f"{r['readyPods']}/{r['pods']}", gangs,
+                      *([",".join(o["name"] for o in own), ",".join(o["state"] for o in own)]
+                        if objects else []),
+                      r["gpus"], age, *extra])
     return table(columns, lines)
 
 
@@ -152,16 +168,19 @@ def _of_type(found: list[Found], base: Descriptors, name: str) -> list[Found]:
             in wanted]
 
 
-def _listed(args: argparse.Namespace, base: Descriptors,
-            selector: Selector | None) -> list[Found]:
+def _listed(args: argparse.Namespace, base: Descriptors, selector: Selector | None,
+            ) -> tuple[list[Found], dict[str, dict[str, Any]] | None]:
+    """The workloads listed, and the Gang objects by gang key (``None``: the cluster has
+    none to read)."""
     conn, descriptors, kinds = connect_described(args, base,
                                                  None if args.all_types else args.type)
     namespace = None if args.all_namespaces else namespace_of(args)
     try:
         found, trouble = find_all(conn, descriptors, kinds, namespace,
                                   label_selector=selector.text if selector else None)
+        objects, problem = read_gang_objects(conn, namespace) if found else (None, "")
     except KubeError as err:
         raise cluster_error(err) from None
-    for problem in trouble:
-        print(f"warning: {problem}", file=sys.stderr)
-    return found
+    for problem_text in [*trouble, *([problem] if problem else [])]:
+        print(f"warning: {problem_text}", file=sys.stderr)
+    return found, objects
