@@ -27,25 +27,18 @@ from dataclasses import replace
 from types import MappingProxyType
 
 from extender.core.gang.capacity import (
-    DEVICE,
     Capacities,
     Classes,
-    Demand,
-    NodeCapacity,
     SnapshotIndex,
     attach_empty,
     attach_gated,
     attach_index,
-    charge_pod,
     classes_of,
-    count_fitting,
-    demand_of,
-    empty_capacity,
     is_gated,
-    node_capacity,
-    take,
 )
+from extender.core.gang.charging import charge_pod, count_fitting, node_capacity, take
 from extender.core.gang.constraints import ineligibility
+from extender.core.gang.nodecapacity import DEVICE, Demand, NodeCapacity, demand_of, empty_capacity
 from extender.core.model.resources import GPU
 from extender.core.model.snapshot import ClusterSnapshot
 from extender.core.model.sortednames import SortedNames

@@ -41,8 +41,8 @@ from enum import StrEnum
 
 from extender.core.decide.decisions import CoreSettings
 from extender.core.decide.effects import BindStep, Effect, Step, Ungate, dispatch
-from extender.core.gang.capacity import Demand, NodeCapacity
 from extender.core.gang.ledger import Ledger
+from extender.core.gang.nodecapacity import Demand, NodeCapacity
 from extender.core.model.values import NodeName, PodInfo, PodShape
 from simulator.cluster import ClusterModel
 from simulator.engine import EventQueue, Priority

@@ -13,8 +13,9 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from extender.core.gang.bounds import cannot_fit, shortfall
-from extender.core.gang.capacity import count_fitting, demand_of
+from extender.core.gang.charging import count_fitting
 from extender.core.gang.ledger import Ledger, free_capacity, per_role, placed_counts
+from extender.core.gang.nodecapacity import demand_of
 from extender.core.gang.placement import plan_gang
 from extender.core.gang.plans import Infeasible
 from extender.core.gang.search import free_totals, free_whole, room_for

@@ -1,281 +1,68 @@
-"""Per-node free capacity, with GPUs counted per device.
+"""Free capacity across a snapshot's nodes: the base capacity per node, derived once per
+snapshot (:func:`index_of`), nodes grouped by identical free capacity (:class:`Capacities`),
+and a few nodes changed over a base without copying it (:class:`CapacityView`).
 
 A node's free capacity is its allocatable minus the requests of the pods bound to it that are
 not terminal. The ledger then subtracts pods in flight and reservations held for gangs (see
-:mod:`extender.core.gang.ledger`); this module only knows the arithmetic.
-
-GPUs are tracked per device, because a node with two half-used devices cannot take a
-one-GPU pod although one GPU is "free" in sum. A node has N devices of 1000 milli each. A pod
-requesting whole GPUs takes whole free devices; a sharing pod (``PodShape.gpu_share``) takes
-milli from ONE device, best fit first (the device with the least room that still holds it), so
-that sharing pods pack together and leave whole devices whole.
-
-A node's ``pods`` allocatable (its maximum number of pods) is tracked as free pod slots beside
-the scalar resources: every pod takes one, as kube-scheduler's NodeResourcesFit counts them.
-A node that declares no ``pods`` allocatable (trace files) has no such limit.
-
-Nothing here is ever summed across nodes.
+:mod:`extender.core.gang.ledger`); this module only knows the arithmetic. The values are
+:mod:`~extender.core.gang.nodecapacity`'s and the per-node arithmetic
+:mod:`~extender.core.gang.charging`'s, both re-exported here. Nothing here is ever summed across
+nodes.
 """
 
 from __future__ import annotations
 
-import functools
-import heapq
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from extender.core.model.resources import EMPTY, GPU, PODS, Resources
+from extender.core.gang.charging import charge_pod, count_fitting, fits, node_capacity, take
+from extender.core.gang.nodecapacity import (
+    DEVICE,
+    MAX_DEVICES,
+    Demand,
+    NodeCapacity,
+    demand_of,
+    describe_free,
+    empty_capacity,
+)
+from extender.core.model.resources import GPU
 from extender.core.model.snapshot import ClusterSnapshot
 from extender.core.model.sortednames import SortedNames
-from extender.core.model.values import Gang, NodeInfo, NodeName, PodInfo, PodShape
+from extender.core.model.values import Gang, NodeName, PodInfo, PodShape
 
-DEVICE = 1000
-"""Milli of one GPU device."""
-
-_MANY = 1 << 30
-
-MAX_DEVICES = 1024
-"""GPU devices modelled per node at most. Real nodes have 4 to 16; a node that reports more
-(a broken device plugin, a hand-edited status) is taken to have this many, so its per-device
-picture stays small. Fewer GPUs than reported never oversubscribes."""
-
-
-@dataclass(frozen=True, slots=True)
-class Demand:
-    """What one pod of a shape takes from a node: scalar resources plus its GPU part."""
-
-    scalar: Resources
-    """Every requested resource except the GPU resource (checked per device instead)."""
-    whole: int = 0
-    """Whole GPU devices."""
-    share: int = 0
-    """Milli of one device, for a GPU-sharing pod."""
-
-    @property
-    def gpu_milli(self) -> int:
-        return self.whole * DEVICE + self.share
-
-    def sort_key(self) -> tuple[int, int, tuple[int, ...]]:
-        """Bigger demands sort first (negated), so placement tries the hard pods early."""
-        return (-self.whole, -self.share, tuple(-v for v in self.scalar.values()))
-
-
-def demand_of(shape: PodShape, *, gpu: str = GPU) -> Demand:
-    """Split a shape's requests into the scalar part and the per-device GPU part."""
-    requested = shape.requests.get(gpu, 0)
-    scalar = shape.requests - Resources({gpu: requested}) if requested else shape.requests
-    if shape.gpu_share > 0:
-        # A sharing pod's device share is authoritative; a ``gpu: 1`` beside it names the
-        # device it shares, not an extra whole device.
-        return Demand(scalar=scalar, share=min(shape.gpu_share, DEVICE))
-    return Demand(scalar=scalar, whole=-(-requested // DEVICE))
-
-
-@dataclass(frozen=True, slots=True)
-class NodeCapacity:
-    """What a node has free now. Negative scalar amounts mean it is oversubscribed."""
-
-    free: Resources
-    """Free scalar resources (the GPU resource and ``pods`` excluded)."""
-    devices: tuple[int, ...] = ()
-    """Free milli per GPU device, by device index."""
-    pods: int | None = None
-    """Free pod slots: the node's ``pods`` allocatable minus the pods on it; ``None`` when the
-    node declares no limit."""
-    whole_free: int = field(init=False, compare=False, repr=False)
-    """Devices nobody uses at all: what a whole-GPU request can take."""
-    unpacked: bool = False
-    """A pod charged without a device index found no device with room and was charged to one
-    anyway: the per-device picture is then no packing of the pods on the node (they may pack
-    in another order, or not), so where another share would go is unknown and none is placed
-    (see :func:`count_fitting`). Pods listing their devices are charged there and never set it."""
-    gpu_milli_free: int = field(init=False, compare=False, repr=False)
-    _hash: int = field(init=False, compare=False, repr=False)
-
-    def __post_init__(self) -> None:
-        # Derived once: placement asks for these for every candidate node.
-        object.__setattr__(self, "whole_free", sum(1 for d in self.devices if d >= DEVICE))
-        object.__setattr__(self, "gpu_milli_free", sum(max(d, 0) for d in self.devices))
-        # Capacities key capacity classes and per-call memos, once per node looked at.
-        object.__setattr__(self, "_hash", hash((self.free, self.devices, self.pods,
-                                                self.unpacked)))
-
-    def __hash__(self) -> int:
-        return self._hash
-
-    def __reduce__(self) -> tuple[type[NodeCapacity], tuple[Resources, tuple[int, ...],
-                                                           int | None, bool]]:
-        # Built again where unpickled: string hashes differ from one process to the next.
-        return (NodeCapacity, (self.free, self.devices, self.pods, self.unpacked))
-
-    @property
-    def partial_devices(self) -> int:
-        """Devices partly used by sharing pods: the fragments whole-GPU pods cannot use."""
-        return sum(1 for d in self.devices if 0 < d < DEVICE)
-
-    def oversubscribed(self) -> dict[str, int]:
-        """Resources driven below zero (a GPU device below zero shows as ``gpu[i]``)."""
-        over = self.free.negative()
-        over.update({f"gpu[{i}]": d for i, d in enumerate(self.devices) if d < 0})
-        if self.pods is not None and self.pods < 0:
-            over[PODS] = self.pods
-        return over
-
-
-EMPTY_KEPT = 16_384
-"""Nodes whose empty capacity is kept (prioritize asks it of every candidate node)."""
-
-
-@functools.lru_cache(maxsize=EMPTY_KEPT)
-def empty_capacity(node: NodeInfo, *, gpu: str = GPU) -> NodeCapacity:
-    """What ``node`` has free with nothing on it. Kept per node value (nodes are immutable
-    values, shared by the snapshots until the node changes): every prioritize asks it of every
-    candidate node, and working it out cost 8 us a node, looking it up under one."""
-    allocatable = node.allocatable.get(gpu, 0)
-    slots = node.allocatable.get(PODS, 0)
-    scalar = node.allocatable - Resources({gpu: allocatable, PODS: slots})
-    return NodeCapacity(free=scalar, devices=(DEVICE,) * min(allocatable // DEVICE, MAX_DEVICES),
-                        pods=slots // 1000 if PODS in node.allocatable else None)
-
-
-def count_fitting(cap: NodeCapacity, demand: Demand) -> int:
-    """How many pods of ``demand`` fit on a node with ``cap`` free (at most 2**30)."""
-    n = demand.scalar.count_fitting(cap.free) if demand.scalar else _MANY
-    if cap.pods is not None:
-        n = min(n, cap.pods)
-    if n <= 0:
-        return 0
-    if demand.whole:
-        n = min(n, cap.whole_free // demand.whole)
-    elif demand.share:
-        # A share was forced onto a full device: the picture is no packing of the shares
-        # charged (they may or may not pack in another order), so one more could oversubscribe.
-        if cap.unpacked:
-            return 0
-        n = min(n, sum(d // demand.share for d in cap.devices if d > 0))
-    return n
-
-
-def fits(cap: NodeCapacity, demand: Demand) -> bool:
-    return count_fitting(cap, demand) > 0
-
-
-def _take_devices(devices: list[int], demand: Demand, count: int, *, force: bool) -> bool:
-    """Charge ``count`` pods of ``demand`` to ``devices`` in place; whether any was forced
-    onto a device without room. As if pod by pod (whole GPUs: the first free devices by index;
-    a share: best fit, the device with the least room that still holds it; a pod with no room
-    left: the device with the most), but in O(devices log devices) however many pods or GPUs:
-    an observed pod may ask for a billion GPUs (the API server accepts it)."""
-    if demand.whole:
-        need = demand.whole * count
-        free = [i for i, d in enumerate(devices) if d >= DEVICE]
-        for i in free[:need]:
-            devices[i] -= DEVICE
-        short = need - min(need, len(free))
-        if not short:
-            return False
-        if not force:
-            raise ValueError("not enough whole GPU devices")
-        # Observed pods may already oversubscribe; charge the emptiest devices so the
-        # oversubscription shows on a device instead of vanishing.
-        _level(devices, DEVICE, short)
-        return True
-    if not demand.share:
-        return False
-    left = count
-    # Best fit for equal shares fills the device with the least room until it holds no more,
-    # then the next: devices in order of room, each filled at once.
-    for i in sorted((i for i, d in enumerate(devices) if d >= demand.share),
-                    key=lambda i: (devices[i], i)):
-        k = min(left, devices[i] // demand.share)
-        devices[i] -= k * demand.share
-        left -= k
-        if not left:
-            return False
-    if not force:
-        raise ValueError("no GPU device has room for the share")
-    _level(devices, demand.share, left)
-    return True
-
-
-def _level(devices: list[int], step: int, times: int) -> None:
-    """Charge ``step`` milli ``times`` times, each time to the device with the most room (ties:
-    the lowest index), as repeated single charges would, in O(devices log devices)."""
-    n = len(devices)
-    if not n or times <= 0:
-        return
-    if times > 2 * n:
-        # Past the first rounds the devices take turns: whole rounds are one subtraction each.
-        rounds = times // n - 1
-        for i in range(n):
-            devices[i] -= rounds * step
-        times -= rounds * n
-    heap = [(-d, i) for i, d in enumerate(devices)]
-    heapq.heapify(heap)
-    for _ in range(times):
-        room, i = heapq.heappop(heap)
-        devices[i] -= step
-        heapq.heappush(heap, (room + step, i))
-
-
-def take(cap: NodeCapacity, demand: Demand, count: int = 1, *, force: bool = False) -> NodeCapacity:
-    """``cap`` after ``count`` pods of ``demand`` start. Raises ``ValueError`` if they do not fit,
-    unless ``force`` (observed pods are charged even when the node is already full)."""
-    if count <= 0:
-        return cap
-    if not force and count_fitting(cap, demand) < count:
-        raise ValueError("pods do not fit")
-    free = cap.free - demand.scalar.scale(count) if demand.scalar else cap.free
-    pods = None if cap.pods is None else cap.pods - count
-    if not demand.whole and not demand.share:
-        return NodeCapacity(free=free, devices=cap.devices, pods=pods, unpacked=cap.unpacked)
-    devices = list(cap.devices)
-    forced = _take_devices(devices, demand, count, force=force)
-    return NodeCapacity(free=free, devices=tuple(devices), pods=pods,
-                        unpacked=cap.unpacked or forced)
-
-
-def charge_pod(cap: NodeCapacity, pod: PodInfo, *, gpu: str = GPU) -> NodeCapacity:
-    """Charge an observed pod; its known device indexes win over the default choice.
-
-    A pod is never charged less than it requests: one listing fewer devices than the whole
-    GPUs it asks for is charged the listed devices plus free ones for the rest (a sharing pod
-    is charged its share on each device it lists).
-    """
-    demand = demand_of(pod.shape, gpu=gpu)
-    listed = sorted({i for i in pod.gpu_devices if 0 <= i < len(cap.devices)})
-    if not listed or not (demand.whole or demand.share):
-        return take(cap, demand, 1, force=True)
-    devices = list(cap.devices)
-    per_device = DEVICE if demand.whole else demand.share
-    for i in listed:
-        devices[i] -= per_device
-    missing = demand.whole - len(listed)
-    forced = missing > 0 and _take_devices(devices, Demand(scalar=EMPTY, whole=missing), 1,
-                                           force=True)
-    return NodeCapacity(free=cap.free - demand.scalar, devices=tuple(devices),
-                        pods=None if cap.pods is None else cap.pods - 1,
-                        unpacked=cap.unpacked or forced)
-
-
-def _charge_order(pod: PodInfo) -> tuple[int, int, str]:
-    # Pods with known devices first (they pin devices), then whole-GPU pods, then shares
-    # largest first (best fit decreasing packs what an arbitrary order leaves overfull); the
-    # fixed order makes the per-device picture the same on every rebuild.
-    if pod.gpu_devices:
-        return (0, 0, pod.uid)
-    share = pod.shape.gpu_share
-    return (1, 0, pod.uid) if share == 0 else (2, -share, pod.uid)
-
-
-def node_capacity(
-    node: NodeInfo, pods: Iterable[PodInfo], *, gpu: str = GPU
-) -> NodeCapacity:
-    cap = empty_capacity(node, gpu=gpu)
-    for pod in sorted(pods, key=_charge_order):
-        cap = charge_pod(cap, pod, gpu=gpu)
-    return cap
+__all__ = [
+    "DEVICE",
+    "GATED",
+    "MAX_DEVICES",
+    "STAMPS",
+    "Capacities",
+    "CapacityView",
+    "Classes",
+    "Demand",
+    "NodeCapacity",
+    "SnapshotIndex",
+    "attach_empty",
+    "attach_gang_stamps",
+    "attach_gated",
+    "attach_index",
+    "charge_pod",
+    "classes_of",
+    "count_fitting",
+    "demand_of",
+    "describe_free",
+    "empty_capacity",
+    "empty_of",
+    "fits",
+    "gang_priority",
+    "gang_stamps",
+    "gated_of",
+    "index_of",
+    "is_gated",
+    "moved_classes",
+    "node_capacity",
+    "take",
+]
 
 
 Classes = dict[NodeCapacity, SortedNames[NodeName]]
@@ -509,16 +296,3 @@ class CapacityView(Mapping[NodeName, NodeCapacity]):
 
     def __contains__(self, name: object) -> bool:
         return name in self.base
-
-
-def describe_free(cap: NodeCapacity) -> str:
-    """``"4 whole GPUs, cpu=12, memory=64Gi"`` for reasons people read."""
-    parts = [f"{cap.whole_free} whole GPUs"] if cap.devices else []
-    if cap.partial_devices:
-        parts.append(f"{cap.partial_devices} shared devices")
-    rendered = cap.free.render() if cap.free != EMPTY else ""
-    if rendered:
-        parts.append(rendered)
-    if cap.pods is not None:
-        parts.append(f"{max(cap.pods, 0)} pod slots")
-    return ", ".join(parts) or "nothing"

@@ -25,15 +25,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
-from extender.core.gang.capacity import (
-    CapacityView,
-    Demand,
-    NodeCapacity,
-    classes_of,
-    count_fitting,
-    demand_of,
-    take,
-)
+from extender.core.gang.capacity import CapacityView, classes_of
+from extender.core.gang.charging import count_fitting, take
+from extender.core.gang.nodecapacity import Demand, NodeCapacity, demand_of
 from extender.core.gang.plans import Infeasible, Plan, RoleDemand
 from extender.core.gang.scoring import Policy, domain_cost, node_order_key
 from extender.core.gang.search import Assignment, could_fit, room_for, search

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 
-from extender.core.gang.capacity import NodeCapacity, index_of
+from extender.core.gang.capacity import index_of
 from extender.core.gang.constraints import (
     eligible_nodes,
     exclusive_fences,
     ineligibility_summary,
     topology_domains,
 )
+from extender.core.gang.nodecapacity import NodeCapacity
 from extender.core.gang.packing import SEARCH_BUDGET, place_gang
 from extender.core.gang.plans import Infeasible, Plan, RoleDemand, gang_demands
 from extender.core.gang.scoring import Policy

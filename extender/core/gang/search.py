@@ -27,15 +27,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import combinations
 
-from extender.core.gang.capacity import (
-    DEVICE,
-    CapacityView,
-    Demand,
-    NodeCapacity,
-    classes_of,
-    count_fitting,
-    take,
-)
+from extender.core.gang.capacity import CapacityView, classes_of
+from extender.core.gang.charging import count_fitting, take
+from extender.core.gang.nodecapacity import DEVICE, Demand, NodeCapacity
 from extender.core.model.resources import CPU
 from extender.core.model.values import NodeName
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from extender.core.gang.capacity import Demand, NodeCapacity
+from extender.core.gang.nodecapacity import Demand, NodeCapacity
 from extender.core.model.quantity import format_quantity
 from extender.core.model.resources import MEMORY, UNCOUNTABLE_PREFIX, device_phrase
 from extender.core.model.values import NodeName

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from extender.core.gang.capacity import CapacityView, NodeCapacity, demand_of, take
+from extender.core.gang.capacity import CapacityView
+from extender.core.gang.charging import take
 from extender.core.gang.constraints import topology_domains
+from extender.core.gang.nodecapacity import NodeCapacity, demand_of
 from extender.core.gang.packing import order_demands, place_gang, plan_in
 from extender.core.gang.plans import Infeasible, Plan, RoleDemand, gang_demands
 from extender.core.gang.scoring import Policy, domain_cost

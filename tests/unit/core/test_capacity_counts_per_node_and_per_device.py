@@ -10,16 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from extender.core.gang.capacity import (
-    DEVICE,
-    count_fitting,
-    demand_of,
-    describe_free,
-    empty_capacity,
-    index_of,
-    node_capacity,
-    take,
-)
+from extender.core.gang.capacity import index_of
+from extender.core.gang.charging import count_fitting, node_capacity, take
+from extender.core.gang.nodecapacity import DEVICE, demand_of, describe_free, empty_capacity
 from extender.core.gang.placement import plan_gang
 from extender.core.gang.plans import Infeasible
 from extender.core.model.resources import Resources

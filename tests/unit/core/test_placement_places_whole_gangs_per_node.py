@@ -10,15 +10,10 @@ from hypothesis import strategies as st
 from extender.core.decide.decisions import FilterOutcome, decide_filter
 from extender.core.decide.fit import fit_workload
 from extender.core.decide.settings import CoreSettings
-from extender.core.gang.capacity import (
-    Demand,
-    NodeCapacity,
-    demand_of,
-    empty_capacity,
-    index_of,
-    take,
-)
+from extender.core.gang.capacity import index_of
+from extender.core.gang.charging import take
 from extender.core.gang.ledger import Ledger
+from extender.core.gang.nodecapacity import Demand, NodeCapacity, demand_of, empty_capacity
 from extender.core.gang.packing import place_gang
 from extender.core.gang.placement import plan_gang
 from extender.core.gang.plans import Infeasible, Plan, RoleDemand

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from extender.core.decide.decisions import CoreSettings, decide_filter, decide_prioritize
-from extender.core.gang.capacity import demand_of, empty_capacity, index_of, take
+from extender.core.gang.capacity import index_of
+from extender.core.gang.charging import take
 from extender.core.gang.ledger import Ledger
+from extender.core.gang.nodecapacity import demand_of, empty_capacity
 from extender.core.gang.placement import plan_gang
 from extender.core.gang.plans import Plan
 from extender.core.gang.scoring import Policy, node_score

@@ -10,7 +10,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from extender.core.gang.capacity import DEVICE, NodeCapacity, demand_of
+from extender.core.gang.nodecapacity import DEVICE, NodeCapacity, demand_of
 from extender.core.gang.packing import place_gang
 from extender.core.gang.plans import Plan, RoleDemand
 from extender.core.gang.search import could_fit, search

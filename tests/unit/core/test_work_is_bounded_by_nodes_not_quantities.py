@@ -10,16 +10,15 @@ from __future__ import annotations
 import time
 
 from extender.core.decide.decisions import CoreSettings, FilterOutcome, decide_filter
-from extender.core.gang.capacity import (
+from extender.core.gang.charging import node_capacity, take
+from extender.core.gang.ledger import Ledger, free_capacity
+from extender.core.gang.nodecapacity import (
     DEVICE,
     MAX_DEVICES,
     Demand,
     NodeCapacity,
     empty_capacity,
-    node_capacity,
-    take,
 )
-from extender.core.gang.ledger import Ledger, free_capacity
 from extender.core.model.resources import EMPTY
 from extender.core.model.values import NodeName
 

@@ -12,7 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from extender.cli.main import main
-from extender.core.gang.capacity import classes_of, index_of, node_capacity
+from extender.core.gang.capacity import classes_of, index_of
+from extender.core.gang.charging import node_capacity
 from extender.core.model.snapshot import ClusterSnapshot
 from extender.core.workloads.catalog import Catalog
 from extender.files.catalog import packaged_catalog
