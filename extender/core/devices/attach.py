@@ -143,9 +143,15 @@ class DeviceLowering:
         if self._view is None:
             return pod
         demand = self._view.pod_demand(pod)
-        if not demand:
+        pinned = self._view.pod_node_terms(pod)
+        if not demand and not pinned:
             return pod
-        return {**pod, "spec": {**(pod.get("spec") or {}), DEVICE_DEMAND: demand}}
+        spec = dict(pod.get("spec") or {})
+        if demand:
+            spec[DEVICE_DEMAND] = demand
+        if pinned:
+            spec["affinity"] = _pinned_affinity(spec.get("affinity"), pinned)
+        return {**pod, "spec": spec}
 
     def workload(self, obj: RawObject) -> RawObject:
         """A workload object with each pod template's device demand, wherever its templates
@@ -228,3 +234,37 @@ def lower_objects(objects: Sequence[RawObject]) -> list[dict[str, Any]]:
         else:
             out.append(lowering.workload(obj))
     return [dict(o) for o in out]
+
+
+_MAX_PINNED_TERMS = 64
+
+
+def _pinned_affinity(affinity: object,
+                     pinned: tuple[tuple[Mapping[str, Any], ...], ...]) -> dict[str, Any]:
+    """``affinity`` with its required node terms ANDed with every allocated claim's node
+    selector, as kube-scheduler applies both (terms are ORed within a selector, selectors
+    ANDed): each combination of one term of each, its requirements joined."""
+    base = dict(affinity) if isinstance(affinity, Mapping) else {}
+    node = dict(base.get("nodeAffinity") or {}) if isinstance(
+        base.get("nodeAffinity"), Mapping) else {}
+    required = node.get("requiredDuringSchedulingIgnoredDuringExecution")
+    existing = required.get("nodeSelectorTerms") if isinstance(required, Mapping) else None
+    terms: Sequence[Mapping[str, Any]] = (
+        [t for t in existing if isinstance(t, Mapping)] if isinstance(existing, list) and existing
+        else [{}])
+    for selector in pinned:
+        terms = [_joined(t, u) for t in terms for u in selector][:_MAX_PINNED_TERMS]
+    node["requiredDuringSchedulingIgnoredDuringExecution"] = {"nodeSelectorTerms": terms}
+    base["nodeAffinity"] = node
+    return base
+
+
+def _joined(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
+    """One node selector term requiring everything ``a`` and ``b`` require."""
+    out: dict[str, Any] = {}
+    for key in ("matchExpressions", "matchFields"):
+        both = [*(a.get(key) or ()), *(b.get(key) or ())]
+        if both:
+            out[key] = both
+    return out
+

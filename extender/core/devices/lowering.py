@@ -189,9 +189,7 @@ class DeviceView:
         allocated yet, and those allocated and reserved for this pod alone (counted through
         the pod, as a device plugin's GPUs are: they go back when the pod goes)."""
         meta = _meta(pod)
-        statuses = {str(as_mapping(s).get("name")): as_mapping(s).get("resourceClaimName")
-                    for s in as_mapping(pod.get("status")).get("resourceClaimStatuses") or ()
-                    if isinstance(s, Mapping)}
+        statuses = _claim_statuses(pod)
         namespace = str(meta.get("namespace") or DEFAULT_NAMESPACE)
         return self.spec_demand(namespace, as_mapping(pod.get("spec")), statuses=statuses,
                                 who=f"pod {namespace}/{meta.get('name')}",
@@ -224,16 +222,14 @@ class DeviceView:
         name = entry.get("resourceClaimName")
         template = entry.get("resourceClaimTemplateName")
         if isinstance(name, str) and name:
-            claim = self.claims.get(f"{namespace}/{name}")
+            claim = self._existing(namespace, entry, statuses)
             if claim is None:
                 return f"ResourceClaim {namespace}/{name} does not exist"
             return self._unallocated(claim, f"ResourceClaim {namespace}/{name}", pod_uid)
         if isinstance(template, str) and template:
-            generated = statuses.get(str(entry.get("name")))
-            if isinstance(generated, str) and f"{namespace}/{generated}" in self.claims:
-                claim = self.claims[f"{namespace}/{generated}"]
-                return self._unallocated(claim, f"ResourceClaim {namespace}/{generated}",
-                                         pod_uid)
+            claim = self._existing(namespace, entry, statuses)
+            if claim is not None:
+                return self._unallocated(claim, f"ResourceClaim {_key(claim)}", pod_uid)
             found = self.templates.get(f"{namespace}/{template}")
             if found is None:
                 return f"ResourceClaimTemplate {namespace}/{template} does not exist"
@@ -241,6 +237,37 @@ class DeviceView:
                               as_mapping(as_mapping(found.get("spec")).get("spec")),
                               f"ResourceClaimTemplate {namespace}/{template}")
         return f"{where}: neither resourceClaimName nor resourceClaimTemplateName is set"
+
+    def _existing(self, namespace: str, entry: Mapping[str, Any],
+                  statuses: Mapping[str, object]) -> Mapping[str, Any] | None:
+        """The ResourceClaim a pod's ``spec.resourceClaims`` entry names, once it exists (a
+        template's claim is found through the pod's ``status.resourceClaimStatuses``)."""
+        name = entry.get("resourceClaimName")
+        if not (isinstance(name, str) and name):
+            name = statuses.get(str(entry.get("name")))
+        return self.claims.get(f"{namespace}/{name}") if isinstance(name, str) and name else None
+
+    def pod_node_terms(self, pod: Mapping[str, Any]) -> tuple[tuple[Mapping[str, Any], ...], ...]:
+        """For each of the pod's claims already allocated to node-local devices, the
+        ``nodeSelectorTerms`` of its ``status.allocation.nodeSelector``: kube-scheduler's
+        DynamicResources plugin lets the pod onto those nodes only (a claim left allocated by
+        a failed bind pins its pod's retry to that node until kube-scheduler deallocates it),
+        so a plan must put the pod there too."""
+        spec = as_mapping(pod.get("spec"))
+        entries = spec.get("resourceClaims")
+        if not isinstance(entries, list) or not entries:
+            return ()
+        meta = _meta(pod)
+        namespace = str(meta.get("namespace") or DEFAULT_NAMESPACE)
+        statuses = _claim_statuses(pod)
+        out = []
+        for raw in entries[:_MAX_POD_CLAIMS]:
+            claim = self._existing(namespace, as_mapping(raw), statuses)
+            selector = as_mapping(_allocation(claim).get("nodeSelector")) if claim else {}
+            terms = selector.get("nodeSelectorTerms")
+            if isinstance(terms, list) and terms:
+                out.append(tuple(as_mapping(t) for t in terms[:_MAX_TERMS]))
+        return tuple(out)
 
     def _unallocated(self, claim: Mapping[str, Any], where: str,
                      pod_uid: str) -> ClaimSpec | str:
@@ -278,6 +305,7 @@ class DeviceView:
 
 
 _MAX_POD_CLAIMS = 128
+_MAX_TERMS = 8
 _NAME_MAX = 300
 _SPEC_CACHE = 100_000
 
@@ -306,6 +334,13 @@ def _used(claims: Iterable[Mapping[str, Any]], live_pods: frozenset[str]) -> set
                 continue
             used.add(f"{r.get('driver')}/{r.get('pool')}/{r.get('device')}")
     return used
+
+
+def _claim_statuses(pod: Mapping[str, Any]) -> dict[str, object]:
+    """A pod's ``status.resourceClaimStatuses``: its claim entry's name -> the claim made."""
+    return {str(as_mapping(s).get("name")): as_mapping(s).get("resourceClaimName")
+            for s in as_mapping(pod.get("status")).get("resourceClaimStatuses") or ()
+            if isinstance(s, Mapping)}
 
 
 def _reserved_for(claim: Mapping[str, Any]) -> str:

@@ -8,6 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from extender.core.devices.attach import DeviceLowering
+from extender.core.gang.constraints import ineligibility
+from extender.core.model.objects import node_from_api, pod_from_api
 from tests.unit.core.devices.dra_objects import (
     claim,
     claim_pod,
@@ -18,6 +20,7 @@ from tests.unit.core.devices.dra_objects import (
 
 SLICES = [gpu_node_slice("dra-0"), gpu_node_slice("dra-1")]
 CLASSES = [device_class(extended="nvidia.com/gpu")]
+CLASS = "deviceclass.resource.kubernetes.io/gpu.nvidia.com"
 H100 = "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA H100 80GB HBM3'"
 
 
@@ -86,3 +89,35 @@ def test_new_slices_match_every_signature_again() -> None:
     after = lowering.view
     assert after is not None and after.catalog is not before.catalog
     assert after.free["dra-2"]["nvidia.com/gpu"] == 8
+
+
+def _allocated_to(node: str, **kw: Any) -> dict[str, Any]:
+    made = claim("w-0-gpus-x", count=8, allocated=[(node, f"gpu-{i}") for i in range(8)], **kw)
+    made["status"]["allocation"]["nodeSelector"] = {"nodeSelectorTerms": [{"matchFields": [
+        {"key": "metadata.name", "operator": "In", "values": [node]}]}]}
+    return made
+
+
+def test_a_pod_whose_claim_a_failed_bind_left_allocated_may_go_only_where_its_devices_are(
+        ) -> None:
+    # kube-scheduler's Unreserve takes the pod out of reservedFor and leaves the allocation:
+    # its DynamicResources plugin lets the retry onto dra-1 only, so must Muster's plans.
+    pod = claim_pod("w-0", template_name="gpus", generated="w-0-gpus-x", uid="u0")
+    pod["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]},
+            {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["b"]}]}]}}}
+    lowering = DeviceLowering()
+    _refresh(lowering, [_allocated_to("dra-1")], templates=[template()], pods=[pod])
+    shape = pod_from_api(lowering.pod(pod)).shape
+    nodes = [node_from_api({"kind": "Node", "metadata": {"name": n, "labels": {"zone": z}},
+                            "status": {"allocatable": {"cpu": "8"}}})
+             for n, z in (("dra-0", "a"), ("dra-1", "a"), ("dra-1", "c"), ("dra-2", "b"))]
+    assert [n.name for n in nodes if ineligibility(shape, n) is None] == ["dra-1"]
+    assert shape.requests.get(CLASS, 0) == 0  # its devices are in no node's free count
+    # Not allocated yet: the pod may go wherever its own affinity lets it.
+    free = DeviceLowering()
+    _refresh(free, [], templates=[template()], pods=[pod])
+    assert [n.name for n in nodes
+            if ineligibility(pod_from_api(free.pod(pod)).shape, n) is None] == [
+        "dra-0", "dra-1", "dra-2"]
