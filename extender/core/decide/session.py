@@ -179,6 +179,7 @@ class GangSession:
             self._rebuilt = True
         if snapshot.revision != self._swept_revision:
             self._sweep(snapshot, out)
+            self._keep_for_replacements(snapshot, now, out)
         for gang in expired_barriers(ledger=self.ledger, now=now, settings=self.settings):
             gone = withdraw(gang, ledger=self.ledger)
             self._fail_held(gone.rejected, gone.reason, snapshot, gang, out)
@@ -186,6 +187,14 @@ class GangSession:
             self.expired_total += 1
             out.append(PlanExpired(gang))
             if self._stage_expired(gang, snapshot, out):
+                continue
+            if self.ledger.is_admitted(gang):
+                why = (f"gang {gang}: no member came to take the capacity held for the rest "
+                       "of it (replacements for members that went) within its TTL; that "
+                       "capacity is free again")
+                self._remember_reason(gang, why)
+                self._tell_workload(gang, EventType.WARNING, "GangPlanExpired", why,
+                                    snapshot=snapshot, out=out)
                 continue
             self._remember_reason(gang, "plan expired: no new member arrived within the "
                                         "plan's TTL")
@@ -257,6 +266,29 @@ class GangSession:
             del self.holders[key]
         self.pod_news.keep_only(snapshot.gangs)
         self._tell_refusals(snapshot, out)
+
+    def _keep_for_replacements(self, snapshot: ClusterSnapshot, now: float,
+                               out: list[Effect]) -> None:
+        """Hold what an admitted gang's members that went used for their replacements
+        (:meth:`~extender.core.gang.ledger.Ledger.keep_for_replacements`), and say so on its
+        workload; a preemption's victims hold nothing."""
+        spare = frozenset(v.gang for p in self.preemptions.values() for v in p.victims
+                          if v.gang is not None)
+        for moved in self.ledger.keep_for_replacements(
+                snapshot, now=now, ttl=self.settings.replacement_ttl,
+                gpu=self.settings.gpu_resource, spare=spare):
+            gang, res = moved.gang, self.ledger.reservation(moved.gang)
+            if moved.why == "keep_for_replacements" and res is not None:
+                nodes = ", ".join(sorted({n for n, _, _ in res.plan.slots}))
+                why = (f"gang {gang}: {len(res.replacing)} member(s) went and it is below its "
+                       f"minimum; what they used on {nodes} is held for their replacements "
+                       f"for up to {self.settings.replacement_ttl:g}s")
+                self._remember_reason(gang, why)
+                self._tell_workload(gang, EventType.NORMAL, "GangHoldingForReplacement", why,
+                                    snapshot=snapshot, out=out)
+            elif moved.why == "drop_plan":
+                self._remember_reason(gang, f"gang {gang}: no member is left, or it is ending; "
+                                            "the capacity held for replacements is free again")
 
     def _tell_refusals(self, snapshot: ClusterSnapshot, out: list[Effect]) -> None:
         """A workload Muster cannot schedule gets one Warning event saying why, on the

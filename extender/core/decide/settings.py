@@ -21,6 +21,11 @@ class CoreSettings:
 
     plan_ttl: float = 60.0
     """Seconds a gang's plan reserves capacity while its members arrive."""
+    replacement_ttl: float = 60.0
+    """Seconds the capacity of an admitted gang's members that went (deleted, evicted,
+    failed) is held for their replacements once the gang is below its minimum, so that no
+    other gang takes it while their workload's controller makes them again (a Job's
+    pod-failure backoff starts at 10 s); none coming by then, it is free again."""
     bind_timeout: float = 3.0
     """Seconds the bind barrier waits for a gang's next member before all held are failed;
     also about how long one bind request is held (kube-scheduler's extender ``httpTimeout``
@@ -72,8 +77,8 @@ class CoreSettings:
         if self.hold_grace < 1:
             raise DecisionError("CoreSettings.hold_grace must be at least 1, got "
                                 f"{self.hold_grace}")
-        for name in ("plan_ttl", "bind_timeout", "inflight_ttl", "yield_every", "stage_ttl",
-                     "gate_bound", "gate_retry"):
+        for name in ("plan_ttl", "replacement_ttl", "bind_timeout", "inflight_ttl",
+                     "yield_every", "stage_ttl", "gate_bound", "gate_retry"):
             if getattr(self, name) <= 0:
                 raise DecisionError(f"CoreSettings.{name} must be positive, got "
                                     f"{getattr(self, name)}")

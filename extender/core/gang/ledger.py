@@ -21,7 +21,6 @@ its minimum gets a plan for the rest.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from types import MappingProxyType
 
 from extender.core.gang.capacity import gang_stamps, index_of
@@ -37,9 +36,9 @@ from extender.core.gang.freeview import (
     placed_subgroups,
 )
 from extender.core.gang.gangbook import GangBook
-from extender.core.gang.lifecycle import GangRecord, GangState, Reservation, Transition
+from extender.core.gang.lifecycle import GangRecord, GangState, InFlight, Reservation, Transition
 from extender.core.gang.placement import Plan
-from extender.core.gang.settling import plan_filled, restored
+from extender.core.gang.settling import departures, plan_filled, restored
 from extender.core.model.resources import GPU
 from extender.core.model.snapshot import ClusterSnapshot
 from extender.core.model.values import GangKey, NodeName
@@ -57,13 +56,6 @@ INFLIGHT_TTL = 120.0
 
 _NO_CLAIMS: Mapping[str, tuple[NodeName, str]] = MappingProxyType({})
 _NOT_HELD: Mapping[str, NodeName] = MappingProxyType({})
-
-
-@dataclass(frozen=True, slots=True)
-class InFlight:
-    node: NodeName
-    since: float
-    deadline: float
 
 
 class Ledger:
@@ -125,11 +117,12 @@ class Ledger:
     def reservations(self) -> list[tuple[GangKey, Reservation]]:
         return list(self._book.plans())
 
-    def reserve(self, plan: Plan, *, now: float, ttl: float) -> Transition | None:
+    def reserve(self, plan: Plan, *, now: float, ttl: float,
+                replacing: tuple[str, ...] = ()) -> Transition | None:
         gang = plan.gang
         record = self._book.open(gang)
         before = record.state
-        self._book.set_plan(record, Reservation(plan=plan, reserved_at=now, deadline=now + ttl))
+        self._book.set_plan(record, Reservation(plan, now, now + ttl, replacing))
         record.plan_went()  # what was kept was about the old plan, if any
         self._book.set_hold(record, None)  # admitted: its plan holds what it needs now
         self.version += 1
@@ -397,6 +390,25 @@ class Ledger:
         if self._book.forget_admitted(snapshot.gangs) or done:
             self.version += 1
         return done
+
+    def keep_for_replacements(self, snapshot: ClusterSnapshot, *, now: float, ttl: float,
+                              gpu: str = GPU, spare: frozenset[GangKey] = frozenset(),
+                              ) -> list[Transition]:
+        """Hold for ``ttl`` what an admitted gang's members that went used, for their
+        replacements, and end such holds no longer wanted (:func:`departures`); return the
+        changes (``why``: ``keep_for_replacements``, or ``drop_plan`` for a hold ended)."""
+        made: list[Transition] = []
+        for found in departures(snapshot, self, gpu=gpu, spare=spare):
+            record = self._book.owned(found.gang)
+            record.members, record.members_stamp, before = found.members, found.stamp, record.state
+            if found.hold is not None:
+                self.reserve(found.hold, now=now, ttl=ttl, replacing=found.gone)
+            elif not (found.end and self._end_plan(record)):
+                continue
+            self.version += 1
+            made.append(Transition(found.gang, before, record.state, "keep_for_replacements"
+                                   if found.hold is not None else "drop_plan"))
+        return made
 
     def recheck_admitted(self, gang: GangKey, snapshot: ClusterSnapshot, *,
                          gpu: str = GPU) -> Transition | None:

@@ -26,6 +26,8 @@ is the one place a gang's :class:`GangState` is worked out from it, as kube-sche
     ▼        held stay AT_BARRIER)
   ADMITTED ──arrive (a later stage's member reaches bind)──▶ AT_BARRIER
     │         reserve, settle (a plan for the rest comes and goes; the gang stays ADMITTED)
+    │         keep_for_replacements (members went, below its minimum: a plan holds their
+    │         capacity for their replacements; the gang stays ADMITTED)
     └──recheck_admitted (no pod left holding anything), settle (workload gone)──▶ (none)
 
   any ──forget_gang (the workload is gone)──▶ (none)
@@ -42,7 +44,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from extender.core.gang.placement import Plan
-from extender.core.model.values import GangKey, NodeName
+from extender.core.model.values import GangKey, NodeName, PodShape
 
 
 class GangState(enum.StrEnum):
@@ -76,7 +78,7 @@ STATE_AFTER_EVENT: Mapping[str, GangState] = {
     "GangWaiting": GangState.WAITING, "GangPlanned": GangState.PLANNED,
     "GangAdmitted": GangState.ADMITTED, "GangBindTimeout": GangState.WAITING,
     "GangYielded": GangState.WAITING, "GangNodeLost": GangState.WAITING,
-    "GangPlanExpired": GangState.WAITING,
+    "GangPlanExpired": GangState.WAITING, "GangHoldingForReplacement": GangState.PLANNED,
 }
 """The state a gang is in after Muster wrote the event of this reason on its workload (after
 a timeout, a yield, a lost node or an expired plan it waits to be planned again)."""
@@ -86,6 +88,20 @@ a timeout, a yield, a lost node or an expired plan it waits to be planned again)
 class Reservation:
     plan: Plan
     reserved_at: float
+    deadline: float
+    replacing: tuple[str, ...] = ()
+    """The uids of the admitted gang's members that went, whose capacity this plan holds for
+    their replacements (:meth:`~extender.core.gang.ledger.Ledger.keep_for_replacements`);
+    empty for any other plan."""
+
+
+@dataclass(frozen=True, slots=True)
+class InFlight:
+    """A pod at bind the snapshot does not show bound yet: the node it was sent to, since
+    when, and until when the ledger charges it there."""
+
+    node: NodeName
+    since: float
     deadline: float
 
 
@@ -99,6 +115,9 @@ class Transition:
     after: GangState | None
     why: str
 
+
+Member = tuple[NodeName, str, PodShape]
+"""Where an admitted gang's member holds resources: its node, its role, its pod's shape."""
 
 SettleMemo = tuple[tuple[int | None, Plan, tuple[object, ...]], bool]
 """What :meth:`~extender.core.gang.ledger.Ledger.settle` last found for a plan (filled or
@@ -131,6 +150,11 @@ class GangRecord:
     """Pod uid -> (node, role): the one node of the plan a member's filter passed it, until
     its bind arrives."""
     settled: SettleMemo | None = None
+    members: dict[str, Member] = field(default_factory=dict)
+    """An admitted gang's members last seen holding resources, by pod uid: where a member
+    that goes was, so that its capacity is held for its replacement."""
+    members_stamp: int | None = None
+    """The gang's stamp when ``members`` was read (``None``: read again at every look)."""
 
     @property
     def state(self) -> GangState | None:
@@ -160,7 +184,8 @@ class GangRecord:
         """An independent copy (the settle memo dropped)."""
         return GangRecord(plan=self.plan, hold=self.hold, barrier=self.barrier,
                           waiting=dict(self.waiting), admitted=self.admitted, stage=self.stage,
-                          seen=set(self.seen), claims=dict(self.claims))
+                          seen=set(self.seen), claims=dict(self.claims),
+                          members=self.members, members_stamp=self.members_stamp)
 
 
 def observed_state(record: GangRecord | None, *, min_member: int, bound: int, finished: int,

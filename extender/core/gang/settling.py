@@ -1,16 +1,19 @@
 """What the ledger learns from the cluster: whether a plan has done its job
-(:func:`plan_filled`, asked by :meth:`~extender.core.gang.ledger.Ledger.settle`), and what a
-restart restores (:func:`restored`, for :meth:`~extender.core.gang.ledger.Ledger.rebuild`).
+(:func:`plan_filled`, asked by :meth:`~extender.core.gang.ledger.Ledger.settle`), which
+admitted gangs lost a member that a replacement should take the place of (:func:`departures`,
+for :meth:`~extender.core.gang.ledger.Ledger.keep_for_replacements`), and what a restart
+restores (:func:`restored`, for :meth:`~extender.core.gang.ledger.Ledger.rebuild`).
 
 Pure: these read the snapshot and the ledger and write nothing but a record's settle memo.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from extender.core.gang.capacity import gang_priority
+from extender.core.gang.capacity import gang_priority, gang_stamps, index_of
 from extender.core.gang.freeview import (
     free_capacity,
     occupants,
@@ -18,10 +21,13 @@ from extender.core.gang.freeview import (
     per_role,
     placed_counts,
 )
-from extender.core.gang.lifecycle import GangRecord
+from extender.core.gang.lifecycle import GangRecord, Member
 from extender.core.gang.placement import Plan, placed_domain, plan_gang
 from extender.core.model.snapshot import ClusterSnapshot
-from extender.core.model.values import Gang, GangKey
+from extender.core.model.values import Gang, GangKey, NodeName, Phase, PodPhase, PodShape
+
+_ENDING = (Phase.COMPLETED, Phase.FAILED, Phase.SUSPENDED)
+"""Workload phases in which a member that goes is not replaced."""
 
 if TYPE_CHECKING:
     from extender.core.gang.ledger import Ledger
@@ -89,3 +95,79 @@ def restored(snapshot: ClusterSnapshot, ledger: Ledger, *,
                          within=placed_domain(gang, snapshot, nodes),
                          occupied=occupants(snapshot, ledger, gpu=gpu))
         yield gang, stage, plan if isinstance(plan, Plan) and plan.slots else None
+
+
+@dataclass(frozen=True, slots=True)
+class Departure:
+    """What :func:`departures` found for one admitted gang whose members changed."""
+
+    gang: GangKey
+    members: dict[str, Member]
+    """Its members holding resources now (the record's new ``members``)."""
+    stamp: int | None
+    hold: Plan | None = None
+    """A plan for the members that went, on their nodes: the gang fell below its minimum."""
+    gone: tuple[str, ...] = ()
+    """The uids of the members the hold is for."""
+    end: bool = False
+    """Its replacement hold is no longer wanted (no member left, or the gang is ending)."""
+
+
+def departures(snapshot: ClusterSnapshot, ledger: Ledger, *, gpu: str,
+               spare: Collection[GangKey] = ()) -> Iterator[Departure]:
+    """Per admitted gang whose members holding resources changed since the last look: its
+    members now, and a plan holding the nodes and demands of members that went (deleted,
+    evicted, failed) when the gang fell below its minimum with members still holding
+    resources, its workload still there and not ending (no member succeeded, its phase not
+    completed, failed or suspended). Gangs in ``spare`` (a preemption's victims) and gangs
+    with a plan or a barrier of their own are left alone. Gangs whose stamp is unchanged are
+    not read again."""
+    stamps = gang_stamps(snapshot)
+    members_of = index_of(snapshot, gpu=gpu).gang_pods
+    for key, record in ledger.records():
+        if record.admitted is None:
+            continue
+        stamp = None if stamps is None else stamps.get(key)
+        if stamp is not None and stamp == record.members_stamp:
+            continue
+        gang = snapshot.gangs.get(key)
+        uids = members_of.get(key, ()) if gang is not None else ()
+        pods = [snapshot.pods[u] for u in uids if u in snapshot.pods]
+        members = {p.uid: (p.node_name, snapshot.memberships[p.uid].role, p.shape)
+                   for p in pods if p.holds_resources and p.node_name is not None}
+        tree = None if gang is None else snapshot.workloads.get(gang.workload.key)
+        ending = (gang is None or key in spare or any(p.phase is PodPhase.SUCCEEDED for p in pods)
+                  or (tree is not None and tree.phase in _ENDING))
+        res = record.plan
+        if res is not None and res.replacing and (ending or not members):
+            yield Departure(key, members, stamp, end=True)
+            continue
+        if members == record.members:
+            if stamp != record.members_stamp:
+                yield Departure(key, members, stamp)
+            continue
+        gone = sorted(u for u in record.members if u not in members)
+        short = 0 if gang is None else gang.min_member - len(members)
+        if (ending or not gone or short <= 0 or not members or res is not None
+                or record.barrier is not None):
+            yield Departure(key, members, stamp)
+            continue
+        held = [(u, record.members[u]) for u in gone
+                if record.members[u][0] in snapshot.nodes][:short]
+        yield Departure(key, members, stamp, hold=_hold(key, held, members) if held else None,
+                        gone=tuple(u for u, _ in held))
+
+
+def _hold(gang: GangKey, held: list[tuple[str, Member]], members: Mapping[str, Member]) -> Plan:
+    """A plan of one slot per member that went, where it was, around the members left."""
+    slots: dict[tuple[NodeName, str], int] = {}
+    shapes: dict[str, PodShape] = {}
+    for _, (node, role, shape) in held:
+        slots[(node, role)] = slots.get((node, role), 0) + 1
+        shapes.setdefault(role, shape)
+    left: dict[str, int] = {}
+    for _, role, _ in members.values():
+        left[role] = left.get(role, 0) + 1
+    return Plan(gang=gang, slots=tuple(sorted((n, r, c) for (n, r), c in slots.items())),
+                shapes=tuple((r, shapes[r]) for r in sorted(shapes)), required=len(held),
+                placed=tuple(sorted(left.items())))
