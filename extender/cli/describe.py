@@ -5,6 +5,8 @@
     muster describe jobsets -A                    # every JobSet
     muster describe -f workload.yaml              # file mode, no cluster (- reads stdin)
     muster describe jobset/llama --muster-url http://127.0.0.1:8888   # and Muster's own view
+    muster describe jobset/llama --muster-url https://127.0.0.1:8443 --certificate-authority
+        ca.crt --client-certificate client.crt --client-key client.key   # its mutual-TLS port
 
 Each gang's state (waiting, planned, admitted, bound), the last reason, who holds what it
 needs, and the recent events on the workload and its pods: from the gang's Gang object
@@ -31,6 +33,7 @@ from extender.cli.gangstate import (
     event_rows,
     gang_answers,
     holder_text,
+    muster_tls,
     read_events,
     read_inspect,
     sandbox_muster,
@@ -71,6 +74,14 @@ def register(subparsers: Any) -> None:
                    help="Muster's address, to add its view of each gang from /inspect/gangs "
                         "(default $MUSTER_URL, or the sandbox's Muster when the cluster is "
                         "`muster sandbox`'s; e.g. after kubectl port-forward)")
+    p.add_argument("--certificate-authority", metavar="FILE",
+                   help="for an https --muster-url: the CA of Muster's serving certificate "
+                        "(the ca.crt of its TLS secret; default: the system's CAs)")
+    p.add_argument("--client-certificate", metavar="FILE",
+                   help="for an https --muster-url: the client certificate its mutual TLS "
+                        "asks for (one its CA signed, as kube-scheduler's)")
+    p.add_argument("--client-key", metavar="FILE",
+                   help="the key of --client-certificate")
     p.set_defaults(handler=run)
 
 
@@ -96,6 +107,8 @@ def run(args: argparse.Namespace) -> int:
         _, found = workloads_in_file(args.filename, base)
         extras = [_extras(f, None, None) for f in found]
     else:
+        tls = muster_tls(ca=args.certificate_authority, cert=args.client_certificate,
+                         key=args.client_key)
         found, conn = _described(args, base)
         inspected = None
         try:
@@ -107,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"warning: {trouble}", file=sys.stderr)
         url = args.muster_url or sandbox_muster(conn.server)
         if url:
-            inspected, problem = read_inspect(url)
+            inspected, problem = read_inspect(url, tls=tls)
             if problem:
                 print(f"warning: {problem}; gang state from "
                       f"{'Gang objects and ' if objects else ''}events only", file=sys.stderr)

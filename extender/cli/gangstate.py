@@ -21,6 +21,7 @@ unbound first), and the last :data:`EVENTS_SHOWN` of them shown.
 
 from __future__ import annotations
 
+import ssl
 import urllib.error
 import urllib.request
 from collections.abc import Mapping, Sequence
@@ -29,6 +30,7 @@ from typing import Any, Protocol
 
 import orjson
 
+from extender.cli.errors import CliError
 from extender.cli.gangread import object_state
 from extender.cli.listing import human_age
 from extender.cli.workloads import Found
@@ -104,11 +106,30 @@ def sandbox_muster(server: str) -> str | None:
     return info.muster_url
 
 
-def read_inspect(url: str) -> tuple[list[dict[str, Any]] | None, str]:
-    """Muster's ``/inspect/gangs``, or ``None`` and why not."""
+def muster_tls(*, ca: str | None, cert: str | None, key: str | None) -> ssl.SSLContext | None:
+    """The TLS to reach Muster's ``/inspect/gangs`` on its mutual-TLS port with: ``ca`` the CA
+    that signed Muster's serving certificate (else the system's), ``cert`` and ``key`` the
+    client certificate it asks for (both or neither). ``None``: nothing given."""
+    if (cert is None) != (key is None):
+        raise CliError("give --client-certificate and --client-key together")
+    if ca is None and cert is None:
+        return None
+    try:
+        context = ssl.create_default_context(cafile=ca)
+        if cert is not None and key is not None:
+            context.load_cert_chain(cert, key)
+    except (OSError, ssl.SSLError) as err:  # a missing or unreadable file, a bad PEM
+        raise CliError(f"cannot load the TLS files for --muster-url: {err}") from None
+    return context
+
+
+def read_inspect(url: str, *, tls: ssl.SSLContext | None = None,
+                 ) -> tuple[list[dict[str, Any]] | None, str]:
+    """Muster's ``/inspect/gangs`` (over ``tls`` for an ``https`` URL), or ``None`` and why
+    not."""
     target = url.rstrip("/") + "/inspect/gangs"
     try:
-        with urllib.request.urlopen(target, timeout=INSPECT_TIMEOUT) as answer:
+        with urllib.request.urlopen(target, timeout=INSPECT_TIMEOUT, context=tls) as answer:
             body = answer.read(INSPECT_LIMIT + 1)
     except (urllib.error.URLError, OSError, ValueError) as err:
         return None, f"Muster at {url} did not answer /inspect/gangs: {err}"
