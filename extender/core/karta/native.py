@@ -54,7 +54,7 @@ from extender.core.karta.jsonpath import (
     zero_default,
 )
 from extender.core.karta.model import Component, Karta, Matcher, StatusDef, read_karta
-from extender.core.workloads.descriptor import API_VERSION, KIND, GangPolicy
+from extender.core.workloads.descriptor_spec import API_VERSION, KIND, GangPolicy
 from extender.core.workloads.expressions import DescriptorError
 
 __all__ = ["Translation", "karta_to_native", "translate"]

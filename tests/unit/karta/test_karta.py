@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from extender.core.karta.compile import compile_karta
 from extender.core.model.values import Phase, TopologyConstraint
 from extender.core.workloads.catalog import Catalog
-from extender.core.workloads.descriptor import DescriptorError, GangPolicy
+from extender.core.workloads.descriptor import DescriptorError
+from extender.core.workloads.descriptor_spec import GangPolicy
 from extender.core.workloads.expressions import WorkloadError
 from extender.core.workloads.workload import resolve_workload
 from extender.files.catalog import CatalogError, load_catalog, load_descriptor_text
