@@ -3,12 +3,15 @@
     muster fit -f llama.yaml --snapshot a.yaml --snapshot b.yaml
     kubectl get nodes,pods -A -o yaml > prod.yaml && muster fit -f llama.yaml --snapshot prod.yaml
     muster fit -f llama.yaml --context prod --context staging -o json
+    muster fit -f llama.yaml            # the kubeconfig's current context, as kubectl's
 
-A snapshot is what ``kubectl get nodes,pods -A -o yaml`` prints (a List or a multi-document
-stream): Nodes with ``status.allocatable`` and the pods that hold resources. Gangs are placed in
-the workload's order, each seeing the capacity the ones before it took; capacity is per node,
-never summed. Exit 0 if the workload fits in at least one cluster, 1 if in none, 3 if it fits
-in none and some cluster could not be reached (the answer there is unknown).
+With neither --snapshot nor --context, the live cluster of the kubeconfig's current context
+is asked. A snapshot is what ``kubectl get nodes,pods -A -o yaml`` prints (a List or a
+multi-document stream): Nodes with ``status.allocatable`` and the pods that hold resources.
+Gangs are placed in the workload's order, each seeing the capacity the ones before it took;
+capacity is per node, never summed. Exit 0 if the workload fits in at least one cluster, 1 if
+in none, 2 if it fits in none and some cluster could not be reached (the answer there is
+unknown).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from extender.cli.errors import EXIT_NO, EXIT_OK, EXIT_UNANSWERED, CliError
+from extender.cli.livefind import current_context
 from extender.cli.options import add_descriptor_flags, add_output_flag, duration
 from extender.cli.render import console, emit_data, table
 from extender.cli.workloads import (
@@ -93,9 +97,11 @@ def snapshot_from_file(path: str, descriptors: Descriptors,
     return build_snapshot(nodes=nodes, pods=pods, objects=rest, catalog=descriptors.catalog)
 
 
-def snapshot_from_cluster(args: argparse.Namespace, context: str, descriptors: Descriptors,
+def snapshot_from_cluster(args: argparse.Namespace, context: str | None,
+                          descriptors: Descriptors,
                           found: Found) -> tuple[ClusterSnapshot, list[dict[str, Any]]]:
-    conn = connection(args, context=context)
+    """The cluster of kubeconfig ``context`` (``None``: the current one)."""
+    conn = connection(args, context=context or "")
     try:
         nodes, pods = nodes_and_pods(conn)
         # The workload's own kind and owner objects: if it already exists, its bound pods count
@@ -136,8 +142,9 @@ def unreachable_data(name: str, message: str) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    if not args.snapshot and not args.context:
-        raise CliError("give at least one --snapshot FILE or --context NAME to fit against")
+    # Neither snapshot nor context: the current context's cluster, as kubectl asks it.
+    contexts: list[str | None] = (list(args.context) if args.context or args.snapshot
+                                  else [None])
     base = base_descriptors(args)
     descriptors, found = _workload(args, base)
     clusters: list[dict[str, Any]] = []
@@ -148,7 +155,8 @@ def run(args: argparse.Namespace) -> int:
         # The workload's claims read against this cluster's DeviceClasses and slices.
         _, here = _workload(args, base, devices=[o for o in objects if is_device_object(o)])
         clusters.append(cluster_data(path, fit_workload(here.tree, snapshot)))
-    for context in args.context:
+    for context in contexts:
+        name = context or current_context(args.kubeconfig)
         try:
             snapshot, devices = snapshot_from_cluster(args, context, descriptors, found)
             _, here = _workload(args, base, devices=devices)
@@ -156,10 +164,10 @@ def run(args: argparse.Namespace) -> int:
             if not err.cluster:
                 raise
             unreachable = True
-            print(f"warning: context {context}: {err}", file=sys.stderr)
-            clusters.append(unreachable_data(context, str(err)))
+            print(f"warning: context {name}: {err}", file=sys.stderr)
+            clusters.append(unreachable_data(name, str(err)))
             continue
-        clusters.append(cluster_data(context, fit_workload(here.tree, snapshot)))
+        clusters.append(cluster_data(name, fit_workload(here.tree, snapshot)))
     data = {"workload": found.tree.ref.key, "descriptor": found.tree.descriptor,
             "pods": found.tree.pods, "gpus": found.tree.gpus, "clusters": clusters}
     if args.output != "table":

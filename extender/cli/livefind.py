@@ -4,8 +4,12 @@ descriptors' labels when a chain cannot be followed)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
+
+import yaml
 
 from extender.cli.errors import EXIT_ERROR, CliError
 from extender.cli.workloads import (
@@ -49,6 +53,18 @@ def connect_described(args: Any, base: Descriptors, type_name: str | None,
 def namespace_of(args: Any) -> str:
     """``-n``, else the namespace of the kubeconfig's context (``default`` if it names none)."""
     return str(args.namespace or context_namespace(args.kubeconfig, args.context))
+
+
+def current_context(kubeconfig: str | None) -> str:
+    """The name of the kubeconfig's current context (the first file of ``$KUBECONFIG``), or
+    ``current-context`` when it names none (an in-cluster service account)."""
+    path = kubeconfig or os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
+    try:
+        loaded = yaml.safe_load(Path(path.split(os.pathsep)[0]).read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return "current-context"
+    name = loaded.get("current-context") if isinstance(loaded, Mapping) else None
+    return name if isinstance(name, str) and name else "current-context"
 
 
 def distinct_kinds(descriptors: Sequence[Descriptor]) -> list[Descriptor]:

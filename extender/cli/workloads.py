@@ -338,9 +338,12 @@ def _nothing_described(label: str, objects: Sequence[Mapping[str, Any]], catalog
 # --- live clusters -------------------------------------------------------------------------
 
 def connection(args: Any, *, context: str | None = None) -> Connection:
+    """The cluster of kubeconfig ``context``, else of ``--context``, else of the current
+    context (``""`` or a list of several, as ``fit`` takes them, is none named here)."""
+    chosen = context if context is not None else getattr(args, "context", None)
     try:
         return connect(getattr(args, "kubeconfig", None),
-                       context if context is not None else getattr(args, "context", None),
+                       chosen if isinstance(chosen, str) and chosen else None,
                        timeout=getattr(args, "request_timeout", 10.0))
     except KubeError as err:
         raise cluster_error(err) from None
