@@ -10,8 +10,8 @@ deletes a template's claim with its pod. Whatever the allocator holds, Muster co
 claims' ``status.allocation`` say (each node's free GPUs, read from Muster's own reasons), plans
 no gang onto another's claimed GPUs, and binds a gang whole or not at all. A claim gang waiting
 for GPUs that claims of running pods hold is told how many are free, never that it would not fit
-an empty cluster. One strict xfail names what Muster does wrong today: a waiting gang takes the
-GPUs a bound gang's deleted member freed before its replacement exists.
+an empty cluster. A waiting gang does not take the GPUs a bound gang's deleted member freed
+before its replacement exists: Muster holds them for the replacement.
 """
 
 from __future__ import annotations
@@ -51,12 +51,6 @@ DRA_SANDBOX = {"gpu_model": GpuModel.DRA, "dra_nodes": DRA_NODES, "jobset": True
 #: Muster has lifted its gate, so the gang's other members wait at Muster's bind barrier.
 HOLD = "e2e.muster.dev/hold"
 RESOURCE = "/apis/resource.k8s.io/v1"
-#: Muster's defect the strict xfail below names.
-TAKEN_BEFORE_REPLACED = (
-    "Muster defect: a gang waiting for GPUs is planned onto the node a bound gang's deleted "
-    "member freed before that member's Job makes its replacement (the Job controller's "
-    "pod-failure backoff, about 10 s); the replacement then fits nowhere and the bound gang "
-    "stays 1 of 2 pods bound, its other 8 GPUs held, until the waiting gang ends")
 _FREE = re.compile(r"the most free is (\d+)")
 _PROBES = itertools.count()
 
@@ -361,9 +355,11 @@ def test_a_bind_failed_at_the_barrier_leaves_its_claim_allocated_and_counted_unt
     assert counts_agree(dra_box, ns)
 
 
-@pytest.mark.xfail(strict=True, reason=TAKEN_BEFORE_REPLACED)
 def test_a_gang_waiting_for_gpus_does_not_take_those_a_bound_gangs_deleted_member_freed(
         dra_box: Sandbox, ns: str) -> None:
+    """Muster holds the deleted member's node for its replacement (``replacement_ttl``)
+    during its Job's pod-failure backoff (about 10 s): the replacement binds there, the
+    first gang is whole again and the waiting gang binds none of its pods."""
     conn = dra_box.connection()
     [victim, _] = second_gang_waiting(dra_box, ns)
     delete_pod(dra_box, ns, victim)
