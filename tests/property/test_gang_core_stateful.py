@@ -68,7 +68,7 @@ from extender.core.model.values import (
 )
 from tests.unit.core.builders import gang_pods, make_gang, make_node, make_pod, make_shape, tree_of
 
-SETTINGS = CoreSettings(plan_ttl=10.0, bind_timeout=5.0, stage_ttl=20.0)
+SETTINGS = CoreSettings(plan_ttl=10.0, bind_timeout=5.0, stage_ttl=20.0, replacement_ttl=8.0)
 STEPS = 80
 EXAMPLES = 150
 """At least this many histories, whatever the profile: fewer miss the races between filter and
@@ -174,6 +174,8 @@ class GangCoreMachine(RuleBasedStateMachine):
         self.hogs: dict[str, NodeName] = {}
         """Pods asking for a billion GPUs, bound by hand (the API server accepts it), and their
         nodes: full for GPUs while the hog is there, whatever the arithmetic."""
+        self.departed: list[tuple[PodInfo, Membership]] = []
+        """Bound gang members deleted, which their operator makes again (a Job's backoff)."""
 
     @initialize(nodes=node_specs,
                 gangs=st.lists(st.tuples(role_specs, topologies, st.booleans()), min_size=1,
@@ -436,6 +438,7 @@ class GangCoreMachine(RuleBasedStateMachine):
             if pod is not None and pod.node_name is not None:
                 self.ledger.confirm_bound(uid, flight.node)
         self.ledger.settle(self.snapshot())
+        self.look_for_replacements()
 
     @rule(coin=st.integers(0, 2))
     def extender_restarts(self, coin: int) -> None:
@@ -508,10 +511,43 @@ class GangCoreMachine(RuleBasedStateMachine):
         if coin:
             return  # deletions are rarer than scheduling, as in a real cluster
         uid = data.draw(st.sampled_from(sorted(self.pods)))
-        del self.pods[uid]
+        gone = self.pods.pop(uid)
+        member = self.memberships.get(uid)
+        if gone.node_name is not None and member is not None and member.gang is not None:
+            self.departed.append((gone, member))
         self.hogs.pop(uid, None)
         self._unassume(uid)
         self.ledger.forget_pod(uid)
+
+    @precondition(lambda self: bool(self.departed))
+    @rule(data=st.data())
+    def operator_replaces_a_member(self, data: st.DataObject) -> None:
+        """A deleted member's operator makes a pod in its place (new uid, pending)."""
+        gone, member = self.departed.pop(data.draw(st.integers(0, len(self.departed) - 1)))
+        if member.gang in self.gone:
+            return
+        pod = replace(gone, uid=f"{gone.uid}r", name=f"{gone.name}r", node_name=None,
+                      phase=PodPhase.PENDING)
+        self.pods[pod.uid] = pod
+        self.memberships[pod.uid] = member
+
+    @rule()
+    def look_for_replacements(self) -> None:
+        """The server's look at a new snapshot (also after every bind it confirms): an
+        admitted gang below its minimum because members went holds what they used for their
+        replacements, never more than it lacks and only on nodes the cluster has."""
+        snap = self.snapshot()
+        for moved in self.ledger.keep_for_replacements(snap, now=self.now,
+                                                       ttl=SETTINGS.replacement_ttl):
+            plan = self.ledger.plan_for(moved.gang)
+            if moved.why != "keep_for_replacements" or plan is None:
+                continue
+            gang = self.gangs[moved.gang]
+            bound = sum(1 for u, p in self.pods.items() if p.node_name is not None
+                        and self.memberships.get(u, _NOBODY).gang == moved.gang)
+            assert 0 < plan.pods <= gang.min_member - bound, (moved.gang, plan, bound)
+            assert all(n in self.nodes for n, _, _ in plan.slots), plan
+            event("a bound gang's departed members' room was held for their replacements")
 
     @precondition(lambda self: len(self.nodes) > 1)
     @rule(data=st.data(), coin=st.integers(0, 5), sweep=st.booleans())
