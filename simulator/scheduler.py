@@ -36,132 +36,43 @@ import heapq
 import itertools
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from enum import StrEnum
 
-from extender.core.decide.decisions import CoreSettings
 from extender.core.decide.effects import BindStep, Effect, Step, Ungate, dispatch
 from extender.core.gang.ledger import Ledger
 from extender.core.gang.nodecapacity import Demand, NodeCapacity
-from extender.core.model.values import NodeName, PodInfo, PodShape
+from extender.core.model.values import NodeName, PodInfo
 from simulator.cluster import ClusterModel
 from simulator.engine import EventQueue, Priority
 from simulator.extender_model import MusterExtender
-from simulator.kube_scoring import Candidate, Weights, candidate, pick, totals
+from simulator.kube_scoring import Candidate, candidate, pick, totals
 from simulator.preferences import Preferred, per_node
 from simulator.replay_effects import ReplayEffects
+from simulator.scheduler_values import (
+    BackoffEnd,
+    Counters,
+    FeasibleNodes,
+    Flush,
+    Look,
+    Mode,
+    PollHeld,
+    SchedulerEvent,
+    SchedulerSettings,
+    Tick,
+    Waiting,
+)
 
-
-class Mode(StrEnum):
-    DEFAULT = "default"
-    """kube-scheduler alone: pods bind one by one, gangs may be left partial."""
-    MUSTER = "muster"
-    """kube-scheduler with Muster's filter, prioritize and bind (the gang barrier)."""
-    GATED = "muster+gates"
-    """As ``muster``, and each new gang member is created behind Muster's scheduling gate (as
-    the admission policy or webhook puts it there): it enters kube-scheduler's queue only once
-    an ungating look (:meth:`GangSession.ungate`, the server's own) planned its gang whole."""
-
-
-@dataclass(frozen=True, slots=True)
-class SchedulerSettings:
-    mode: Mode = Mode.MUSTER
-    core: CoreSettings = field(default_factory=CoreSettings)
-    """Muster's settings (plan TTL, bind timeout, scoring policy)."""
-    extender_weight: int = 10
-    """The extender's weight in the scheduler configuration (manifests use 10)."""
-    weights: Weights = field(default_factory=Weights)
-    """kube-scheduler's score plugin weights (its default profile's)."""
-    initial_backoff: float = 1.0
-    max_backoff: float = 10.0
-    unschedulable_timeout: float = 300.0
-    """Pods left unschedulable this long go back to the queue without a cluster event."""
-    flush_interval: float = 30.0
-    """How often kube-scheduler looks for such pods."""
-    seed: int = 0
-    """Seeds the draw among nodes with the best score (kube-scheduler draws at random)."""
-    exhaustive: bool = False
-    """Hand the extender every feasible node and every question, as a real cluster would;
-    slower, and the same decisions (see :mod:`simulator.extender_model`)."""
-
-    def __post_init__(self) -> None:
-        if not 0 < self.initial_backoff <= self.max_backoff:
-            raise ValueError("backoff: need 0 < initial_backoff <= max_backoff")
-
-
-@dataclass(frozen=True, slots=True)
-class BackoffEnd:
-    uid: str
-
-
-@dataclass(frozen=True, slots=True)
-class Flush:
-    """kube-scheduler's periodic look for pods left unschedulable too long."""
-
-
-@dataclass(frozen=True, slots=True)
-class PollHeld:
-    """A bind request held at Muster's barrier reaches its deadline."""
-
-    ticket: int
-
-
-@dataclass(frozen=True, slots=True)
-class Tick:
-    """Something falls due in Muster's session (a plan's TTL, a barrier's timeout)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Look:
-    """An ungating look falls due without a change (``muster+gates``)."""
-
-
-SchedulerEvent = BackoffEnd | Flush | PollHeld | Tick | Look
-
-
-@dataclass(slots=True)
-class _Waiting:
-    since: float
-    until: float
-    """Backoff expiry."""
-
-
-@dataclass(slots=True)
-class Counters:
-    """What the scheduler did, for benchmarks and tests."""
-
-    attempts: int = 0
-    """Scheduling cycles run."""
-    failed: int = 0
-    """Cycles that found no node (the pod backs off)."""
-    held: int = 0
-    """Binds held at Muster's barrier."""
-    withdrawn: int = 0
-    """Gangs whose barrier timed out (their held members failed)."""
-    rejected_binds: int = 0
-    """Held or assumed pods whose bind failed and went back to the queue."""
-    gated: int = 0
-    """Pods created behind Muster's gate (``muster+gates``)."""
-    ungated: int = 0
-    """Gated pods whose gate a look lifted."""
-
-
-class _Feasible:
-    """kube-scheduler's filter result for one pod: the classes the cache yielded."""
-
-    __slots__ = ("cluster", "demand", "groups", "shape")
-
-    def __init__(self, cluster: ClusterModel, shape: PodShape, demand: Demand,
-                 groups: list[tuple[NodeCapacity, list[NodeName]]]) -> None:
-        self.cluster, self.shape, self.demand, self.groups = cluster, shape, demand, groups
-
-    def all(self) -> list[NodeName]:
-        # Class by class, as the cache yields them; the winner is chosen by score and a draw
-        # over the sorted passed nodes, so sorting 10,000 names here would buy nothing.
-        return [n for _, names in self.groups for n in names]
-
-    def among(self, names: Sequence[NodeName]) -> list[NodeName]:
-        return self.cluster.feasible_among(self.shape, self.demand, names)
+__all__ = [
+    "BackoffEnd",
+    "Counters",
+    "Flush",
+    "Look",
+    "Mode",
+    "PollHeld",
+    "SchedulerEvent",
+    "SchedulerModel",
+    "SchedulerSettings",
+    "Tick",
+]
 
 
 class SchedulerModel:
@@ -184,7 +95,7 @@ class SchedulerModel:
         self._queued_at: dict[str, float] = {}
         """Pod -> its queue timestamp: when it was first queued or its last attempt failed."""
         self._attempts: dict[str, int] = {}
-        self._unschedulable: dict[str, _Waiting] = {}
+        self._unschedulable: dict[str, Waiting] = {}
         self._backing_off: set[str] = set()
         self._holds: dict[int, tuple[str, NodeName]] = {}
         """Ticket -> (pod, node) of each bind request held at Muster's barrier."""
@@ -329,7 +240,7 @@ class SchedulerModel:
         # Doubling stops at the cap (and before 2**n overflows a float, after 1,000 tries).
         backoff = min(self.settings.initial_backoff * 2.0 ** min(n - 1, 64),
                       self.settings.max_backoff)
-        self._unschedulable[uid] = _Waiting(since=now, until=now + backoff)
+        self._unschedulable[uid] = Waiting(since=now, until=now + backoff)
         self._schedule_flush(now)
 
     # one cycle -------------------------------------------------------------------------------
@@ -352,7 +263,7 @@ class SchedulerModel:
             self._bind(uid, node, now)
             return
         passed, effects = self.extender.filter(
-            pod, _Feasible(self.cluster, pod.shape, demand, groups), now)
+            pod, FeasibleNodes(self.cluster, pod.shape, demand, groups), now)
         self._effects(effects, now)
         if not passed:
             self._fail(uid, now)

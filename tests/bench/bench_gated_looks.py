@@ -33,7 +33,7 @@ from unittest import mock
 from extender.core.decide import gating
 from extender.core.gang import bounds
 from extender.files.catalog import packaged_catalog
-from simulator.scheduler import Mode, SchedulerSettings
+from simulator.scheduler_values import Mode, SchedulerSettings
 from simulator.simulation import Simulation
 from simulator.synthetic import SyntheticSpec, generate
 

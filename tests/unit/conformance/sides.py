@@ -35,7 +35,8 @@ from extender.state.store import PODS, StateStore
 from simulator.cluster import ClusterModel
 from simulator.engine import EventQueue
 from simulator.extender_model import MusterExtender
-from simulator.scheduler import Mode, SchedulerModel, SchedulerSettings
+from simulator.scheduler import SchedulerModel
+from simulator.scheduler_values import Mode, SchedulerSettings
 from tests.unit.server.builders import (
     Clock,
     bind_body,

@@ -26,7 +26,8 @@ from extender.core.decide.effects import Effect, Evict, PlanExpired, Ungate, dis
 from extender.core.decide.session import Entry
 from extender.core.model.notices import PodRef
 from simulator.replay_effects import ReplayEffects
-from simulator.scheduler import Mode, SchedulerModel
+from simulator.scheduler import SchedulerModel
+from simulator.scheduler_values import Mode
 from tests.unit.server.builders import gpu_node
 
 from . import sides

@@ -20,7 +20,8 @@ import pytest
 
 from extender.core.decide.effects import Withdrawn
 from extender.core.decide.session import Entry
-from simulator.scheduler import SchedulerModel, Tick
+from simulator.scheduler import SchedulerModel
+from simulator.scheduler_values import Tick
 from tests.unit.server.builders import gpu_node, plain_pod
 
 from .sides import (

@@ -19,7 +19,8 @@ from extender.core.model.values import (
 )
 from simulator.cluster import ClusterModel
 from simulator.engine import EventQueue
-from simulator.scheduler import Mode, SchedulerModel, SchedulerSettings
+from simulator.scheduler import SchedulerModel
+from simulator.scheduler_values import Mode, SchedulerSettings
 
 
 def make_node(name: str, *, gpus: int = 8, cpu: int = 64, memory_gi: int = 512,

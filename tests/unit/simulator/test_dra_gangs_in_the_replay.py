@@ -9,7 +9,7 @@ from typing import Any
 
 from extender.core.model.values import PodInfo
 from extender.files.catalog import packaged_catalog
-from simulator.scheduler import Mode, SchedulerSettings
+from simulator.scheduler_values import Mode, SchedulerSettings
 from simulator.simulation import Simulation
 from simulator.snapshot_replay import scenario_from_objects
 from tests.unit.core.devices.dra_objects import device_class, gpu_node_slice, node, template

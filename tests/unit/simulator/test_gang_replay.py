@@ -19,7 +19,7 @@ from extender.core.workloads.catalog import Catalog
 from extender.files.catalog import packaged_catalog
 from extender.files.snapshot import load_snapshot, parse_snapshot
 from simulator.engine import ClockError, EventQueue, Priority
-from simulator.scheduler import Mode, SchedulerSettings
+from simulator.scheduler_values import Mode, SchedulerSettings
 from simulator.simulation import Simulation, simulate
 from simulator.snapshot_replay import ReplayInputError, scenario_from_objects
 from simulator.synthetic import SyntheticSpec, generate

@@ -17,7 +17,7 @@ from extender.core.workloads.catalog import Catalog
 from extender.files.catalog import packaged_catalog
 from extender.files.snapshot import load_snapshot, parse_snapshot
 from simulator.metrics import Report
-from simulator.scheduler import Mode, SchedulerSettings
+from simulator.scheduler_values import Mode, SchedulerSettings
 from simulator.simulation import Simulation, simulate
 from simulator.snapshot_replay import scenario_from_objects
 from simulator.synthetic import GPU_PRODUCT, SyntheticSpec, generate, gpu_model

@@ -21,7 +21,7 @@ from simulator.kube_scoring import (
     preferred_weight,
 )
 from simulator.preferences import PreferenceError, preferred_affinity
-from simulator.scheduler import Flush
+from simulator.scheduler_values import Flush
 from tests.unit.simulator.builders import Recorder, label_in, make_node, make_pod, make_shape
 
 PREFER = "PreferNoSchedule"

@@ -11,7 +11,7 @@ import pytest
 from extender.core.workloads.catalog import Catalog
 from extender.files.catalog import packaged_catalog
 from extender.files.snapshot import load_snapshot
-from simulator.scheduler import SchedulerSettings
+from simulator.scheduler_values import SchedulerSettings
 from simulator.simulation import Result, Scenario, simulate
 from simulator.snapshot_replay import scenario_from_objects
 from simulator.synthetic import SyntheticSpec, generate

@@ -16,7 +16,7 @@ import yaml
 
 from extender.core.model.values import PodInfo
 from extender.files.catalog import packaged_catalog
-from simulator.scheduler import Mode, SchedulerSettings
+from simulator.scheduler_values import Mode, SchedulerSettings
 from simulator.simulation import Simulation
 from simulator.snapshot_replay import scenario_from_objects
 
