@@ -315,7 +315,23 @@ def test_install_warns_when_kube_schedulers_minor_is_not_the_clusters(tools: Too
     warned = re.search(r"scheduler.image.tag is v1\.33\.4 but the cluster is (v1\.\d+)\.\d+",
                        install_notes(tools))
     assert warned, "the default tag is older than the Kubernetes helm assumes without a cluster"
-    assert "WARNING" not in install_notes(tools, "--set", f"scheduler.image.tag={warned[1]}.9")
+    assert "WARNING" not in install_notes(tools, "--set", f"scheduler.image.tag={warned[1]}.9",
+                                          "--set", "image.repository=registry.example/muster")
+
+
+def test_install_warns_while_the_image_is_the_placeholder(tools: Tools) -> None:
+    warning = "WARNING: image.repository is the placeholder ghcr.io/muster-dev/muster"
+    assert warning in install_notes(tools)
+    assert warning not in install_notes(tools, "--set", "image.repository=registry.example/muster")
+
+
+def test_install_says_how_to_reach_the_leader(tools: Tools) -> None:
+    notes = install_notes(tools)
+    assert ("get lease muster -o jsonpath='{.spec.holderIdentity}' | cut -d_ -f1)" in notes
+            and 'logs "$leader"' in notes and 'port-forward "pod/$leader" 8889' in notes)
+    single = install_notes(tools, "--set", "extender.leaderElect=false",
+                           "--set", "extender.replicas=1")
+    assert "lease" not in single and "port-forward svc/muster 8889" in single
 
 
 def test_install_says_which_gate_it_chose(tools: Tools) -> None:
