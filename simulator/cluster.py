@@ -14,14 +14,14 @@ and pod for each of the tens of thousands of snapshots a day's replay makes. For
 reason a snapshot's mappings are read-only *views* of the model: the model makes a new
 snapshot object after every change, and the engine never keeps an old one.
 
-All arithmetic is :mod:`extender.core.gang.capacity` (whole devices, shares of one device); nodes
-with the same free capacity and the same kind form a *class*, so kube-scheduler's filter and
-score look at a few hundred classes rather than ten thousand nodes.
+All arithmetic is the core's (:mod:`extender.core.gang.charging`: whole devices, shares of one
+device); nodes with the same free capacity and the same kind form a *class*, so kube-scheduler's
+filter (:mod:`simulator.cache_filter`) and score look at a few hundred classes rather than ten
+thousand nodes.
 """
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from types import MappingProxyType
@@ -36,8 +36,7 @@ from extender.core.gang.capacity import (
     classes_of,
     is_gated,
 )
-from extender.core.gang.charging import charge_pod, count_fitting, node_capacity, take
-from extender.core.gang.constraints import ineligibility
+from extender.core.gang.charging import charge_pod, node_capacity, take
 from extender.core.gang.nodecapacity import DEVICE, Demand, NodeCapacity, demand_of, empty_capacity
 from extender.core.model.resources import GPU
 from extender.core.model.snapshot import ClusterSnapshot
@@ -53,47 +52,10 @@ from extender.core.model.values import (
     PodShape,
     WorkloadTree,
 )
+from simulator.cache_filter import CacheFilter
 from simulator.preferences import Preferred
 
-#: Node kind: what eligibility and default scores depend on besides free capacity.
-Kind = tuple[object, ...]
-
-
 _NO_NAMES: SortedNames[NodeName] = SortedNames()
-
-
-def _kind_of(node: NodeInfo, personal: frozenset[str]) -> Kind:
-    labels = tuple((k, v) for k, v in node.labels if k not in personal)
-    return (node.allocatable, labels, node.taints, node.unschedulable)
-
-
-def _personal_keys(nodes: Iterable[NodeInfo]) -> frozenset[str]:
-    """Label keys whose value differs on every node (``kubernetes.io/hostname``): left out of
-    a node's kind, or every node would be a kind of its own."""
-    values: dict[str, list[str]] = {}
-    for node in nodes:
-        for k, v in node.labels:
-            values.setdefault(k, []).append(v)
-    return frozenset(k for k, vs in values.items() if len(vs) > 1 and len(set(vs)) == len(vs))
-
-
-def _by_name(shape: PodShape, personal: frozenset[str]) -> bool:
-    """Whether eligibility may differ between nodes of one kind: affinity on
-    ``metadata.name``, or a selector on a per-node label."""
-    if any(term.match_fields for term in shape.affinity):
-        return True
-    keys = {k for k, _ in shape.node_selector}
-    keys.update(r.key for term in shape.affinity for r in term.match_expressions)
-    return bool(keys & personal)
-
-
-def canonical(cap: NodeCapacity) -> NodeCapacity:
-    """The capacity with its devices sorted: which index a free device has does not change
-    what fits or how a node scores, and ignoring it keeps the number of classes small."""
-    ordered = tuple(sorted(cap.devices))
-    if ordered == cap.devices:
-        return cap
-    return NodeCapacity(free=cap.free, devices=ordered, unpacked=cap.unpacked)
 
 
 def devices_taken(before: NodeCapacity, after: NodeCapacity, demand: Demand) -> tuple[int, ...]:
@@ -138,21 +100,9 @@ class ClusterModel:
         self.cache_revision = 0
         """Bumped whenever the scheduler cache's free capacity changes."""
         self._snapshot: ClusterSnapshot | None = None
-        self._kinds: dict[Kind, int] = {}
-        self._kind: dict[NodeName, int] = {}
-        self._kind_node: list[NodeInfo] = []
-        self.personal = _personal_keys(self.nodes.values())
+        self._filter = CacheFilter(self.nodes, self.cache)
+        self.personal = self._filter.personal
         """Label keys left out of node kinds (their value differs on every node)."""
-        for name, node in self.nodes.items():
-            k = self._kinds.setdefault(_kind_of(node, self.personal), len(self._kinds))
-            self._kind[name] = k
-            if k == len(self._kind_node):
-                self._kind_node.append(node)
-        self._classes: dict[tuple[int, NodeCapacity], list[NodeName]] = {}
-        for name in self.nodes:
-            self._classes.setdefault((self._kind[name], canonical(self.cache[name])),
-                                     []).append(name)
-        self._eligible_kinds: dict[PodShape, tuple[int, ...]] = {}
         # The extender's view, maintained incrementally (see the module docstring).
         self.base: dict[NodeName, NodeCapacity] = dict(self.empty)
         self._base_classes: Classes = classes_of(self.base)
@@ -163,8 +113,6 @@ class ClusterModel:
         charging one more pod there may move it, so capacity is recomputed from scratch."""
         self._pods_on: dict[NodeName, tuple[str, ...]] = {}
         self._demands: dict[PodShape, Demand] = {}
-        self._fits: dict[tuple[NodeCapacity, Demand], bool] = {}
-        """Memo: does one pod of the demand fit a class's free capacity (values never change)."""
         self._gang_members: dict[str, set[str]] = {}
         self._gang_pods: dict[str, tuple[str, ...]] = {}
         self._eligible: dict[PodShape, tuple[NodeName, ...]] = {}
@@ -195,7 +143,7 @@ class ClusterModel:
         return self._snapshot
 
     def demand(self, shape: PodShape) -> Demand:
-        """:func:`~extender.core.gang.capacity.demand_of`, once per shape."""
+        """:func:`~extender.core.gang.nodecapacity.demand_of`, once per shape."""
         found = self._demands.get(shape)
         if found is None:
             found = self._demands[shape] = demand_of(shape, gpu=self.gpu)
@@ -253,56 +201,17 @@ class ClusterModel:
 
     def kind_node(self, name: NodeName) -> NodeInfo:
         """A node of the same kind (same allocatable, labels, taints)."""
-        return self._kind_node[self._kind[name]]
+        return self._filter.kind_node(name)
 
     def feasible(self, shape: PodShape, demand: Demand) -> Iterator[tuple[NodeCapacity,
                                                                          list[NodeName]]]:
-        """Classes of nodes where one pod of ``shape`` fits in the scheduler cache and its
-        nodeSelector, affinity and tolerations allow: kube-scheduler's filter plugins.
-
-        Yields ``(free capacity with devices sorted, sorted node names)``; the lists must not
-        be modified.
-        """
-        by_name = _by_name(shape, self.personal)
-        kinds = None if by_name else self._eligible_kind_set(shape)
-        fits = self._fits
-        for (kind, cap), names in self._classes.items():
-            if not names:
-                continue
-            fit = fits.get((cap, demand))
-            if fit is None:
-                fit = fits[(cap, demand)] = count_fitting(cap, demand) > 0
-            if not fit:
-                continue
-            if kinds is not None:
-                if kind in kinds:
-                    yield cap, names
-                continue
-            allowed = [n for n in names if ineligibility(shape, self.nodes[n]) is None]
-            if allowed:
-                yield cap, allowed
+        """:meth:`CacheFilter.feasible`: kube-scheduler's filter plugins, class by class."""
+        return self._filter.feasible(shape, demand)
 
     def feasible_among(self, shape: PodShape, demand: Demand,
                        names: Iterable[NodeName]) -> list[NodeName]:
         """Those of ``names`` :meth:`feasible` would yield, in the order given."""
-        by_name = _by_name(shape, self.personal)
-        kinds = None if by_name else self._eligible_kind_set(shape)
-        out = []
-        for name in names:
-            if name not in self.nodes or count_fitting(self.cache[name], demand) <= 0:
-                continue
-            if (self._kind[name] in kinds) if kinds is not None else \
-                    ineligibility(shape, self.nodes[name]) is None:
-                out.append(name)
-        return out
-
-    def _eligible_kind_set(self, shape: PodShape) -> tuple[int, ...]:
-        found = self._eligible_kinds.get(shape)
-        if found is None:
-            found = tuple(k for k, node in enumerate(self._kind_node)
-                          if ineligibility(shape, node) is None)
-            self._eligible_kinds[shape] = found
-        return found
+        return self._filter.feasible_among(shape, demand, names)
 
     # workloads and pods ----------------------------------------------------------------------
     def add_workload(self, tree: WorkloadTree) -> None:
@@ -342,16 +251,9 @@ class ClusterModel:
         current = self.cache[node]
         if current == cap:
             return
-        kind, old, new = self._kind[node], canonical(current), canonical(cap)
         self.cache[node] = cap
         self.cache_revision += 1
-        if old == new:
-            return
-        names = self._classes[(kind, old)]
-        del names[bisect.bisect_left(names, node)]
-        if not names:
-            del self._classes[(kind, old)]
-        bisect.insort(self._classes.setdefault((kind, new), []), node)
+        self._filter.moved(node, current, cap)
 
     def _recharge(self, node: NodeName) -> None:
         """Recompute a node's free capacity from its pods (recorded pods may oversubscribe,
