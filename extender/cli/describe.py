@@ -39,7 +39,13 @@ from extender.cli.gangstate import (
     sandbox_muster,
 )
 from extender.cli.listing import age_of
-from extender.cli.livefind import connect_described, find_all, find_one, namespace_of
+from extender.cli.livefind import (
+    connect_described,
+    find_all,
+    find_one,
+    namespace_of,
+    parse_target,
+)
 from extender.cli.options import (
     add_cluster_flags,
     add_descriptor_flags,
@@ -83,20 +89,6 @@ def register(subparsers: Any) -> None:
     p.add_argument("--client-key", metavar="FILE",
                    help="the key of --client-certificate")
     p.set_defaults(handler=run)
-
-
-def parse_target(target: list[str]) -> tuple[str, str | None]:
-    """``["jobset/a"]``, ``["jobset", "a"]`` or ``["jobset"]`` -> ``(type, name or None)``."""
-    if not target or len(target) > 2:
-        raise CliError("give TYPE/NAME, TYPE NAME or TYPE (or -f FILE)")
-    if len(target) == 2:
-        if "/" in target[0] or "/" in target[1]:
-            raise CliError(f"give TYPE/NAME or TYPE NAME, not {' '.join(target)}")
-        return target[0], target[1]
-    kind, slash, name = target[0].partition("/")
-    if slash and (not kind or not name):
-        raise CliError(f"{target[0]}: expected TYPE/NAME")
-    return kind, (name or None)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -23,7 +23,12 @@ from typing import Any
 
 from extender.cli.errors import EXIT_NO, EXIT_OK, EXIT_UNANSWERED, CliError
 from extender.cli.livefind import current_context
-from extender.cli.options import add_descriptor_flags, add_output_flag, duration
+from extender.cli.options import (
+    add_descriptor_flags,
+    add_impersonation_flags,
+    add_output_flag,
+    duration,
+)
 from extender.cli.render import console, emit_data, table
 from extender.cli.workloads import (
     Descriptors,
@@ -57,6 +62,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--request-timeout", type=duration, default=10.0, metavar="DURATION",
                    help="give up on an API request after this long: 5s, 1m, or seconds "
                         "(default 10s)")
+    add_impersonation_flags(p)
     add_output_flag(p)
     add_descriptor_flags(p)
     # Exit 0 fits, 1 fits nowhere: any error is "no answer" (2), as kubectl diff exits.

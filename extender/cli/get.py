@@ -2,6 +2,8 @@
 live, each gang's Gang object (GANG) and its state (STATE) when the cluster has them.
 
     muster get jobsets -n ml
+    muster get js/train -n ml           # TYPE/NAME or TYPE NAME: one workload
+    muster get gangs -A                 # the Gang objects: state, bound, minimum, reason
     muster get lws -A -o json
     muster get jobsets -l team=nlp,tier!=debug -o wide
     muster get jobsets -A --sort-by .metadata.creationTimestamp
@@ -18,10 +20,22 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from extender.cli.errors import EXIT_OK, CliError
-from extender.cli.gangread import object_name, object_state, read_gang_objects
+from extender.cli.errors import EXIT_ERROR, EXIT_OK, CliError
+from extender.cli.gangread import (
+    GANG_TYPES,
+    get_gangs,
+    object_name,
+    object_state,
+    read_gang_objects,
+)
 from extender.cli.listing import SortBy, age_of, resource_name
-from extender.cli.livefind import connect_described, find_all, namespace_of
+from extender.cli.livefind import (
+    connect_described,
+    find_all,
+    find_type,
+    namespace_of,
+    parse_target,
+)
 from extender.cli.options import (
     add_cluster_flags,
     add_descriptor_flags,
@@ -38,7 +52,6 @@ from extender.cli.workloads import (
     cluster_error,
     workloads_in_file,
 )
-from extender.core.workloads.catalog import UnknownKind
 from extender.kube.client import KubeError
 
 
@@ -46,8 +59,9 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "get", help="list workloads: phase, pods ready/desired, gangs, GPUs",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("type", nargs="?", metavar="TYPE",
-                   help="kind, plural, short name or kind.group, any case")
+    p.add_argument("target", nargs="*", metavar="TYPE[/NAME] [NAME]",
+                   help="kind, plural, short name or kind.group, any case (gangs: the Gang "
+                        "objects); TYPE/NAME or TYPE NAME: that workload only")
     p.add_argument("--all-types", action="store_true",
                    help="every kind the catalog describes (and the cluster serves)")
     p.add_argument("-f", "--filename", metavar="FILE",
@@ -61,6 +75,8 @@ def register(subparsers: Any) -> None:
     add_namespace_flags(p)
     add_cluster_flags(p)
     add_output_flag(p, extra=("wide", "name"))
+    p.add_argument("--no-headers", action="store_true",
+                   help="print the table without its header line")
     add_descriptor_flags(p)
     p.set_defaults(handler=run)
 
@@ -95,22 +111,13 @@ def row(found: Found, objects: Mapping[str, Mapping[str, Any]] | None = None,
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.type and args.all_types:
+    kind, name = parse_target(args.target) if args.target else (None, None)
+    if kind and args.all_types:
         raise CliError("give TYPE or --all-types, not both")
-    selector = parse_selector(args.selector) if args.selector is not None else None
+    if kind is not None and kind.lower() in GANG_TYPES and not args.filename:
+        return get_gangs(args, name)
     sort_by = SortBy(args.sort_by) if args.sort_by else None
-    base = base_descriptors(args)
-    objects = None
-    if args.filename:
-        _, found = workloads_in_file(args.filename, base)
-        if args.type:
-            found = _of_type(found, base, args.type)
-    else:
-        if not args.type and not args.all_types:
-            raise CliError("give TYPE (for example: muster get jobsets) or --all-types")
-        found, objects = _listed(args, base, selector)
-    if selector is not None:  # file mode filters here; live, the API server filtered too
-        found = [f for f in found if selector.matches(_labels(f.raw))]
+    found, objects = _selected(args, kind, name)
     found.sort(key=lambda f: (f.tree.ref.namespace, f.tree.ref.kind, f.tree.ref.name))
     if sort_by is not None:  # stable: ties keep the order above
         found = sort_by.sort(found, lambda f: f.raw)
@@ -126,12 +133,37 @@ def run(args: argparse.Namespace) -> int:
         where = "" if args.all_namespaces or args.filename else " in this namespace"
         print(f"No workloads found{where}.", file=sys.stderr)
         return EXIT_OK
-    console().print(_table(rows, wide=args.output == "wide",
-                           namespaces=args.all_namespaces, now=datetime.now(UTC)))
+    console().print(_table(rows, wide=args.output == "wide", namespaces=args.all_namespaces,
+                           now=datetime.now(UTC), headers=not args.no_headers))
     return EXIT_OK
 
 
-def _table(rows: list[dict[str, Any]], *, wide: bool, namespaces: bool, now: datetime) -> Any:
+def _selected(args: argparse.Namespace, kind: str | None, name: str | None,
+              ) -> tuple[list[Found], dict[str, dict[str, Any]] | None]:
+    """The workloads asked for (of ``kind``, named ``name``, selected by ``-l``) and, live,
+    the Gang objects by gang key."""
+    selector = parse_selector(args.selector) if args.selector is not None else None
+    base = base_descriptors(args)
+    objects = None
+    if args.filename:
+        _, found = workloads_in_file(args.filename, base)
+        if kind:
+            found = _of_type(found, base, kind)
+    else:
+        if not kind and not args.all_types:
+            raise CliError("give TYPE (for example: muster get jobsets) or --all-types")
+        found, objects = _listed(args, base, selector, kind)
+    if selector is not None:  # file mode filters here; live, the API server filtered too
+        found = [f for f in found if selector.matches(_labels(f.raw))]
+    if name is not None:
+        found = [f for f in found if f.tree.ref.name == name]
+        if not found:
+            raise CliError(f'{kind} "{name}" not found', exit_code=EXIT_ERROR)
+    return found, objects
+
+
+def _table(rows: list[dict[str, Any]], *, wide: bool, namespaces: bool, now: datetime,
+           headers: bool = True) -> Any:
     kinds = len({r["kind"] for r in rows}) > 1
     namespaces = namespaces or len({r["namespace"] for r in rows}) > 1
     objects = any("gangObjects" in r for r in rows)
@@ -150,7 +182,7 @@ def _table(rows: list[dict[str, Any]], *, wide: bool, namespaces: bool, now: dat
                       *([",".join(o["name"] for o in own), ",".join(o["state"] for o in own)]
                         if objects else []),
                       r["gpus"], age, *extra])
-    return table(columns, lines)
+    return table(columns, lines, headers=headers)
 
 
 def _labels(raw: Mapping[str, Any]) -> Mapping[str, str]:
@@ -160,20 +192,16 @@ def _labels(raw: Mapping[str, Any]) -> Mapping[str, str]:
 
 
 def _of_type(found: list[Found], base: Descriptors, name: str) -> list[Found]:
-    try:
-        wanted = {(d.target.group, d.target.kind) for d in base.catalog.find_type(name)}
-    except UnknownKind as err:
-        raise CliError(str(err)) from None
+    wanted = {(d.target.group, d.target.kind) for d in find_type(base.catalog, name)}
     return [f for f in found if (f.tree.ref.api_version.rpartition("/")[0], f.tree.ref.kind)
             in wanted]
 
 
 def _listed(args: argparse.Namespace, base: Descriptors, selector: Selector | None,
-            ) -> tuple[list[Found], dict[str, dict[str, Any]] | None]:
+            kind: str | None) -> tuple[list[Found], dict[str, dict[str, Any]] | None]:
     """The workloads listed, and the Gang objects by gang key (``None``: the cluster has
     none to read)."""
-    conn, descriptors, kinds = connect_described(args, base,
-                                                 None if args.all_types else args.type)
+    conn, descriptors, kinds = connect_described(args, base, None if args.all_types else kind)
     namespace = None if args.all_namespaces else namespace_of(args)
     try:
         found, trouble = find_all(conn, descriptors, kinds, namespace,

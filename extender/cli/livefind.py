@@ -4,6 +4,7 @@ descriptors' labels when a chain cannot be followed)."""
 
 from __future__ import annotations
 
+import difflib
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -36,6 +37,37 @@ from extender.kube.reader import (
 )
 
 
+def parse_target(target: Sequence[str]) -> tuple[str, str | None]:
+    """``["jobset/a"]``, ``["jobset", "a"]`` or ``["jobset"]`` -> ``(type, name or None)``, as
+    kubectl reads ``TYPE/NAME``, ``TYPE NAME`` and ``TYPE``."""
+    if not target or len(target) > 2:
+        raise CliError("give TYPE/NAME, TYPE NAME or TYPE (or -f FILE)")
+    if len(target) == 2:
+        if "/" in target[0] or "/" in target[1]:
+            raise CliError(f"give TYPE/NAME or TYPE NAME, not {' '.join(target)}")
+        return target[0], target[1]
+    kind, slash, name = target[0].partition("/")
+    if slash and (not kind or not name):
+        raise CliError(f"{target[0]}: expected TYPE/NAME")
+    return kind, (name or None)
+
+
+def find_type(catalog: Catalog, name: str) -> list[Descriptor]:
+    """The descriptors a person means by ``name`` (kind, plural, short name or kind.group);
+    a name none describes is an error that says which one was meant when one is close."""
+    try:
+        return list(catalog.find_type(name))
+    except UnknownKind as err:
+        names = sorted({n for d in catalog.descriptors for n in (
+            d.target.kind.lower(), d.target.plural.lower(),
+            *(s.lower() for s in d.target.short_names))})
+        close = difflib.get_close_matches(name.strip().lower(), names, n=3, cutoff=0.75)
+        if not close:
+            raise CliError(str(err), exit_code=EXIT_ERROR) from None
+        raise CliError(f"unknown kind {name}; did you mean {' or '.join(close)}? "
+                       "(muster descriptors lists every kind)", exit_code=EXIT_ERROR) from None
+
+
 def connect_described(args: Any, base: Descriptors, type_name: str | None,
                       ) -> tuple[Connection, Descriptors, list[Descriptor]]:
     """The cluster ``args`` name, ``base`` plus its descriptors (each one that does not compile
@@ -44,10 +76,7 @@ def connect_described(args: Any, base: Descriptors, type_name: str | None,
     conn, descriptors = connect_with_descriptors(args, base)
     if type_name is None:
         return conn, descriptors, list(descriptors.catalog.descriptors)
-    try:
-        return conn, descriptors, list(descriptors.catalog.find_type(type_name))
-    except UnknownKind as err:
-        raise CliError(str(err), exit_code=EXIT_ERROR) from None
+    return conn, descriptors, find_type(descriptors.catalog, type_name)
 
 
 def namespace_of(args: Any) -> str:

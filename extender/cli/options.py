@@ -51,6 +51,16 @@ def add_cluster_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--request-timeout", type=duration, default=10.0, metavar="DURATION",
                         help="give up on an API request after this long: 5s, 1m, or seconds "
                              "(default 10s)")
+    add_impersonation_flags(parser)
+
+
+def add_impersonation_flags(parser: argparse.ArgumentParser) -> None:
+    """``--as`` and ``--as-group``: ask the API server as another user, as kubectl does
+    (the kubeconfig's user needs RBAC to ``impersonate``)."""
+    parser.add_argument("--as", dest="as_user", metavar="USER",
+                        help="the user to impersonate for the operation")
+    parser.add_argument("--as-group", action="append", default=[], metavar="GROUP",
+                        help="a group to impersonate for the operation (one)")
 
 
 def add_namespace_flags(parser: argparse.ArgumentParser) -> None:

@@ -28,9 +28,11 @@ def emit_data(data: Any, fmt: str) -> None:
 
 
 def table(columns: Sequence[str], rows: Sequence[Sequence[object]], *,
-          title: str | None = None, total: Sequence[object] | None = None) -> Table:
+          title: str | None = None, total: Sequence[object] | None = None,
+          headers: bool = True) -> Table:
+    """``headers=False``: the rows alone, as ``kubectl get --no-headers`` prints them."""
     t = Table(title=title, box=None, pad_edge=False, show_footer=total is not None,
-              header_style="bold", title_justify="left")
+              header_style="bold", title_justify="left", show_header=headers)
     for i, name in enumerate(columns):
         footer = "" if total is None else str(total[i])
         t.add_column(name, footer=footer, justify="right" if i and _numeric(rows, i) else "left")

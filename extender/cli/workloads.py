@@ -341,12 +341,23 @@ def connection(args: Any, *, context: str | None = None) -> Connection:
     """The cluster of kubeconfig ``context``, else of ``--context``, else of the current
     context (``""`` or a list of several, as ``fit`` takes them, is none named here)."""
     chosen = context if context is not None else getattr(args, "context", None)
+    groups = list(getattr(args, "as_group", None) or [])
+    if len(groups) > 1:
+        raise CliError("give one --as-group")
     try:
-        return connect(getattr(args, "kubeconfig", None),
+        conn = connect(getattr(args, "kubeconfig", None),
                        chosen if isinstance(chosen, str) and chosen else None,
                        timeout=getattr(args, "request_timeout", 10.0))
     except KubeError as err:
         raise cluster_error(err) from None
+    user = getattr(args, "as_user", None)
+    if groups and not user:
+        raise CliError("--as-group needs --as (the API server impersonates a user)")
+    if user:  # the API server's impersonation headers, as kubectl --as sends them
+        conn.api.default_headers["Impersonate-User"] = user
+        for group in groups:
+            conn.api.default_headers["Impersonate-Group"] = group
+    return conn
 
 
 def cluster_error(err: KubeError) -> CliError:

@@ -1,8 +1,8 @@
 """A tenant with the cluster's default ``edit`` role in a namespace lists the Gangs there, on the
 real API server with RBAC on: ``manifests/rbac-tenants.yaml`` applied as it is, its rules
 aggregated into ``view``, ``edit`` and ``admin`` by the real ``clusterrole-aggregation``
-controller, and the user impersonated as ``kubectl --as`` does. Reading only: the tenant may
-not write a Gang, nor read Gangs of a namespace it has no role in."""
+controller, and the user impersonated as ``kubectl --as`` does (``muster get gangs --as``
+too). Reading only: the tenant may not write a Gang, nor read another namespace's."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from extender.kube.client import Connection, Forbidden
 from extender.sandbox.sandbox import Sandbox
 from tests.e2e.conftest import scratch_namespace, wait_until
 from tests.e2e.test_muster_runs_under_its_service_account import apply, manifests
+from tests.unit.cli.helpers import muster
 
 pytestmark = pytest.mark.e2e
 
@@ -73,3 +74,15 @@ def test_the_edit_user_may_not_write_gangs_nor_read_another_namespaces(
                                 "/gangs/jobset-train")
     with pytest.raises(Forbidden):
         alice.request("GET", "/apis/muster.dev/v1alpha1/namespaces/default/gangs")
+
+
+def test_muster_get_gangs_as_the_edit_user_lists_them_and_as_a_stranger_is_forbidden(
+        sandbox: Sandbox, tenant_namespace: str, capsys: pytest.CaptureFixture[str]) -> None:
+    kubeconfig = sandbox.dir / "kubeconfig"
+    ran = muster(capsys, "get", "gangs", "-n", tenant_namespace, "--as", USER, "-o", "name",
+                 "--kubeconfig", kubeconfig)
+    assert ran.code == 0, ran.err
+    assert ran.out.split() == ["gang.muster.dev/jobset-train"]
+    ran = muster(capsys, "get", "gangs", "-n", tenant_namespace, "--as", "mallory",
+                 "--kubeconfig", kubeconfig)
+    assert ran.code == 1 and "forbidden" in ran.err.lower()

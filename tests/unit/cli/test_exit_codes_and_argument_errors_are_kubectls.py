@@ -31,7 +31,8 @@ def test_an_unknown_context_exits_1_in_one_line_as_kubectl(capsys, tmp_path: Pat
 @pytest.mark.parametrize(("argv", "hint", "message"), [
     (("get", "--bogus"), "muster get", "error: unknown flag: --bogus"),
     (("descriptors", "list", "--nope"), "muster descriptors list", "error: unknown flag: --nope"),
-    (("get", "jobsets", "extra"), "muster get", "error: unknown argument: extra"),
+    (("descriptors", "list", "extra"), "muster descriptors list",
+     "error: unknown argument: extra"),
     (("describe", "--request-timeout", "5x"), "muster describe",
      "error: argument --request-timeout: unknown unit 'x' in duration '5x'"),
     (("get", "-o", "xml"), "muster get", "error: argument -o/--output: invalid choice: 'xml'"),
