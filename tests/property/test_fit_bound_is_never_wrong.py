@@ -14,11 +14,11 @@ from hypothesis import strategies as st
 
 from extender.core.gang.bounds import cannot_fit, shortfall
 from extender.core.gang.charging import count_fitting
+from extender.core.gang.fit_conditions import free_totals, free_whole, room_for
 from extender.core.gang.ledger import Ledger, free_capacity, per_role, placed_counts
 from extender.core.gang.nodecapacity import demand_of
 from extender.core.gang.placement import plan_gang
 from extender.core.gang.plans import Infeasible
-from extender.core.gang.search import free_totals, free_whole, room_for
 from tests.unit.core.builders import make_gang, make_node, make_pod, make_shape, make_snapshot
 
 TYPES = st.sampled_from(["a", "b"])

@@ -27,10 +27,11 @@ from dataclasses import dataclass
 
 from extender.core.gang.capacity import CapacityView, classes_of
 from extender.core.gang.charging import count_fitting, take
+from extender.core.gang.fit_conditions import could_fit, room_for
 from extender.core.gang.nodecapacity import Demand, NodeCapacity, demand_of
 from extender.core.gang.plans import Infeasible, Plan, RoleDemand
 from extender.core.gang.scoring import Policy, domain_cost, node_order_key
-from extender.core.gang.search import Assignment, could_fit, room_for, search
+from extender.core.gang.search import Assignment, search
 from extender.core.gang.shortage import SHOWN_DOMAINS, failure_detail, list_taken
 from extender.core.model.resources import GPU
 from extender.core.model.values import GangKey, NodeName, TopologyConstraint

@@ -10,10 +10,11 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
+from extender.core.gang.fit_conditions import could_fit
 from extender.core.gang.nodecapacity import DEVICE, NodeCapacity, demand_of
 from extender.core.gang.packing import place_gang
 from extender.core.gang.plans import Plan, RoleDemand
-from extender.core.gang.search import could_fit, search
+from extender.core.gang.search import search
 from extender.core.model.resources import CPU, MEMORY, Resources
 from extender.core.model.values import NodeName
 
