@@ -66,6 +66,10 @@ class GangBook:
         """Every record, sorted by gang."""
         return sorted(self._records.items())
 
+    def admitted(self) -> list[tuple[GangKey, GangRecord]]:
+        """The records of admitted gangs, unsorted (read, do not write)."""
+        return [(g, r) for g, r in self._records.items() if r.admitted is not None]
+
     # Each sorted view is kept (never changed in place: callers get copies) until a record's
     # plan, hold or barrier changes; a copy of the book shares them.
     def plans(self) -> list[tuple[GangKey, Reservation]]:

@@ -101,6 +101,10 @@ class Ledger:
         """Every gang's record, sorted by gang (the records themselves: read, do not write)."""
         return self._book.items()
 
+    def admitted(self) -> list[tuple[GangKey, GangRecord]]:
+        """The admitted gangs' records, unsorted (read, do not write)."""
+        return self._book.admitted()
+
     def record(self, gang: GangKey) -> GangRecord | None:
         """The gang's record (read, do not write), if the ledger keeps one."""
         return self._book.get(gang)

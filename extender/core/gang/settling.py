@@ -114,7 +114,7 @@ class Departure:
 
 
 def departures(snapshot: ClusterSnapshot, ledger: Ledger, *, gpu: str,
-               spare: Collection[GangKey] = ()) -> Iterator[Departure]:
+               spare: Collection[GangKey] = ()) -> list[Departure]:
     """Per admitted gang whose members holding resources changed since the last look: its
     members now, and a plan holding the nodes and demands of members that went (deleted,
     evicted, failed) when the gang fell below its minimum with members still holding
@@ -124,38 +124,45 @@ def departures(snapshot: ClusterSnapshot, ledger: Ledger, *, gpu: str,
     not read again."""
     stamps = gang_stamps(snapshot)
     members_of = index_of(snapshot, gpu=gpu).gang_pods
-    for key, record in ledger.records():
-        if record.admitted is None:
-            continue
+    found: list[Departure] = []
+    for key, record in ledger.admitted():
+        gang = snapshot.gangs.get(key)
+        if gang is None and not record.members:
+            continue  # its workload is gone, and it was remembered with no member
         stamp = None if stamps is None else stamps.get(key)
         if stamp is not None and stamp == record.members_stamp:
             continue
-        gang = snapshot.gangs.get(key)
-        uids = members_of.get(key, ()) if gang is not None else ()
-        pods = [snapshot.pods[u] for u in uids if u in snapshot.pods]
-        members = {p.uid: (p.node_name, snapshot.memberships[p.uid].role, p.shape)
-                   for p in pods if p.holds_resources and p.node_name is not None}
-        tree = None if gang is None else snapshot.workloads.get(gang.workload.key)
-        ending = (gang is None or key in spare or any(p.phase is PodPhase.SUCCEEDED for p in pods)
-                  or (tree is not None and tree.phase in _ENDING))
-        res = record.plan
-        if res is not None and res.replacing and (ending or not members):
-            yield Departure(key, members, stamp, end=True)
-            continue
-        if members == record.members:
-            if stamp != record.members_stamp:
-                yield Departure(key, members, stamp)
-            continue
-        gone = sorted(u for u in record.members if u not in members)
-        short = 0 if gang is None else gang.min_member - len(members)
-        if (ending or not gone or short <= 0 or not members or res is not None
-                or record.barrier is not None):
-            yield Departure(key, members, stamp)
-            continue
-        held = [(u, record.members[u]) for u in gone
-                if record.members[u][0] in snapshot.nodes][:short]
-        yield Departure(key, members, stamp, hold=_hold(key, held, members) if held else None,
-                        gone=tuple(u for u, _ in held))
+        change = _departure(key, gang, record, stamp=stamp, snapshot=snapshot,
+                            uids=members_of.get(key, ()), spare=spare)
+        if change is not None:
+            found.append(change)
+    return sorted(found, key=lambda d: d.gang)
+
+
+def _departure(key: GangKey, gang: Gang | None, record: GangRecord, *, stamp: int | None,
+               snapshot: ClusterSnapshot, uids: tuple[str, ...],
+               spare: Collection[GangKey]) -> Departure | None:
+    """:func:`departures` for one admitted gang (``None``: nothing changed)."""
+    pods = [snapshot.pods[u] for u in uids if u in snapshot.pods] if gang is not None else []
+    members = {p.uid: (p.node_name, snapshot.memberships[p.uid].role, p.shape)
+               for p in pods if p.holds_resources and p.node_name is not None}
+    tree = None if gang is None else snapshot.workloads.get(gang.workload.key)
+    ending = (gang is None or key in spare or any(p.phase is PodPhase.SUCCEEDED for p in pods)
+              or (tree is not None and tree.phase in _ENDING))
+    res = record.plan
+    if res is not None and res.replacing and (ending or not members):
+        return Departure(key, members, stamp, end=True)
+    if members == record.members:
+        return None if stamp == record.members_stamp else Departure(key, members, stamp)
+    gone = sorted(u for u in record.members if u not in members)
+    short = 0 if gang is None else gang.min_member - len(members)
+    if (ending or not gone or short <= 0 or not members or res is not None
+            or record.barrier is not None):
+        return Departure(key, members, stamp)
+    held = [(u, record.members[u]) for u in gone
+            if record.members[u][0] in snapshot.nodes][:short]
+    return Departure(key, members, stamp, hold=_hold(key, held, members) if held else None,
+                     gone=tuple(u for u, _ in held))
 
 
 def _hold(gang: GangKey, held: list[tuple[str, Member]], members: Mapping[str, Member]) -> Plan:
