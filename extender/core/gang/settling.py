@@ -119,9 +119,10 @@ def departures(snapshot: ClusterSnapshot, ledger: Ledger, *, gpu: str,
     members now, and a plan holding the nodes and demands of members that went (deleted,
     evicted, failed) when the gang fell below its minimum with members still holding
     resources, its workload still there and not ending (no member succeeded, its phase not
-    completed, failed or suspended). Gangs in ``spare`` (a preemption's victims) and gangs
-    with a plan or a barrier of their own are left alone. Gangs whose stamp is unchanged are
-    not read again."""
+    completed, failed or suspended); a member whose node is gone or cordoned is not held
+    for (its replacement could not be placed there). Gangs in ``spare`` (a preemption's
+    victims) and gangs with a plan or a barrier of their own are left alone. Gangs whose
+    stamp is unchanged are not read again."""
     stamps = gang_stamps(snapshot)
     members_of = index_of(snapshot, gpu=gpu).gang_pods
     found: list[Departure] = []
@@ -159,8 +160,9 @@ def _departure(key: GangKey, gang: Gang | None, record: GangRecord, *, stamp: in
     if (ending or not gone or short <= 0 or not members or res is not None
             or record.barrier is not None):
         return Departure(key, members, stamp)
-    held = [(u, record.members[u]) for u in gone
-            if record.members[u][0] in snapshot.nodes][:short]
+    nodes = snapshot.nodes
+    held = [(u, record.members[u]) for u in gone if record.members[u][0] in nodes
+            and not nodes[record.members[u][0]].unschedulable][:short]
     return Departure(key, members, stamp, hold=_hold(key, held, members) if held else None,
                      gone=tuple(u for u, _ in held))
 

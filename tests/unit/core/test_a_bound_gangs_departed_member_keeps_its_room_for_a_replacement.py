@@ -135,3 +135,13 @@ def test_a_member_gone_from_a_gang_still_at_its_minimum_holds_nothing() -> None:
     gone = ClusterSnapshot.of(NODES, gone.pods.values(), trees, gone.memberships, revision=2)
     session.refresh(gone, now=1)
     assert session.ledger.plan_for(elastic.key) is None
+
+
+def test_a_member_gone_from_a_cordoned_node_holds_nothing() -> None:
+    session = _session_with_first_bound()
+    gone = _snapshot(2, gone=["first-w-0"])
+    cordoned = [replace(n, unschedulable=n.name == "n0") for n in NODES]
+    gone = ClusterSnapshot.of(cordoned, gone.pods.values(), gone.workloads.values(),
+                              gone.memberships, revision=2)
+    session.refresh(gone, now=1)
+    assert session.ledger.plan_for(FIRST.key) is None
