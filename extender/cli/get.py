@@ -121,10 +121,11 @@ def run(args: argparse.Namespace) -> int:
     found.sort(key=lambda f: (f.tree.ref.namespace, f.tree.ref.kind, f.tree.ref.name))
     if sort_by is not None:  # stable: ties keep the order above
         found = sort_by.sort(found, lambda f: f.raw)
-    rows = [row(f, objects) for f in found]
-    if args.output in ("json", "yaml"):
-        emit_data({"apiVersion": "v1", "kind": "List", "items": rows}, args.output)
+    if args.output in ("json", "yaml"):  # the objects themselves, as kubectl prints them
+        emit_data({"apiVersion": "v1", "kind": "List", "items": [f.raw for f in found]},
+                  args.output)
         return EXIT_OK
+    rows = [row(f, objects) for f in found]
     if args.output == "name":
         for r in rows:
             print(resource_name(r["kind"], r["apiVersion"], r["name"]))

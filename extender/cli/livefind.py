@@ -130,8 +130,8 @@ def find_one(conn: Connection, descriptors: Descriptors, kinds: Sequence[Descrip
         obj = get_workload(conn, descriptor, name, namespace)
         if obj is not None:
             lowering = lowering_of(device_objects(conn, namespace))
-            obj = dict(lowering.workload(obj))
-            tree = resolve(obj, descriptors, where=f"{obj['kind']} {namespace}/{name}")
+            tree = resolve(dict(lowering.workload(obj)), descriptors,
+                           where=f"{obj['kind']} {namespace}/{name}")
             return _with_pods(conn, descriptors, [(tree, obj)], namespace, lowering)[0]
     kind = served[0].target.kind
     raise CliError(f"{kind} {name} not found in namespace {namespace} on {conn.server}",
@@ -155,8 +155,8 @@ def find_all(conn: Connection, descriptors: Descriptors, kinds: Sequence[Descrip
             obj = lowering.workload(listed)
             meta = obj.get("metadata") or {}
             where = f"{obj.get('kind')} {meta.get('namespace', '')}/{meta.get('name', '?')}"
-            try:
-                trees.append((resolve(obj, descriptors, where=where), obj))
+            try:  # resolved lowered; kept as the API server has it
+                trees.append((resolve(obj, descriptors, where=where), listed))
             except CliError as err:
                 problems.append(str(err))
     if not trees:

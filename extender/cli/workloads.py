@@ -236,6 +236,8 @@ class Found:
 
     tree: WorkloadTree
     raw: Mapping[str, Any]
+    """The workload object as the file or the API server has it (its tree is resolved from
+    the object with its claimed devices lowered)."""
     origin: Origin
     pods: tuple[PodView, ...] = ()
 
@@ -286,9 +288,11 @@ def workloads_in_file(path: str, descriptors: Descriptors, *,
     the pods of the same file that belong to it. Bare pods that belong to no other workload
     are workloads of their own (kind ``Pod``). DRA objects of the file, and ``devices`` (a
     cluster's), count the devices its pods and templates claim."""
-    objects = file_objects(path)
-    lowered = lower_objects([*(o.obj for o in objects), *devices])[:len(objects)]
-    objects = [FileObject(dict(obj), o.where) for obj, o in zip(lowered, objects, strict=True)]
+    written = file_objects(path)
+    lowered = lower_objects([*(o.obj for o in written), *devices])[:len(written)]
+    objects = [FileObject(dict(obj), o.where) for obj, o in zip(lowered, written, strict=True)]
+    # Each workload's raw object is the one written (what -o json prints), not the lowered.
+    as_written = {id(o.obj): w.obj for o, w in zip(objects, written, strict=True)}
     label = "<stdin>" if path == "-" else path
     docs = [(i, o.obj) for i, o in enumerate(objects, start=1) if is_descriptor(o.obj)]
     if docs:
@@ -301,7 +305,8 @@ def workloads_in_file(path: str, descriptors: Descriptors, *,
     pods = [o.obj for o in rest if o.obj.get("kind") == "Pod" and o.obj.get("apiVersion") == "v1"]
     candidates = [o for o in rest if o.obj.get("kind") != "Pod" and catalog.for_object(o.obj)
                   is not None and not owned_by_described(o.obj, catalog)]
-    trees = [(resolve(o.obj, descriptors, where=o.where), o.obj) for o in candidates]
+    trees = [(resolve(o.obj, descriptors, where=o.where), as_written[id(o.obj)])
+             for o in candidates]
     found_list = attach_pods(trees, pods, [o.obj for o in rest], descriptors)
     claimed = {v.info.uid for f in found_list for v in f.pods}
     bare_pods = [o for o in rest if o.obj.get("kind") == "Pod" and o.obj.get("apiVersion") == "v1"
@@ -314,7 +319,7 @@ def workloads_in_file(path: str, descriptors: Descriptors, *,
             except ObjectError as err:
                 raise CliError(f"{o.where}: {err}") from None
             if info.uid not in claimed:
-                extra.append((resolve(o.obj, descriptors, where=o.where), o.obj))
+                extra.append((resolve(o.obj, descriptors, where=o.where), as_written[id(o.obj)]))
         found_list.extend(attach_pods(extra, [o.obj for o in bare_pods], [], descriptors))
     if not found_list:
         raise CliError(_nothing_described(label, [o.obj for o in rest], catalog))

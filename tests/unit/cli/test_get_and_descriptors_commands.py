@@ -1,8 +1,12 @@
-"""``muster get -f`` rows and ``muster descriptors list|validate``."""
+"""``muster get -f`` rows (and, as JSON or YAML, the workload objects) and ``muster
+descriptors list|validate``."""
 
 from __future__ import annotations
 
 from pathlib import Path
+
+import orjson
+import yaml
 
 from tests.unit.cli.helpers import DATA, EXAMPLES, REPO, muster
 
@@ -29,18 +33,26 @@ def test_get_has_one_row_per_workload_with_phase_ready_gangs_and_gpus(capsys, tm
 def test_get_filters_by_type_leniently(capsys, tmp_path):
     for name in ("lws", "LeaderWorkerSets", "leaderworkerset.leaderworkerset.x-k8s.io"):
         items = muster(capsys, "get", name, "-f", _two(tmp_path), "-o", "json").json()["items"]
-        assert [i["name"] for i in items] == ["tensorrt"], name
-    items = muster(capsys, "get", "JS", "-f", _two(tmp_path), "-o", "json").json()["items"]
-    assert [(i["kind"], i["gpus"], i["pods"], i["gangs"]) for i in items] == [
-        ("JobSet", 12, 3, 1)]
+        assert [i["metadata"]["name"] for i in items] == ["tensorrt"], name
+    [line] = muster(capsys, "get", "JS", "-f", _two(tmp_path),
+                    "--no-headers").out.strip().splitlines()
+    assert line.split()[:3] == ["story", "Initializing", "0/3"]
+
+
+def test_get_json_and_yaml_print_the_workload_objects_as_written(capsys, tmp_path):
+    story = yaml.safe_load((DATA / "story-jobset.yaml").read_text())
+    for fmt, load in (("json", orjson.loads), ("yaml", yaml.safe_load)):
+        listed = load(muster(capsys, "get", "js", "-f", _two(tmp_path), "-o", fmt).out)
+        assert (listed["apiVersion"], listed["kind"]) == ("v1", "List")
+        assert listed["items"] == [story]
 
 
 def test_get_counts_ready_pods_from_the_file(capsys, tmp_path):
     both = tmp_path / "both.yaml"
     both.write_text((DATA / "story-jobset.yaml").read_text() + "\n---\n"
                     + (DATA / "story-with-pods.yaml").read_text())
-    (item,) = muster(capsys, "get", "-f", both, "-o", "json").json()["items"]
-    assert (item["readyPods"], item["pods"]) == (2, 3)
+    [line] = muster(capsys, "get", "-f", both, "--no-headers").out.strip().splitlines()
+    assert line.split()[:3] == ["story", "Initializing", "2/3"]
 
 
 def test_descriptors_list_names_every_packaged_descriptor_with_source(capsys):

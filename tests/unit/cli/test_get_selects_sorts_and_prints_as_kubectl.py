@@ -47,7 +47,7 @@ def _file(tmp_path: Path) -> Path:
 def _names(capsys, *argv) -> list[str]:
     ran = muster(capsys, "get", *argv, "-o", "json")
     assert ran.code == 0, ran.err
-    return [i["name"] for i in ran.json()["items"]]
+    return [i["metadata"]["name"] for i in ran.json()["items"]]
 
 
 LABELS = {"team": "nlp", "tier": "prod", "rank": "3"}

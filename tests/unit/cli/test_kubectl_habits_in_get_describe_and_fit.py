@@ -114,3 +114,10 @@ def test_get_gangs_where_the_cluster_has_none_says_so(capsys, api):
 def test_as_group_without_as_is_refused(capsys, api):
     ran = muster(capsys, "get", "js", "-A", "--as-group", "team")
     assert ran.code == 1 and "--as-group needs --as" in ran.err
+
+
+def test_live_get_json_prints_the_objects_as_the_api_server_has_them(capsys, api):
+    [item] = muster(capsys, "get", "js/story", "-A", "-o", "json").json()["items"]
+    assert (item["apiVersion"], item["kind"], item["metadata"]["name"]) == (
+        "jobset.x-k8s.io/v1alpha2", "JobSet", "story")
+    assert item["spec"] == yaml.safe_load(STORY.read_text())["spec"]
