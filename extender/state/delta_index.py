@@ -1,8 +1,8 @@
 """The capacity index of a snapshot kept current from what changed, in O(change).
 
-:class:`~extender.core.gang.reindex.IndexKeeper` compares every node and pod with the last
-build to find what moved: a pass over 100,000 pods per event. Here the snapshot source says
-which pods, memberships and nodes changed, and only their nodes are charged again (by the
+Finding what moved by comparing every node and pod with the last build would be a pass over
+100,000 pods per event. Here the snapshot source says which pods, memberships and nodes
+changed, and only their nodes are charged again (by the
 changed pods alone when those take no GPU, from all the node's pods otherwise); the
 capacity classes move the few nodes whose free capacity changed (one chunk of a
 :class:`~extender.core.model.sortednames.SortedNames` copied per move, not a regroup of every
