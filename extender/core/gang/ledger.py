@@ -399,8 +399,9 @@ class Ledger:
                               gpu: str = GPU, spare: frozenset[GangKey] = frozenset(),
                               ) -> list[Transition]:
         """Hold for ``ttl`` what an admitted gang's members that went used, for their
-        replacements, and end such holds no longer wanted (:func:`departures`); return the
-        changes (``why``: ``keep_for_replacements``, or ``drop_plan`` for a hold ended)."""
+        replacements, and end such holds no longer wanted (:func:`departures`); return one
+        :class:`Transition` per hold begun (``why`` ``keep_for_replacements``) or ended
+        (``drop_plan``), the gang ADMITTED before and after."""
         made: list[Transition] = []
         for found in departures(snapshot, self, gpu=gpu, spare=spare):
             record = self._book.owned(found.gang)
