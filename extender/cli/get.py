@@ -44,7 +44,7 @@ from extender.cli.options import (
 )
 from extender.cli.render import console, emit_data, table
 from extender.cli.selectors import Selector, parse_selector
-from extender.cli.views import pod_ready
+from extender.cli.views import pod_ready, shown_phase
 from extender.cli.workloads import (
     Descriptors,
     Found,
@@ -93,7 +93,7 @@ def row(found: Found, objects: Mapping[str, Mapping[str, Any]] | None = None,
         "name": tree.ref.name,
         "namespace": tree.ref.namespace,
         "descriptor": tree.descriptor,
-        "phase": str(tree.phase),
+        "phase": str(shown_phase(found)),
         "pods": tree.pods,
         "readyPods": sum(1 for p in found.pods if pod_ready(p.raw)),
         "gangs": len(tree.gangs),

@@ -14,7 +14,7 @@ from typing import Any
 from extender.cli.workloads import Found, PodView
 from extender.core.model.quantity import format_quantity
 from extender.core.model.resources import CPU, MEMORY, Resources
-from extender.core.model.values import Gang
+from extender.core.model.values import Gang, Phase
 
 
 def cpu_text(amount: int) -> str:
@@ -32,6 +32,16 @@ def _condition(raw: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
         if isinstance(cond, Mapping) and cond.get("type") == kind:
             return cond
     return None
+
+
+def shown_phase(found: Found) -> Phase:
+    """The workload's phase as its descriptor reads its status, but never Running while pods
+    of it are known and none is bound: an operator's status may run ahead of the pods (a Job
+    counts pending and scheduling-gated pods as active)."""
+    phase = found.tree.phase
+    if phase is Phase.RUNNING and found.pods and not any(v.info.node_name for v in found.pods):
+        return Phase.INITIALIZING
+    return phase
 
 
 def pod_ready(raw: Mapping[str, Any]) -> bool:
@@ -119,7 +129,7 @@ def workload_data(found: Found) -> dict[str, Any]:
         "descriptor": tree.descriptor,
         "descriptorFormat": found.origin.format,
         "descriptorSource": found.origin.source,
-        "phase": str(tree.phase),
+        "phase": str(shown_phase(found)),
         "roles": roles,
         "gangs": [_gang_view(g) for g in tree.gangs],
         "order": [{"before": b, "after": a} for b, a in tree.edges],

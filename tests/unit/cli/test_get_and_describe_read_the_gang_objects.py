@@ -1,6 +1,7 @@
 """``muster get`` shows each workload's Gang object (GANG) and its state (STATE) when the
 cluster has Gang objects, and ``describe`` reads a gang's state, reason and holders from its
-Gang object first (before Muster's ``/inspect`` and the events)."""
+Gang object first (before Muster's ``/inspect`` and the events). Neither shows a workload
+Running while none of its pods is bound, whatever its operator's status says."""
 
 from __future__ import annotations
 
@@ -68,3 +69,25 @@ def test_describe_reads_the_gang_object_first(capsys, tmp_path: Path) -> None:
     assert (gang["state"], gang["source"], gang["reason"]) == ("waiting", "object", REASON)
     assert gang["heldBy"] == ["8 GPUs on node-2 for ml/other (plan)"]
     assert "Gang objects and events only" in ran.err  # Muster unreachable: said, not fatal
+
+
+def _story_file(tmp_path: Path, *, bound: bool) -> Path:
+    story = yaml.safe_load((DATA / "story-jobset.yaml").read_text())
+    # A status its operator might write before any pod is bound: a Job counted ready.
+    story["status"] = {"replicatedJobsStatus": [{"name": "leader", "ready": 1, "active": 1}]}
+    pods = yaml.safe_load((DATA / "story-with-pods.yaml").read_text())
+    for item in pods["items"]:
+        if not bound:
+            item["spec"].pop("nodeName", None)
+    path = tmp_path / "story.yaml"
+    path.write_text(yaml.safe_dump_all([story, pods]))
+    return path
+
+
+def test_no_workload_reads_running_while_none_of_its_pods_is_bound(capsys, tmp_path: Path):
+    for bound, phase in ((False, "Initializing"), (True, "Running")):
+        path = _story_file(tmp_path, bound=bound)
+        [line] = muster(capsys, "get", "-f", path, "--no-headers").out.strip().splitlines()
+        assert line.split()[1] == phase, bound
+        described = muster(capsys, "describe", "-f", path, "-o", "json").json()
+        assert described["phase"] == phase, bound
