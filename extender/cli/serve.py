@@ -84,6 +84,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--plan-ttl", type=duration, metavar="DURATION",
                    help="how long a gang plan holds capacity: 2m, 90s, or seconds "
                         "(default 1m0s)")
+    p.add_argument("--replacement-ttl", type=duration, metavar="DURATION",
+                   help="how long a bound gang keeps what its members that went used, for "
+                        "their replacements: 2m, 90s, or seconds (default 1m0s)")
     p.add_argument("--stage-ttl", type=duration, metavar="DURATION",
                    help="how long a staged gang's plan holds a later stage's capacity while "
                         "its operator creates its pods: 10m, or seconds (default 10m0s)")
@@ -129,7 +132,8 @@ def _names(raw: str) -> tuple[str, ...]:
 def settings_from(args: argparse.Namespace, env: dict[str, str]) -> Settings:
     given = {k: getattr(args, k, None) for k in (
         "host", "port", "probe_host", "probe_port", "tls_cert", "tls_key", "tls_client_ca",
-        "kubeconfig", "context", "snapshot", "bind_timeout", "plan_ttl", "stage_ttl",
+        "kubeconfig", "context", "snapshot", "bind_timeout", "plan_ttl", "replacement_ttl",
+        "stage_ttl",
         "scoring", "log_level", "max_request_bytes", "threads", "switch_interval",
         "max_workload_pods",
         "max_workload_gangs", "scheduler_names", "lease_name", "lease_namespace",

@@ -71,6 +71,7 @@ def core_settings(settings: Settings) -> CoreSettings:
     so at most the threads less those kept free for filters may hold one."""
     return CoreSettings(plan_ttl=settings.plan_ttl, bind_timeout=settings.bind_timeout,
                         stage_ttl=settings.stage_ttl, gate_bound=settings.gate_bound,
+                        replacement_ttl=settings.replacement_ttl,
                         scheduler_names=settings.scheduler_names,
                         scoring=settings.scoring, workload_limits=settings.workload_limits,
                         max_held=max(1, settings.threads - max(2, settings.threads // 8)))

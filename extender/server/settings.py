@@ -88,6 +88,9 @@ class Settings:
     httpTimeout."""
     plan_ttl: float = _CORE.plan_ttl
     """Seconds a gang's plan holds capacity while its members have not all arrived."""
+    replacement_ttl: float = _CORE.replacement_ttl
+    """Seconds the capacity of a bound gang's members that went (deleted, evicted, failed) is
+    held for their replacements while the gang is below its minimum."""
     stage_ttl: float = _CORE.stage_ttl
     """Seconds a staged gang's plan (JobSet ``dependsOn``, LWS ``LeaderReady``) keeps holding
     a later stage's capacity once the earlier stage is released, while its operator creates
@@ -281,7 +284,7 @@ def _check(s: Settings) -> Sequence[str]:
     if not 0 < s.port < 65536:
         bad("port", f"must be between 1 and 65535, got {s.port}")
     out.extend(_check_surface(s))
-    for name in ("bind_timeout", "plan_ttl", "stage_ttl", "gate_bound"):
+    for name in ("bind_timeout", "plan_ttl", "replacement_ttl", "stage_ttl", "gate_bound"):
         value = getattr(s, name)
         if not math.isfinite(value) or value <= 0:
             bad(name, f"must be a positive duration, got {_shown(value)}")

@@ -13,6 +13,7 @@ from extender.server.durations import (
     parse_go_duration,
     parse_seconds,
 )
+from extender.server.service import core_settings
 from extender.server.settings import SettingsError, build_settings
 
 S = 1_000_000_000
@@ -120,3 +121,14 @@ def test_serve_flags_take_go_durations_and_name_the_flag_when_wrong(capsys) -> N
 def test_every_duration_flag_takes_a_go_duration(argv: list[str], dest: str,
                                                   seconds: float) -> None:
     assert getattr(build_parser().parse_args(argv), dest) == seconds
+
+
+def test_the_replacement_hold_is_set_by_flag_or_environment_and_reaches_the_session() -> None:
+    args = build_parser().parse_args(["serve", "--replacement-ttl", "90s"])
+    assert core_settings(settings_from(args, {})).replacement_ttl == 90.0
+    bare = build_parser().parse_args(["serve"])
+    assert core_settings(settings_from(bare, {"MUSTER_REPLACEMENT_TTL": "2m"})
+                         ).replacement_ttl == 120.0
+    with pytest.raises(SettingsError, match=r"--replacement-ttl / MUSTER_REPLACEMENT_TTL: must "
+                                            r"be a positive duration"):
+        build_settings({}, {"MUSTER_REPLACEMENT_TTL": "-1s"})
