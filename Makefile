@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast venv controlplane image-tools bench clean image chart-files
+.PHONY: demo test venv controlplane image-tools promtool bench clean image chart-files
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -19,6 +19,10 @@ venv: $(STAMP)
 controlplane:
 	bash tests/e2e/controlplane/build.sh
 
+# Prometheus's promtool, which the alert-rule tests run (cached under ~/.cache/muster).
+promtool:
+	bash tests/tools/promtool.sh
+
 # mmdebstrap, podman and runc from Debian's packages, installed when missing (root + apt-get).
 image-tools:
 	bash packaging/image/tools.sh
@@ -26,7 +30,7 @@ image-tools:
 demo: venv controlplane
 	$(BIN)/muster demo
 
-test: venv controlplane image-tools
+test: venv controlplane image-tools promtool
 	$(BIN)/python -m pytest
 
 # IMAGE=NAME to tag it otherwise (default localhost/muster:VERSION).

@@ -3,12 +3,9 @@ on the series a real Muster exports: a gang that never fits is scraped once a mi
 minutes (the app's clock moved by hand), and the alert is pending past the hour and firing five
 minutes later, on the leader's series, whatever the standby reports.
 
-promtool is Prometheus's; it is looked for on ``PATH`` and under ``~/.cache/muster/promtool/bin``;
-without it these tests are skipped, saying so. Built here from the Go module proxy (``go
-install ...@version`` refuses the module, whose go.mod has ``exclude`` directives): ``go mod
-download -json github.com/prometheus/prometheus@v0.307.3``, then in a writable copy of that
-directory ``go build -o ~/.cache/muster/promtool/bin/promtool ./cmd/promtool``; on 2 shared
-cores with ``-p 1`` about 25 minutes the first time.
+promtool is Prometheus's; it is looked for on ``PATH`` and under ``~/.cache/muster/promtool/bin``,
+where ``make test`` (``make promtool``, ``tests/tools/promtool.sh``) builds it from the Go module
+proxy; without it these tests fail, saying how to build it.
 """
 
 from __future__ import annotations
@@ -37,7 +34,8 @@ def promtool() -> str:
     found = shutil.which("promtool") or str(
         Path.home() / ".cache" / "muster" / "promtool" / "bin" / "promtool")
     if not os.access(found, os.X_OK):
-        pytest.skip("promtool is not installed (see this module's docstring)")
+        pytest.fail("promtool is not installed: `make promtool` (bash tests/tools/promtool.sh) "
+                    "builds it under ~/.cache/muster/promtool")
     return found
 
 
