@@ -5,8 +5,8 @@ The store calls :meth:`DeviceLowering.refresh` before it hands objects to the sn
 only then, and only when a DRA object changed since, is anything computed again. The costly part
 (matching devices against classes and selectors in CEL) is redone only when slices or classes
 change; a request signature not seen before is matched alone, and allocations move the free
-counts alone. A cluster without
-any DRA object pays nothing: nodes and pods pass through untouched.
+counts alone. A cluster without any DRA object pays nothing: nodes and pods pass through
+untouched.
 """
 
 from __future__ import annotations
