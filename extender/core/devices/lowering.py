@@ -43,6 +43,7 @@ from extender.core.devices.matching import (
 from extender.core.devices.requests import (
     ClaimSpec,
     DeviceClassInfo,
+    DeviceRequest,
     extended_classes,
     read_claim_spec,
     read_classes,
@@ -113,9 +114,10 @@ def signatures_of(claims: Iterable[Mapping[str, Any]],
     out: set[Signature] = set()
     for obj in claims:
         if not _allocation(obj):
-            out.update(r.signature for r in _spec(obj, "spec").requests)
+            out.update(s for r in _spec(obj, "spec").requests for s in r.signatures)
     for obj in templates:
-        out.update(r.signature for r in _spec(as_mapping(obj.get("spec")), "spec").requests)
+        out.update(s for r in _spec(as_mapping(obj.get("spec")), "spec").requests
+                   for s in r.signatures)
     return frozenset(out)
 
 
@@ -212,8 +214,7 @@ class DeviceView:
                 out[(UNCOUNTABLE_PREFIX + claim_spec)[:_NAME_MAX]] = MILLI
                 continue
             for request in claim_spec.requests:
-                self._charge(request.signature, request.count, request.all_devices,
-                             request.admin, out)
+                self._charge(self._first_published(request), out)
         return out
 
     def _claim_of(self, namespace: str, entry: Mapping[str, Any],
@@ -283,8 +284,19 @@ class DeviceView:
                 self._specs[key] = found
         return found.problem or found
 
-    def _charge(self, signature: Signature, count: int, all_devices: bool, admin: bool,
-                out: dict[str, int]) -> None:
+    def _first_published(self, request: DeviceRequest) -> DeviceRequest:
+        """Of a ``firstAvailable`` request's alternatives, the first the cluster publishes
+        devices for, counted as what the pod asks (the allocator takes an alternative only
+        where the earlier ones fail, and an alternative with no device anywhere always
+        fails); the first one when none has devices, so the reason names what was asked."""
+        for option in (request, *request.alternatives):
+            if self.catalog.matches.devices.get(option.signature):
+                return option
+        return request
+
+    def _charge(self, request: DeviceRequest, out: dict[str, int]) -> None:
+        signature, count = request.signature, request.count
+        all_devices, admin = request.all_devices, request.admin
         problem = self.catalog.matches.problems.get(signature)
         if problem is None and signature not in self.catalog.matches.charges:
             problem = f"DeviceClass {signature[0]}: its requests were not matched yet"

@@ -1,9 +1,9 @@
 """What pods ask of DRA: DeviceClasses, and the device requests of claims and templates.
 
 A request names a DeviceClass, optional CEL selectors, an allocation mode and a count
-(``resource.k8s.io/v1`` ``ExactDeviceRequest``). ``firstAvailable`` lists alternatives; Muster
-counts the first one (the one kube-scheduler prefers), so a gang waits rather than being planned
-on an alternative the allocator might not take.
+(``resource.k8s.io/v1`` ``ExactDeviceRequest``). ``firstAvailable`` lists alternatives in the
+order the allocator tries them; all are read, and :mod:`~extender.core.devices.lowering` charges
+the first one the cluster publishes devices for.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ from extender.core.model.resources import DEVICE_CLASS_PREFIX as IMPLICIT_PREFIX
 MAX_COUNT = 32
 """A claim allocates at most 32 devices in all (``resource.k8s.io/v1`` validation)."""
 MAX_REQUESTS = 32
+MAX_SUBREQUESTS = 8
+"""``firstAvailable`` holds at most 8 alternatives (``resource.k8s.io/v1`` validation)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,10 +46,17 @@ class DeviceRequest:
     match_attribute: str = ""
     """A claim constraint's ``matchAttribute`` naming this request: all its devices share the
     attribute's value (one NVLink clique, one PCIe root)."""
+    alternatives: tuple[DeviceRequest, ...] = ()
+    """``firstAvailable``'s later subrequests, in order (this request is the first)."""
 
     @property
     def signature(self) -> tuple[str, tuple[str, ...], str]:
         return self.device_class, self.selectors, self.match_attribute
+
+    @property
+    def signatures(self) -> tuple[tuple[str, tuple[str, ...], str], ...]:
+        """This request's signature and its alternatives', in the allocator's order."""
+        return (self.signature, *(a.signature for a in self.alternatives))
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,20 +121,14 @@ def read_claim_spec(spec: Mapping[str, Any], where: str) -> ClaimSpec:
         return ClaimSpec(problem=f"{where}: spec.devices.requests has {len(raw)} entries "
                                  f"(at most {MAX_REQUESTS})")
     out: list[DeviceRequest] = []
+    subnames: list[tuple[str, ...]] = []
     for index, entry in enumerate(raw):
         path = f"{where}: spec.devices.requests[{index}]"
-        request = as_mapping(entry)
-        exact = request.get("exactly")
-        if not isinstance(exact, Mapping):
-            alternatives = request.get("firstAvailable")
-            if isinstance(alternatives, list) and alternatives:
-                exact, path = as_mapping(alternatives[0]), f"{path}.firstAvailable[0]"
-            else:
-                return ClaimSpec(problem=f"{path}: neither exactly nor firstAvailable is set")
-        read = _exact(exact, path)
+        read = _request(as_mapping(entry), path)
         if isinstance(read, str):
             return ClaimSpec(problem=read)
-        out.append(read)
+        out.append(read[0])
+        subnames.append(read[1])
     if sum(r.count for r in out if not r.all_devices) > MAX_COUNT:
         return ClaimSpec(problem=f"{where}: asks more than {MAX_COUNT} devices in all "
                                  "(the API's limit for one claim)")
@@ -135,10 +138,49 @@ def read_claim_spec(spec: Mapping[str, Any], where: str) -> ClaimSpec:
         if not isinstance(attribute, str) or not attribute:
             continue  # distinctAttribute: not counted (docs/dra.md)
         named = constraint.get("requests")
-        wanted = set(named) if isinstance(named, list) and named else set(names)
-        out = [replace(r, match_attribute=r.match_attribute or attribute)
-               if name in wanted else r for name, r in zip(names, out, strict=True)]
+        wanted = ({str(n) for n in named} if isinstance(named, list) and named
+                  else set(names))
+        out = [_constrained(r, name, subs, wanted, attribute)
+               for name, subs, r in zip(names, subnames, out, strict=True)]
     return ClaimSpec(requests=tuple(out))
+
+
+def _request(request: Mapping[str, Any],
+             path: str) -> tuple[DeviceRequest, tuple[str, ...]] | str:
+    """One entry of ``spec.devices.requests``, with its subrequests' names (``()`` for an
+    ``exactly`` request)."""
+    exact = request.get("exactly")
+    if isinstance(exact, Mapping):
+        single = _exact(exact, path)
+        return single if isinstance(single, str) else (single, ())
+    alternatives = request.get("firstAvailable")
+    if not isinstance(alternatives, list) or not alternatives:
+        return f"{path}: neither exactly nor firstAvailable is set"
+    if len(alternatives) > MAX_SUBREQUESTS:
+        return (f"{path}.firstAvailable has {len(alternatives)} entries "
+                f"(at most {MAX_SUBREQUESTS})")
+    read: list[DeviceRequest] = []
+    for index, raw in enumerate(alternatives):
+        one = _exact(as_mapping(raw), f"{path}.firstAvailable[{index}]")
+        if isinstance(one, str):
+            return one
+        read.append(one)
+    names = tuple(str(as_mapping(a).get("name") or "") for a in alternatives)
+    return replace(read[0], alternatives=tuple(read[1:])), names
+
+
+def _constrained(request: DeviceRequest, name: str, subnames: tuple[str, ...],
+                 wanted: set[str], attribute: str) -> DeviceRequest:
+    """``request`` with a constraint's ``matchAttribute`` where the constraint names it: the
+    request by its name (every alternative), or one alternative as ``request/subrequest``."""
+    def one(r: DeviceRequest, sub: str) -> DeviceRequest:
+        applies = name in wanted or (sub and f"{name}/{sub}" in wanted)
+        return replace(r, match_attribute=r.match_attribute or attribute) if applies else r
+    if not subnames:
+        return one(request, "")
+    first = one(replace(request, alternatives=()), subnames[0])
+    rest = tuple(one(a, sub) for a, sub in zip(request.alternatives, subnames[1:], strict=True))
+    return replace(first, alternatives=rest)
 
 
 def _constraints(raw: object) -> list[Mapping[str, Any]]:

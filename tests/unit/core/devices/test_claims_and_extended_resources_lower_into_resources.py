@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from extender.core.devices.lowering import DeviceCatalog, DeviceView, signatures_of
+from extender.core.devices.matching import resource_name
 from extender.core.model.objects import DEVICE_SUPPLY, node_from_api, pod_from_api
 from extender.core.model.podspec import DEVICE_DEMAND
 from extender.core.model.resources import UNCOUNTABLE_PREFIX, Resources
@@ -202,3 +203,59 @@ def test_a_full_gpu_charges_only_the_partitions_its_counters_could_hold() -> Non
     demand = Resources(v.pod_demand(claim_pod("w", template_name="gpus")))
     assert demand == Resources({CLASS: 2000, mig: 14000})
     assert demand.fits_in(supply)
+
+
+def _first_available(*alternatives: tuple[str, int, str]) -> dict[str, Any]:
+    """A template whose one request lists ``(name, count, productName prefix)`` alternatives."""
+    out = template()
+    out["spec"]["spec"]["devices"]["requests"] = [{"name": "gpus", "firstAvailable": [
+        {"name": name, "deviceClassName": "gpu.nvidia.com", "count": count, "selectors": [
+            {"cel": {"expression": "device.attributes['gpu.nvidia.com'].productName"
+                                   f".startsWith('{product}')"}}]}
+        for name, count, product in alternatives]}]
+    return out
+
+
+def test_first_available_counts_the_first_alternative_the_cluster_has_devices_for() -> None:
+    prefer_h100 = _first_available(("h100", 8, "NVIDIA H100"), ("a100", 4, "NVIDIA A100"))
+    a100_only = resource_slice("n1", [gpu(i, product="NVIDIA A100") for i in range(8)])
+    v = view(slices=[a100_only], templates=[prefer_h100])
+    demand = v.pod_demand(claim_pod("w", template_name="gpus"))
+    # No H100 anywhere: the allocator always falls through to the A100s, and so does Muster,
+    # rather than leaving the gang waiting for devices that do not exist.
+    assert not any(k.startswith(UNCOUNTABLE_PREFIX) for k in demand)
+    (narrowed,) = [k for k in demand if "#" in k]
+    assert demand[narrowed] == 4000
+    assert Resources(demand).fits_in(Resources(v.node_supply("n1", {})))
+    # With H100s published, the first alternative is what the pod asks.
+    with_h100 = view(slices=[a100_only, gpu_node_slice("n2")], templates=[prefer_h100])
+    first = with_h100.pod_demand(claim_pod("w", template_name="gpus"))
+    assert sorted(first.values()) == [8000, 8000]
+    assert not Resources(first).fits_in(Resources(with_h100.node_supply("n1", {})))
+    assert Resources(first).fits_in(Resources(with_h100.node_supply("n2", {})))
+
+
+def test_first_available_with_no_alternative_published_waits_naming_the_first() -> None:
+    v = view(slices=[gpu_node_slice("n1")],
+             templates=[_first_available(("b200", 8, "NVIDIA B200"), ("gb", 8, "NVIDIA GB"))])
+    demand = v.pod_demand(claim_pod("w", template_name="gpus"))
+    assert not Resources(demand).fits_in(Resources(v.node_supply("n1", {})))
+    b200 = ("gpu.nvidia.com",
+            ("device.attributes['gpu.nvidia.com'].productName.startsWith('NVIDIA B200')",), "")
+    assert demand == {resource_name(b200): 8000}  # the first alternative: what a reason names
+
+
+def test_a_constraint_naming_one_alternative_binds_only_that_one() -> None:
+    two_cliques = resource_slice("n1", [gpu(i, product="NVIDIA A100",
+                                            clique="c0" if i < 4 else "c1") for i in range(8)])
+    spec = _first_available(("h100", 8, "NVIDIA H100"), ("a100", 8, "NVIDIA A100"))
+    spec["spec"]["spec"]["devices"]["constraints"] = [
+        {"requests": ["gpus/a100"], "matchAttribute": "gpu.nvidia.com/cliqueID"}]
+    v = view(slices=[two_cliques], templates=[spec])
+    # Eight A100s on one clique are asked; the node has two cliques of four.
+    demand = v.pod_demand(claim_pod("w", template_name="gpus"))
+    assert not Resources(demand).fits_in(Resources(v.node_supply("n1", {})))
+    unconstrained = _first_available(("h100", 8, "NVIDIA H100"), ("a100", 8, "NVIDIA A100"))
+    loose = view(slices=[two_cliques], templates=[unconstrained])
+    assert Resources(loose.pod_demand(claim_pod("w", template_name="gpus"))).fits_in(
+        Resources(loose.node_supply("n1", {})))
