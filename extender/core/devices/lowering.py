@@ -19,8 +19,8 @@ Every capacity check in Muster works on :class:`~extender.core.model.resources.R
 A pod's extended-resource request (``nvidia.com/gpu: 8`` served by DRA) stays in its container
 requests; the hidden claim kube-scheduler allocates for it is therefore not subtracted again
 while its pod exists. What cannot be counted (a missing class or claim, a selector that does not
-evaluate, ``allocationMode: All``) becomes a demand no node supplies, named by the problem, so
-the gang waits saying why.
+evaluate, ``allocationMode: All`` matching no device) becomes a demand no node supplies, named
+by the problem, so the gang waits saying why.
 """
 
 from __future__ import annotations
@@ -97,6 +97,15 @@ class DeviceCatalog:
         return cls(inventory=inventory, classes=known,
                    matches=match_devices(inventory, known, wanted, previous=previous),
                    extended=extended_classes(known), wanted=wanted)
+
+    @functools.cached_property
+    def largest_node_counts(self) -> dict[Signature, int]:
+        """Per signature, the most devices it matches on one node: what ``allocationMode:
+        All`` takes there. Counted as that many everywhere, so an All pod fits only a node
+        whose every matching device is free and whose count is the largest (a node with fewer
+        is left unused: never promised more than it has)."""
+        return {signature: max((len(d) for d in nodes.values()), default=0)
+                for signature, nodes in self.matches.devices.items()}
 
     def covers(self, signatures: Iterable[Signature]) -> bool:
         """Whether every one of ``signatures`` is matched already."""
@@ -301,7 +310,9 @@ class DeviceView:
         if problem is None and signature not in self.catalog.matches.charges:
             problem = f"DeviceClass {signature[0]}: its requests were not matched yet"
         if problem is None and all_devices:
-            problem = f"DeviceClass {signature[0]}: allocationMode All is not counted yet"
+            count = self.catalog.largest_node_counts.get(signature, 0)
+            if not count:
+                problem = f"DeviceClass {signature[0]}: allocationMode All matches no device"
         if problem is not None:
             # The devices still count as asked (describe's totals), and no node offers the
             # problem: the gang waits, and its reason names the problem.

@@ -259,3 +259,22 @@ def test_a_constraint_naming_one_alternative_binds_only_that_one() -> None:
     loose = view(slices=[two_cliques], templates=[unconstrained])
     assert Resources(loose.pod_demand(claim_pod("w", template_name="gpus"))).fits_in(
         Resources(loose.node_supply("n1", {})))
+
+
+def test_allocation_mode_all_takes_every_matching_device_of_a_node_whose_all_are_free() -> None:
+    every = template()
+    every["spec"]["spec"]["devices"]["requests"] = [
+        {"name": "gpus", "exactly": {"deviceClassName": "gpu.nvidia.com",
+                                     "allocationMode": "All"}}]
+    one_taken = claim("other", count=1, allocated=[("n2", "gpu-0")])
+    v = view(slices=[gpu_node_slice("n1"), gpu_node_slice("n2"), gpu_node_slice("n3", gpus=4)],
+             templates=[every], claims=[one_taken])
+    demand = Resources(v.pod_demand(claim_pod("w", template_name="gpus")))
+    assert demand == Resources({CLASS: 8000})
+    assert demand.fits_in(Resources(v.node_supply("n1", {})))
+    # The allocator refuses All on a node with one of its devices allocated...
+    assert not demand.fits_in(Resources(v.node_supply("n2", {})))
+    # ...and a node with fewer devices is not promised eight (left unused: never overcounted).
+    assert not demand.fits_in(Resources(v.node_supply("n3", {})))
+    # Two such pods never share one node.
+    assert not (demand + demand).fits_in(Resources(v.node_supply("n1", {})))
