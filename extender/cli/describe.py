@@ -8,7 +8,7 @@
     muster describe jobset/llama --muster-url https://127.0.0.1:8443 --certificate-authority
         ca.crt --client-certificate client.crt --client-key client.key   # its mutual-TLS port
 
-Each gang's state (waiting, planned, admitted, bound), the last reason, who holds what it
+Each gang's state (Waiting, Planned, Admitted, Bound), the last reason, who holds what it
 needs, and the recent events on the workload and its pods: from the gang's Gang object
 (gangs.muster.dev) first, then, with --muster-url (or $MUSTER_URL), Muster's /inspect/gangs,
 then the events Muster writes on the workload.

@@ -20,18 +20,14 @@ from extender.cli.listing import SortBy, age_of, resource_name
 from extender.cli.livefind import namespace_of
 from extender.cli.render import console, emit_data, table
 from extender.cli.workloads import cluster_error, connection
-from extender.core.gang.lifecycle import GangState
 from extender.kube.client import Connection, KubeError, ResourceType
-from extender.server.gangobjects import API_VERSION, KIND, OBJECT_STATES
+from extender.server.gangobjects import API_VERSION, KIND
 
 GROUP, _, VERSION = API_VERSION.partition("/")
 GANGS = ResourceType(group=GROUP, version=VERSION, kind=KIND, plural="gangs", namespaced=True,
                      short_names=("mg",))
 GANG_TYPES = frozenset({"gang", "gangs", "mg", "gang.muster.dev", "gangs.muster.dev"})
 """What ``muster get`` takes as the Gang objects' type, as kubectl takes it."""
-VIEW_STATE: Mapping[str, GangState] = {word: GangState(state)
-                                       for state, word in OBJECT_STATES.items()}
-"""A Gang object's ``status.state`` as the gang state it spells."""
 
 
 def list_gang_objects(conn: Connection, namespace: str | None,
@@ -62,11 +58,10 @@ def read_gang_objects(conn: Connection, namespace: str | None,
 
 
 def object_state(obj: Mapping[str, Any]) -> str:
-    """The gang state a Gang object says, spelled as every other view (``waiting``)."""
+    """The gang state a Gang object says (``Waiting``): Muster writes it as every view
+    spells it (:func:`~extender.server.gangobjects.state_word`)."""
     status = obj.get("status") or {}
-    word = str(status.get("state") or "")
-    state = VIEW_STATE.get(word)
-    return state.value if state is not None else word.lower()
+    return str(status.get("state") or "")
 
 
 def object_name(obj: Mapping[str, Any]) -> str:
@@ -76,7 +71,7 @@ def object_name(obj: Mapping[str, Any]) -> str:
 
 def get_gangs(args: argparse.Namespace, name: str | None) -> int:
     """``muster get gangs``: the Gang objects of a namespace (or all), as ``kubectl get gangs``
-    lists them, each state spelled as every other view of Muster spells it."""
+    lists them."""
     conn = connection(args)
     namespace = None if args.all_namespaces else namespace_of(args)
     try:

@@ -1,9 +1,10 @@
 """What ``describe`` says about a workload's gangs: "why is my job pending?".
 
-Per gang: its state (a :class:`~extender.core.gang.lifecycle.GangState` value: ``waiting``,
-``planned``, ``admitted``, ``bound``, ``finished``; :data:`PENDING` or :data:`UNKNOWN` when
-Muster said nothing of it), the last reason, who holds what it needs, how many members are
-bound; and the recent events on the workload and its pods. Four sources, best first:
+Per gang: its state (a :class:`~extender.core.gang.lifecycle.GangState` as every view spells
+it, :func:`~extender.server.gangobjects.state_word`: ``Waiting``, ``Planned``, ``Admitted``,
+``Bound``, ``Finished``; :data:`PENDING` or :data:`UNKNOWN` when Muster said nothing of it),
+the last reason, who holds what it needs, how many members are bound; and the recent events
+on the workload and its pods. Four sources, best first:
 
 - the gang's Gang object (``gangs.muster.dev``), which Muster rewrites at each change of the
   gang's state: the state, the reason and the holders as text (structured, from
@@ -39,6 +40,7 @@ from extender.core.model.objects import timestamp
 from extender.core.model.values import Gang
 from extender.kube.client import KubeError
 from extender.sandbox.sandbox import Sandbox, SandboxSpec
+from extender.server.gangobjects import state_word
 
 PODS_READ = 8
 """Pods whose events are read (one request each)."""
@@ -47,9 +49,9 @@ INSPECT_TIMEOUT = 2.0
 INSPECT_LIMIT = 16 * 1024 * 1024
 """Bytes of ``/inspect/gangs`` read at most (a few thousand gangs)."""
 
-PENDING = "pending"
+PENDING = "Pending"
 """The state shown in file mode for a gang not bound: nothing more is known."""
-UNKNOWN = "unknown"
+UNKNOWN = "Unknown"
 """The state shown live for a gang Muster said nothing about (no member seen yet, or
 another scheduler name)."""
 
@@ -189,14 +191,14 @@ def gang_answers(found: Found, *, events: Sequence[Mapping[str, Any]] | None,
                                   [h for h in held.split("; ") if h]),
                           source="object")
         elif live is not None:
-            answer.update(state=str(live.get("state") or ""),
+            answer.update(state=state_word(str(live.get("state") or "")),
                           reason=str(live.get("lastReason") or ""),
                           heldBy=list(live.get("heldBy") or []), source="muster")
         elif told is not None:
-            answer.update(state=STATE_AFTER_EVENT[str(told["reason"])].value,
+            answer.update(state=state_word(STATE_AFTER_EVENT[str(told["reason"])]),
                           reason=str(told.get("message") or ""), source="events")
         if bound >= gang.min_member:
-            answer["state"] = GangState.BOUND.value
+            answer["state"] = state_word(GangState.BOUND)
         elif not answer["state"]:
             # No word from Muster: from a file nothing more is known; live, Muster has not
             # seen a member of this gang yet (or serves another scheduler name).

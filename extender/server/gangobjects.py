@@ -17,18 +17,25 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from extender.core.gang.lifecycle import GangState
+from extender.core.gang.lifecycle import VIEW_STATES, GangState
 from extender.core.model.snapshot import ClusterSnapshot
 
 API_VERSION = "muster.dev/v1alpha1"
 KIND = "Gang"
 MAX_NAME = 253
-OBJECT_STATES: Mapping[str, str] = {
-    GangState.WAITING: "Waiting", GangState.PLANNED: "Planned", GangState.BOUND: "Bound",
-    GangState.FINISHED: "Finished"}
+_BAD = re.compile(r"[^a-z0-9.-]+")
+
+
+def state_word(state: str) -> str:
+    """A gang state as every view a person reads spells it (the Gang object, ``muster get``
+    and ``describe``), CamelCase as Kubernetes spells phases: ``waiting`` -> ``Waiting``,
+    ``at_barrier`` -> ``AtBarrier``."""
+    return "".join(part.capitalize() for part in state.split("_"))
+
+
+OBJECT_STATES: Mapping[str, str] = {state: state_word(state) for state in VIEW_STATES}
 """A gang view's state (:data:`~extender.core.gang.lifecycle.VIEW_STATES`) as the Gang
 object's ``status.state`` says it (the CRD's enum)."""
-_BAD = re.compile(r"[^a-z0-9.-]+")
 
 
 def object_name(kind: str, gang_key: str) -> str:
@@ -72,7 +79,7 @@ def gang_objects(views: Sequence[Mapping[str, Any]], snapshot: ClusterSnapshot,
             "apiVersion": API_VERSION, "kind": KIND, "metadata": meta,
             "status": {
                 "gang": gang.key, "workload": ref.key,
-                "state": OBJECT_STATES.get(str(view["state"]), "Waiting"),
+                "state": OBJECT_STATES.get(str(view["state"]), state_word(GangState.WAITING)),
                 "minMember": int(view["minMember"]), "pods": int(view["pods"]),
                 "bound": int(view["bound"]), "heldAtBind": int(view["heldAtBind"]),
                 "reason": str(view.get("lastReason") or "")[:4096],

@@ -64,7 +64,7 @@ def test_describe_shows_the_live_tree_with_pods_nodes_and_gpus(
     assert {k: gang[k] for k in ("name", "minMember", "pods", "gpus", "roles")} == {
         "name": f"{namespace}/story", "minMember": 3, "pods": 3, "gpus": 12,
         "roles": {"leader": 1, "workers": 2}}
-    assert (gang["state"], gang["bound"]) == ("bound", 3)
+    assert (gang["state"], gang["bound"]) == ("Bound", 3)
     assert "GangAdmitted" in [e["reason"] for e in data["events"]]
     assert data["totals"]["observedPods"] == 3 and data["totals"]["gpus"] == 12
     observed = [p for r in data["roles"] for p in r["observed"]]
@@ -121,7 +121,7 @@ def test_a_waiting_jobset_says_why_on_itself_in_kubectl_and_muster_describe(
                              "--muster-url", str(info.muster_url))
     assert code == 0, err
     # The Gang object first, Muster's own view when the object is not written yet.
-    assert re.search(r"^  state: waiting \(0 of minimum 3 bound; from (its Gang object|Muster)\)$",
+    assert re.search(r"^  state: Waiting \(0 of minimum 3 bound; from (its Gang object|Muster)\)$",
                      out, re.MULTILINE), out
     assert f"  reason: gang {namespace}/waits: " in out
     assert "GangWaiting" in out and "jobset/waits" in out

@@ -63,7 +63,7 @@ def test_the_last_gang_event_on_the_workload_gives_state_and_reason(tmp_path: Pa
               _event("JobSet", "story", "GangWaiting", WAITING, 30, type_="Warning"),
               _event("Pod", "story-workers-0-1", "GangAdmitted", "not about the workload", 10)]
     [answer] = gang_answers(found, events=events, inspected=None)
-    assert answer == {"gang": "ml/story", "bound": 0, "minMember": 3, "state": "waiting",
+    assert answer == {"gang": "ml/story", "bound": 0, "minMember": 3, "state": "Waiting",
                       "reason": WAITING, "heldBy": [], "source": "events"}
 
 
@@ -75,7 +75,7 @@ def test_events_about_another_gang_of_the_workload_are_not_its_own(tmp_path: Pat
                      "binding all members", 5),
               _event("JobSet", "story", "GangWaiting", WAITING, 20, type_="Warning")]
     answers = {a["gang"]: a["state"] for a in gang_answers(two, events=events, inspected=None)}
-    assert answers == {"ml/story": "waiting", "ml/story-1": "admitted"}
+    assert answers == {"ml/story": "Waiting", "ml/story-1": "Admitted"}
 
 
 def test_musters_own_view_wins_and_names_the_holder(tmp_path: Path, capsys) -> None:
@@ -88,7 +88,7 @@ def test_musters_own_view_wins_and_names_the_holder(tmp_path: Path, capsys) -> N
     show([found], "table", [{"age": "5m", "gangStates": [answer], "events": []}])
     out = capsys.readouterr().out
     assert "age: 5m" in out
-    assert "  state: waiting (0 of minimum 3 bound; from Muster)" in out
+    assert "  state: Waiting (0 of minimum 3 bound; from Muster)" in out
     assert f"  reason: {WAITING}" in out
     assert "  held by: gang ml/other's plan: 8 GPUs on node-2" in out
     assert "Events: <none>" in out
@@ -97,20 +97,20 @@ def test_musters_own_view_wins_and_names_the_holder(tmp_path: Path, capsys) -> N
 def test_a_gang_with_its_minimum_bound_is_bound_whatever_the_last_event(tmp_path) -> None:
     found = _story(tmp_path, pods=True)  # two of its three pods are bound
     [answer] = gang_answers(found, events=None, inspected=None)
-    assert (answer["state"], answer["source"], answer["bound"]) == ("pending", "pods", 2)
+    assert (answer["state"], answer["source"], answer["bound"]) == ("Pending", "pods", 2)
     gang = found.tree.gangs[0]
     elastic = replace(gang, members=tuple(replace(m, min_count=1) for m in gang.members))
     two = replace(found, tree=replace(found.tree, gangs=(elastic,)))
     waiting = [_event("JobSet", "story", "GangWaiting", WAITING, 20, type_="Warning")]
     [answer] = gang_answers(two, events=waiting, inspected=None)
-    assert (answer["state"], answer["bound"], answer["minMember"]) == ("bound", 2, 2)
+    assert (answer["state"], answer["bound"], answer["minMember"]) == ("Bound", 2, 2)
 
 
 def test_file_mode_says_what_a_file_can_tell_and_prints_no_events(capsys, tmp_path) -> None:
     path = tmp_path / "story.yaml"
     path.write_text((DATA / "story-jobset.yaml").read_text())
     ran = muster(capsys, "describe", "-f", path)
-    assert "  state: pending (0 of minimum 3 bound; from its pods)" in ran.out
+    assert "  state: Pending (0 of minimum 3 bound; from its pods)" in ran.out
     assert "Events" not in ran.out  # a file holds no events; "<none>" would be a claim
 
 

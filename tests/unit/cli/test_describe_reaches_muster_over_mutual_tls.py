@@ -100,5 +100,5 @@ def test_describe_takes_the_tls_flags_for_its_muster_url(capsys, tmp_path: Path,
                      "--client-key", certs / "scheduler.key")
     assert ran.code == 0, ran.err
     [gang] = ran.json()["gangs"]
-    assert (gang["state"], gang["source"], gang["reason"]) == ("planned", "muster",
+    assert (gang["state"], gang["source"], gang["reason"]) == ("Planned", "muster",
                                                                "planned on n1")

@@ -29,7 +29,7 @@ def test_story_jobset_is_one_workload_of_two_roles_three_pods_12_gpus_one_gang_o
                               "stages": [{"stage": 0, "roles": ["leader"], "minimum": 1},
                                          {"stage": 1, "roles": ["workers"], "minimum": 2}],
                               # From a file without pods, all that is known of its state:
-                              "state": "pending", "bound": 0, "reason": "", "heldBy": [],
+                              "state": "Pending", "bound": 0, "reason": "", "heldBy": [],
                               "source": "pods"}]
     assert data["totals"]["pods"] == 3 and data["totals"]["gpus"] == 12
     assert (data["totals"]["cpu"], data["totals"]["memory"]) == ("24", "96Gi")

@@ -46,7 +46,7 @@ def test_get_shows_each_workloads_gang_object_and_its_state(capsys, tmp_path: Pa
     header, line = (row.split() for row in ran.out.strip().splitlines())
     assert header[header.index("GANG"):header.index("GANG") + 2] == ["GANG", "STATE"]
     at = header.index("GANG") + 2  # "GANGS" is two words in the row: "1 (min 3)"
-    assert line[at:at + 2] == ["jobset-story", "waiting"]
+    assert line[at:at + 2] == ["jobset-story", "Waiting"]
 
 
 def test_get_leaves_the_gang_columns_out_where_the_cluster_has_no_gangs(capsys,
@@ -66,7 +66,7 @@ def test_describe_reads_the_gang_object_first(capsys, tmp_path: Path) -> None:
                      api.kubeconfig(tmp_path), "--muster-url", "http://127.0.0.1:9")
     assert ran.code == 0, ran.err
     [gang] = ran.json()["gangs"]
-    assert (gang["state"], gang["source"], gang["reason"]) == ("waiting", "object", REASON)
+    assert (gang["state"], gang["source"], gang["reason"]) == ("Waiting", "object", REASON)
     assert gang["heldBy"] == ["8 GPUs on node-2 for ml/other (plan)"]
     assert "Gang objects and events only" in ran.err  # Muster unreachable: said, not fatal
 

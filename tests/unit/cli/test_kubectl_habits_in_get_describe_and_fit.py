@@ -99,8 +99,8 @@ def test_get_gangs_lists_the_gang_objects_with_one_spelling_of_each_state(capsys
     lines = [line.split() for line in ran.out.strip().splitlines()]
     assert lines[0] == ["NAMESPACE", "NAME", "WORKLOAD", "STATE", "BOUND/MIN", "AGE"]
     assert [line[:5] for line in lines[1:]] == [
-        ["ml", "jobset-done", "JobSet/ml/done", "bound", "3/3"],
-        ["ml", "jobset-story", "JobSet/ml/story", "waiting", "0/3"]]
+        ["ml", "jobset-done", "JobSet/ml/done", "Bound", "3/3"],
+        ["ml", "jobset-story", "JobSet/ml/story", "Waiting", "0/3"]]
     listed = muster(capsys, "get", "mg", "jobset-story", "-A", "-o", "json").json()
     assert (listed["apiVersion"], listed["kind"], listed["metadata"]["name"]) == (
         "muster.dev/v1alpha1", "Gang", "jobset-story")
