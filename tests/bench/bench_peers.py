@@ -102,6 +102,7 @@ from tests.bench.peer_compare import (
     api_latency,
     api_requests,
     api_time,
+    claims_never_made,
     event_reasons,
     latency_note,
     ratios,
@@ -631,6 +632,11 @@ def _observe(box: Sandbox, label: str, mix: list[dict[str, Any]], spec: MixSpec,
     events = conn.request("GET", f"/api/v1/namespaces/{NAMESPACE}/events").get("items", [])
     result.notes.append(f"events by writer and reason ({len(events)}): "
                         + event_reasons(events))
+    if spec.gpu_model == "dra-claims":
+        pods = conn.request("GET", f"/api/v1/namespaces/{NAMESPACE}/pods").get("items", [])
+        unmade = claims_never_made(pods)
+        if unmade:
+            result.notes.append(unmade)
     if mode is SchedulerMode.MUSTER:
         result.notes += muster_notes(box)
     if options.probe:

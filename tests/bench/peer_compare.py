@@ -14,6 +14,8 @@ kube-scheduler alone from the same run, Muster's verb latencies, and the CPU hog
   each mutating webhook's call during it (``apiserver_request_duration_seconds``,
   ``apiserver_admission_webhook_admission_duration_seconds``): what gating costs the pods'
   creators.
+* :func:`claims_never_made`: unbound pods whose claims were never made from their
+  templates, which kube-scheduler therefore never tried: a zero with a cause.
 * :class:`CpuHog`: a bounded busy process pinned to one core for a mode's measured window
   (it exits by itself after ``limit`` seconds even if the bench dies).
 """
@@ -274,6 +276,29 @@ def event_reasons(events: Sequence[Mapping[str, Any]], *, top: int = 10) -> str:
         counts[key] = counts.get(key, 0) + 1
     ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:top]
     return ", ".join(f"{key} {n}" for key, n in ranked)
+
+
+def claims_never_made(pods: Sequence[Mapping[str, Any]]) -> str | None:
+    """A note on the unbound pods that take a claim from a template with no claim made for it
+    yet (its entry missing from ``status.resourceClaimStatuses``): kube-scheduler keeps such a
+    pod out of its queue (DynamicResources' PreEnqueue), so none of them was ever tried.
+    ``None`` when there is none. kube-controller-manager's resourceclaim-controller makes the
+    claims; its log says why it did not."""
+    waiting = in_groups = 0
+    for pod in pods:
+        spec, status = pod.get("spec") or {}, pod.get("status") or {}
+        if spec.get("nodeName"):
+            continue
+        made = {s.get("name") for s in status.get("resourceClaimStatuses") or []}
+        if any(c.get("resourceClaimTemplateName") and c.get("name") not in made
+               for c in spec.get("resourceClaims") or []):
+            waiting += 1
+            in_groups += bool((spec.get("schedulingGroup") or {}).get("podGroupName"))
+    if not waiting:
+        return None
+    return (f"NOT TRIED: {waiting} pods ({in_groups} in a PodGroup) have no ResourceClaim made "
+            "from their template, so kube-scheduler never tried them; see why in "
+            "kube-controller-manager.log")
 
 
 def latency_note(latency: Mapping[str, Latency]) -> str:
