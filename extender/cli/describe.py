@@ -110,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
             objects, trouble = None, str(err)
         if trouble:
             print(f"warning: {trouble}", file=sys.stderr)
-        url = args.muster_url or sandbox_muster(conn.server)
+        url = args.muster_url or sandbox_muster(conn.server, args.kubeconfig)
         if url:
             inspected, problem = read_inspect(url, tls=tls)
             if problem:

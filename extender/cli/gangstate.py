@@ -10,8 +10,8 @@ on the workload and its pods. Four sources, best first:
   gang's state: the state, the reason and the holders as text (structured, from
   ``/inspect/gangs``, when that answers too);
 - Muster's ``/inspect/gangs`` (``--muster-url``, ``$MUSTER_URL``, or the running sandbox's
-  Muster when the cluster is the sandbox), when reachable: the state and holders as Muster's
-  session has them now;
+  Muster when the cluster is the sandbox, found by :func:`sandbox_dirs`), when reachable: the
+  state and holders as Muster's session has them now;
 - the events Muster writes on the workload (``GangWaiting`` with the reason, ``GangPlanned``,
   ``GangAdmitted``, ``GangBindTimeout``...; each message starts ``gang NAMESPACE/NAME``);
 - in file mode, only the file's pods: bound or not.
@@ -22,11 +22,13 @@ unbound first), and the last :data:`EVENTS_SHOWN` of them shown.
 
 from __future__ import annotations
 
+import os
 import ssl
 import urllib.error
 import urllib.request
 from collections.abc import Mapping, Sequence
 from datetime import datetime
+from pathlib import Path
 from typing import Any, Protocol
 
 import orjson
@@ -39,7 +41,7 @@ from extender.core.gang.lifecycle import STATE_AFTER_EVENT, GangState
 from extender.core.model.objects import timestamp
 from extender.core.model.values import Gang
 from extender.kube.client import KubeError
-from extender.sandbox.sandbox import Sandbox, SandboxSpec
+from extender.sandbox.sandbox import Sandbox, SandboxSpec, default_dir
 from extender.server.gangobjects import state_word
 
 PODS_READ = 8
@@ -96,16 +98,31 @@ def read_events(conn: Requester, found: Found) -> tuple[list[dict[str, Any]], li
     return sorted(events, key=_when), []
 
 
-def sandbox_muster(server: str) -> str | None:
-    """The Muster of the running ``muster sandbox`` whose API server is ``server``, if that is
-    the cluster: there its ``/inspect/gangs`` is on loopback, with no certificate to give."""
-    try:
-        info = Sandbox(SandboxSpec(), say=lambda _m: None).info()
-    except (OSError, ValueError, TypeError):  # a damaged sandbox.json: not this cluster's
-        return None
-    if info is None or info.server != server.rstrip("/") or "muster" not in info.processes:
-        return None
-    return info.muster_url
+def sandbox_dirs(kubeconfig: str | None) -> list[Path]:
+    """Where a running ``muster sandbox`` may keep its ``sandbox.json``, best first: beside the
+    kubeconfig in use (``--kubeconfig``, else the first file of ``$KUBECONFIG``: the sandbox
+    writes its kubeconfig into its ``--dir`` and says to export it), then
+    ``$MUSTER_SANDBOX_DIR``, else the default directory."""
+    path = kubeconfig or os.environ.get("KUBECONFIG", "").split(os.pathsep)[0]
+    beside = [Path(path).expanduser().parent] if path else []
+    return list(dict.fromkeys([*beside, default_dir()]))
+
+
+def sandbox_muster(server: str, kubeconfig: str | None = None) -> str | None:
+    """The Muster of the running ``muster sandbox`` whose API server is ``server``, found in
+    :func:`sandbox_dirs`, if that is the cluster: there its ``/inspect/gangs`` is on loopback,
+    with no certificate to give."""
+    for directory in sandbox_dirs(kubeconfig):
+        if not (directory / "sandbox.json").is_file():
+            continue
+        try:
+            info = Sandbox(SandboxSpec(directory=directory), say=lambda _m: None).info()
+        except (OSError, ValueError, TypeError):  # a damaged sandbox.json: not this cluster's
+            continue
+        if info is not None and info.server == server.rstrip("/") \
+                and "muster" in info.processes:
+            return info.muster_url
+    return None
 
 
 def muster_tls(*, ca: str | None, cert: str | None, key: str | None) -> ssl.SSLContext | None:

@@ -220,3 +220,27 @@ def test_the_sandboxs_muster_is_asked_when_the_cluster_is_the_sandbox(tmp_path, 
     assert sandbox_muster("https://10.0.0.1:6443") is None  # another cluster
     (tmp_path / "sandbox.json").write_text("{not json")
     assert sandbox_muster(server) is None
+
+
+def test_a_sandbox_started_with_its_own_dir_is_found_beside_its_kubeconfig(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MUSTER_SANDBOX_DIR", str(tmp_path / "default"))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    server = "https://127.0.0.1:16444"
+    (elsewhere / "sandbox.json").write_text(orjson.dumps({
+        "directory": str(elsewhere), "kubeconfig": str(elsewhere / "kubeconfig"),
+        "kubectl": "kubectl", "server": server, "mode": "muster",
+        "muster_url": "http://127.0.0.1:18889", "ports": {}}).decode())
+    (elsewhere / "processes.json").write_text(orjson.dumps([
+        {"name": "muster", "pid": os.getpid(), "log": "muster.log", "argv": []}]).decode())
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    assert sandbox_muster(server) is None  # neither the default directory nor a kubeconfig
+    kubeconfig = str(elsewhere / "kubeconfig")
+    assert sandbox_muster(server, kubeconfig) == "http://127.0.0.1:18889"  # --kubeconfig
+    monkeypatch.setenv("KUBECONFIG", os.pathsep.join([kubeconfig, "/nowhere/config"]))
+    assert sandbox_muster(server) == "http://127.0.0.1:18889"  # as `sandbox up` says to export
+    assert sandbox_muster("https://10.0.0.1:6443") is None  # another cluster's kubeconfig
+    monkeypatch.delenv("KUBECONFIG")
+    monkeypatch.setenv("MUSTER_SANDBOX_DIR", str(elsewhere))
+    assert sandbox_muster(server) == "http://127.0.0.1:18889"
