@@ -55,6 +55,12 @@ from extender.core.gang.ledger import (
     placed_counts,
     placed_in_of,
 )
+from extender.core.gang.narrowed import (
+    kept_for_others,
+    narrower,
+    own_nodes,
+    unplaced_narrower,
+)
 from extender.core.gang.placement import (
     Infeasible,
     Plan,
@@ -190,18 +196,47 @@ def _open_counts(
     ledger: Ledger, settings: CoreSettings,
 ) -> dict[NodeName, int]:
     """Node -> slots of ``role`` ``plan`` still has open there for ``pod`` (only nodes with
-    one at least)."""
+    one at least) that its own pod may use (:func:`_open_to_role`)."""
+    out = _open_to_role(pod, gang, role, plan, snapshot=snapshot, ledger=ledger,
+                        settings=settings)
+    member = gang.member(role)
+    own = None if member is None else own_nodes(pod, member.shape, tuple(out), snapshot)
+    return out if own is None else {n: k for n, k in out.items() if n in own}
+
+
+def _open_to_role(
+    pod: PodInfo, gang: Gang, role: str, plan: Plan, *, snapshot: ClusterSnapshot,
+    ledger: Ledger, settings: CoreSettings,
+) -> dict[NodeName, int]:
+    """Node -> slots of ``role`` ``plan`` still has open there for any pod of the role like
+    ``pod`` (not those it keeps for other members still to be placed)."""
     placed = ledger.placed(gang.key, snapshot, gpu=settings.gpu_resource)
     own = _where(pod, ledger)
     domain = _subgroup_domain(pod, gang, plan, snapshot)
+    kept = (kept_for_others(plan, pod.uid, role, snapshot, ledger.in_flight())
+            if plan.kept_for else {})
     out: dict[NodeName, int] = {}
     for n in plan.nodes_for(role):
         have = placed.get((n, role), 0) - (1 if own == n else 0)
-        left = plan.count(n, role) - have
+        left = plan.count(n, role) - have - kept.get(n, 0)
         if left > 0 and n in snapshot.nodes and (
                 domain is None or snapshot.nodes[n].label(domain[0]) == domain[1]):
             out[n] = left
     return out
+
+
+def plan_misses(
+    pod: PodInfo, gang: Gang, role: str, plan: Plan, *, snapshot: ClusterSnapshot,
+    ledger: Ledger, settings: CoreSettings,
+) -> bool:
+    """Whether ``plan`` has slots of ``role`` open but none on a node ``pod``'s own
+    constraints allow (a plan made before its claim was allocated to a node)."""
+    member = gang.member(role)
+    if member is None or not narrower(pod.shape, member.shape):
+        return False
+    return bool(_open_to_role(pod, gang, role, plan, snapshot=snapshot, ledger=ledger,
+                              settings=settings)) and not _open_counts(
+        pod, gang, role, plan, snapshot=snapshot, ledger=ledger, settings=settings)
 
 
 def _subgroup_domain(pod: PodInfo, gang: Gang, plan: Plan,
@@ -298,11 +333,15 @@ def decide_filter(
         return FilterDecision((), _NONE, MappingProxyType(dict.fromkeys(candidates, why)),
                               FilterOutcome.REJECTED, why, gang.key)
     plan = ledger.plan_for(gang.key)
-    if plan is not None and plan_lost_room(pod, gang, role, plan, snapshot=snapshot,
-                                           ledger=ledger, settings=settings):
+    if plan is not None and (
+            plan_lost_room(pod, gang, role, plan, snapshot=snapshot, ledger=ledger,
+                           settings=settings)
+            or plan_misses(pod, gang, role, plan, snapshot=snapshot, ledger=ledger,
+                           settings=settings)):
         # Something took the room of this member's every open slot behind Muster's back (a
-        # pod of another scheduler, one bound by hand): kube-scheduler would never offer those
-        # nodes again, and the gang would wait out its plan. Plan it again now, around the
+        # pod of another scheduler, one bound by hand), or none is on a node the member's own
+        # pod may use (its claim was allocated to another): kube-scheduler would never offer
+        # those nodes, and the gang would wait out its plan. Plan it again now, around the
         # members already placed.
         ledger.drop_plan(gang.key)
         plan = None
@@ -326,14 +365,16 @@ def decide_filter(
                       gpu=gpu)
     capacity = free_capacity(snapshot, ledger, gpu=gpu, exclude=gang.key)
     inside = placed_in_of(gang, snapshot, ledger, gpu=gpu, exclude=pod.uid)
+    unplaced = tuple(unplaced_narrower(gang, snapshot, ledger.in_flight(), gpu=gpu,
+                                       exclude=pod.uid))
     result = plan_gang(gang, snapshot=snapshot, capacity=capacity, placed=by_role,
                        policy=settings.policy, gpu=gpu, budget=settings.search_budget,
                        within=domain, occupied=occupants(snapshot, ledger, gpu=gpu),
-                       placed_at=at, placed_in=inside)
+                       placed_at=at, placed_in=inside, pending=unplaced)
     if isinstance(result, Infeasible):
         return _infeasible(result, gang, candidates, snapshot=snapshot, ledger=ledger,
                            settings=settings, placed=by_role, within=domain,
-                           where=(at, inside))
+                           where=(at, inside), unplaced=unplaced)
     ledger.reserve(result, now=now, ttl=settings.plan_ttl)
     decided = _pinned(pod, gang, role, result, candidates, snapshot=snapshot, ledger=ledger,
                       settings=settings, outcome=FilterOutcome.PLANNED)
@@ -351,14 +392,23 @@ def _infeasible(
     placed: Mapping[str, int], within: str | None,
     where: tuple[Mapping[tuple[NodeName, str], int],
                  Mapping[tuple[NodeName, str, str], int] | None],
+    unplaced: Sequence[PodInfo],
 ) -> FilterDecision:
-    """Fail every node; unresolvable if even an empty cluster could not hold the gang.
+    """Fail every node; unresolvable if even an empty cluster could not hold the gang, both
+    from its templates and with its ``unplaced`` members whose pods carry node constraints
+    their templates do not (a claim allocated to a node pins a member only until
+    kube-scheduler deallocates it, and its devices are in no node's free count meanwhile).
     Otherwise the reason names who holds what the gang needs, if anyone in Muster does.
     ``where`` is where its placed pods run (``placed_at``, ``placed_in``)."""
     gpu = settings.gpu_resource
-    never = plan_gang(gang, snapshot=snapshot, capacity=empty_of(snapshot, gpu=gpu), placed=placed,
+    empty = empty_of(snapshot, gpu=gpu)
+    never = plan_gang(gang, snapshot=snapshot, capacity=empty, placed=placed,
                       policy=settings.policy, gpu=gpu, budget=settings.search_budget,
                       placed_at=where[0], placed_in=where[1])
+    if isinstance(never, Infeasible) and unplaced:
+        never = plan_gang(gang, snapshot=snapshot, capacity=empty, placed=placed,
+                          policy=settings.policy, gpu=gpu, budget=settings.search_budget,
+                          placed_at=where[0], placed_in=where[1], pending=unplaced)
     if isinstance(never, Infeasible):
         why = f"{result.reason} (it would not fit an empty cluster either)"
         return FilterDecision((), _NONE, MappingProxyType(dict.fromkeys(candidates, why)),

@@ -54,9 +54,10 @@ class Attempt:
 
 
 def order_demands(demands: Sequence[RoleDemand], gpu: str) -> list[tuple[RoleDemand, Demand]]:
-    """Each role with its demand, largest shape first (then by role): the order packing takes."""
+    """Each role with its demand, those packed :attr:`~RoleDemand.first` first, then largest
+    shape first (then by role): the order packing takes."""
     pairs = [(d, demand_of(d.shape, gpu=gpu)) for d in demands]
-    return sorted(pairs, key=lambda p: (p[1].sort_key(), p[0].role))
+    return sorted(pairs, key=lambda p: (not p[0].first, p[1].sort_key(), p[0].role))
 
 
 SMALL = 256

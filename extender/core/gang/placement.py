@@ -10,7 +10,7 @@ itself or phrase shortages (:mod:`~extender.core.gang.shortage`).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 
 from extender.core.gang.capacity import index_of
 from extender.core.gang.constraints import (
@@ -19,6 +19,14 @@ from extender.core.gang.constraints import (
     ineligibility_summary,
     topology_domains,
 )
+from extender.core.gang.narrowed import (
+    Narrowed,
+    join_roles,
+    keep_in,
+    narrowed_members,
+    split_demands,
+    why_narrowed,
+)
 from extender.core.gang.nodecapacity import NodeCapacity
 from extender.core.gang.packing import SEARCH_BUDGET, place_gang
 from extender.core.gang.plans import Infeasible, Plan, RoleDemand, gang_demands
@@ -26,7 +34,7 @@ from extender.core.gang.scoring import Policy
 from extender.core.gang.subgroup_placement import plan_by_subgroups
 from extender.core.model.resources import GPU
 from extender.core.model.snapshot import ClusterSnapshot
-from extender.core.model.values import Gang, NodeName, PodShape
+from extender.core.model.values import Gang, NodeName, PodInfo, PodShape
 
 __all__ = [
     "SEARCH_BUDGET",
@@ -81,6 +89,7 @@ def plan_gang(
     occupied: Mapping[NodeName, Collection[Gang]] | None = None,
     placed_at: Mapping[tuple[NodeName, str], int] | None = None,
     placed_in: Mapping[tuple[NodeName, str, str], int] | None = None,
+    pending: Sequence[PodInfo] = (),
 ) -> Plan | Infeasible:
     """Plan the rest of ``gang`` on ``snapshot``'s nodes with ``capacity`` free.
 
@@ -93,7 +102,9 @@ def plan_gang(
     :func:`plan_by_subgroups`; ``placed_at`` (``(node, role)`` -> pods bound or in flight) says
     where its placed pods run, and ``placed_in`` (``(node, role, subgroup)`` -> pods) which
     subgroup each is in when the pods say it (without them, the bound ones are read off
-    ``snapshot``).
+    ``snapshot``). ``pending`` are the gang's members still to be placed: one whose own pod
+    may use only some of its role's nodes (an allocated ResourceClaim's node) gets a slot
+    there kept for it (:mod:`~extender.core.gang.narrowed`), or the gang does not fit.
     """
     demands = gang_demands(gang, placed)
     eligible = {rd.role: eligible_for(rd.shape, snapshot, gpu=gpu) for rd in demands}
@@ -107,15 +118,19 @@ def plan_gang(
     if fenced:
         eligible = {role: tuple(n for n in nodes if n not in fenced)
                     for role, nodes in eligible.items()}
+    narrowed = narrowed_members(pending, snapshot, demands=demands, eligible=eligible,
+                                allowed=lambda shape: eligible_for(shape, snapshot, gpu=gpu))
     if gang.subgroups is not None:
         at = placed_at if placed_at is not None else _bound_at(gang, snapshot, gpu=gpu)
         inside = (None if gang.subgroups.label is None else
                   placed_in if placed_in is not None else
                   _bound_in(gang, snapshot, gpu=gpu))
-        return _around(plan_by_subgroups(gang, gang.subgroups, eligible, snapshot=snapshot,
-                                     capacity=capacity, placed_at=at, placed_in=inside,
-                                     taken=taken, policy=policy, gpu=gpu, budget=budget,
-                                     fenced=len(fenced)), placed)
+        by_subgroups = plan_by_subgroups(gang, gang.subgroups, eligible, snapshot=snapshot,
+                                         capacity=capacity, placed_at=at, placed_in=inside,
+                                         taken=taken, policy=policy, gpu=gpu, budget=budget,
+                                         fenced=len(fenced))
+        return _around(_kept_in(gang, by_subgroups, narrowed, demands), placed)
+    demands, eligible, kept = split_demands(demands, narrowed, eligible)
     domains = None
     if gang.topology is not None:
         union = sorted({n for nodes in eligible.values() for n in nodes})
@@ -126,8 +141,27 @@ def plan_gang(
     if isinstance(result, Infeasible) and fenced:
         why = (f"{result.reason} ({len(fenced)} node{'s are' if len(fenced) != 1 else ' is'} "
                f"in a domain an exclusive gang holds)")
-        return Infeasible(result.gang, why, result.placed, result.needed)
-    return _around(result, placed)
+        result = Infeasible(result.gang, why, result.placed, result.needed)
+    if isinstance(result, Infeasible):
+        if narrowed:
+            why = f"{result.reason}; {why_narrowed(narrowed)}"
+            result = Infeasible(result.gang, why, result.placed, result.needed)
+        return result
+    return _around(join_roles(result, kept, gang), placed)
+
+
+def _kept_in(gang: Gang, result: Plan | Infeasible, narrowed: Sequence[Narrowed],
+             demands: Sequence[RoleDemand]) -> Plan | Infeasible:
+    """A subgroups' plan with a slot kept for each narrowed member on its own nodes, or why
+    not (the subgroups are placed from their templates; the members are fitted after)."""
+    if not narrowed or isinstance(result, Infeasible):
+        return result
+    kept = keep_in(result, narrowed)
+    if isinstance(kept, Plan):
+        return kept
+    needed = sum(d.need for d in demands)
+    return Infeasible(gang.key, f"gang {gang.key}: {kept}; {why_narrowed(narrowed)}",
+                      max(0, needed - 1), needed)
 
 
 def _around(result: Plan | Infeasible, placed: Mapping[str, int] | None) -> Plan | Infeasible:
@@ -137,7 +171,8 @@ def _around(result: Plan | Infeasible, placed: Mapping[str, int] | None) -> Plan
         return result
     return Plan(gang=result.gang, slots=result.slots, shapes=result.shapes,
                 domain=result.domain, required=result.required,
-                subgroup_domains=result.subgroup_domains, placed=before)
+                subgroup_domains=result.subgroup_domains, placed=before,
+                kept_for=result.kept_for)
 
 
 def _bound_at(gang: Gang, snapshot: ClusterSnapshot, *, gpu: str,

@@ -22,6 +22,9 @@ class RoleDemand:
     """Pods that must be placed for the gang to reach its minimum."""
     extra: int = 0
     """Pods beyond the minimum, placed only where they fit after the minimum is placed."""
+    first: bool = False
+    """Packed before every other demand: one member whose own pod may use only some of its
+    role's nodes (:mod:`~extender.core.gang.narrowed`), the most constrained."""
 
 @dataclass(frozen=True, slots=True)
 class Plan:
@@ -42,6 +45,11 @@ class Plan:
     """``(role, pods)`` of the gang bound or in flight when the plan was made, sorted by role:
     the slots are for the rest, so the plan is filled once a role has these and its slots'
     pods placed (:meth:`~extender.core.gang.ledger.Ledger.settle`), not its slots' alone."""
+    kept_for: tuple[tuple[str, NodeName, str], ...] = ()
+    """``(pod uid, node, role)``, sorted: a slot (counted in :attr:`slots`) kept for one
+    member whose own pod may go only to some of its role's nodes (an allocated
+    ResourceClaim's node: :mod:`~extender.core.gang.narrowed`); other members are not sent
+    there while it is still to be placed."""
     _by_role: dict[str, tuple[NodeName, ...]] = field(
         default_factory=dict, compare=False, hash=False, repr=False
     )
