@@ -4,9 +4,11 @@ A gated pod costs kube-scheduler nothing (its SchedulingGates PreEnqueue plugin 
 of the queue), so a gang that cannot be placed waits behind its gates instead of coming back
 to filter on every retry. :func:`decide_ungates` looks at every gated pod this Muster serves:
 
-- a gang whose members have reached its minimum (of the stages that exist) is planned exactly
-  as its first member's filter would plan it (:func:`decide_filter`: the same placement, the
-  same ledger reservation); once the plan is made, every gated member is ungated together;
+- a gang whose members have reached its minimum (of the stages that exist) is planned by
+  the entry its first member's filter plans it by
+  (:meth:`~extender.core.decide.planning.GangPlanner.plan_for_gang`: the same placement, the
+  same ledger reservation, at most once per look); once the plan is made, every gated member
+  is ungated together;
 - a gang that does not fit stays gated with the reason the filter would give, and is looked
   at again only when the cluster changed in a way that could help: free capacity grew
   somewhere (a pod ended, a plan ended, a node came), its own members changed, or its plan
@@ -30,9 +32,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from extender.core.decide.decisions import FilterOutcome, decide_filter
+from extender.core.decide.decisions import FilterOutcome
 from extender.core.decide.effects import Ungate
 from extender.core.decide.holders import Holder, describe_holders
+from extender.core.decide.planning import GangPlanner
 from extender.core.decide.preemption import may_preempt, plan_preemption
 from extender.core.decide.settings import CoreSettings
 from extender.core.gang.bounds import shortfall
@@ -85,7 +88,8 @@ class GateBook:
     due: float = float("inf")
     """The earliest time a look may decide something although nothing changed."""
     evaluated: int = 0
-    """Gangs planned (or tried) so far: what the tests count to see a gang looked at once."""
+    """Gangs planned (or tried) by looks so far: what the tests count to see a gang looked at
+    once."""
     bounded: int = 0
     """Looks at a gang left gated for want of room that free capacity had grown for, but
     not enough to hold it (:func:`~extender.core.gang.bounds.shortfall`): not planned."""
@@ -143,8 +147,11 @@ def _gathered(gang: Gang, snapshot: ClusterSnapshot, uids: tuple[str, ...]) -> t
 
 
 def decide_ungates(snapshot: ClusterSnapshot, *, now: float, ledger: Ledger,
-                   settings: CoreSettings, book: GateBook) -> Ungating:
-    """Which gated pods to ungate now, and which gangs stay gated and why (module doc)."""
+                   settings: CoreSettings, book: GateBook,
+                   planning: GangPlanner | None = None) -> Ungating:
+    """Which gated pods to ungate now, and which gangs stay gated and why (module doc).
+    ``planning``: the session's, shared with filter (a look of its own without it)."""
+    planning = GangPlanner(settings) if planning is None else planning
     seen = (snapshot.revision, id(snapshot), ledger.version)
     if seen == book.seen and now < book.due:
         return Ungating()
@@ -243,7 +250,7 @@ def decide_ungates(snapshot: ClusterSnapshot, *, now: float, ledger: Ledger,
         short = shortfalls[key] if key in shortfalls else _shortfall(gang, snapshot, uids,
                                                                     ledger)
         outcome = _look(gang, pods, short, snapshot=snapshot, now=now, ledger=ledger,
-                        settings=settings, book=book)
+                        settings=settings, book=book, planning=planning)
         if isinstance(outcome, StillGated):
             # Remembered as it was before this look (planning may change the ledger); a
             # gang still gathering waits for its members, whatever the capacity.
@@ -291,7 +298,7 @@ def _shortfall(gang: Gang, snapshot: ClusterSnapshot, uids: tuple[str, ...],
 
 def _look(gang: Gang, pods: list[PodInfo], short: tuple[int, int] | None, *,
           snapshot: ClusterSnapshot, now: float, ledger: Ledger, settings: CoreSettings,
-          book: GateBook) -> StillGated | tuple[Ungate, bool]:
+          book: GateBook, planning: GangPlanner) -> StillGated | tuple[Ungate, bool]:
     """One gang with gated members: plan it as filter would, or say why it stays gated
     (``short``: its :func:`_shortfall`)."""
     key = gang.key
@@ -302,9 +309,10 @@ def _look(gang: Gang, pods: list[PodInfo], short: tuple[int, int] | None, *,
                           "stay gated until the rest are created, then it is planned whole",
                           GATHERING)
     first = min(pods, key=lambda p: (gang.stage_of(snapshot.memberships[p.uid].role), p.key))
-    book.evaluated += 1
-    decision = decide_filter(first, (), snapshot=snapshot, ledger=ledger, now=now,
-                             settings=settings)
+    found = planning.plan_for_gang(first, (), snapshot=snapshot, ledger=ledger, now=now)
+    if found.planned:
+        book.evaluated += 1
+    decision = found.decision
     refs = tuple(PodRef(p.namespace, p.name, p.uid) for p in pods)
     if decision.outcome is FilterOutcome.WAITING:
         # Preemption happens only for pods in kube-scheduler's queue (its PostFilter calls the
@@ -318,8 +326,8 @@ def _look(gang: Gang, pods: list[PodInfo], short: tuple[int, int] | None, *,
                                 "fit whole: ungated for kube-scheduler's preemption", key), False
     if decision.outcome not in _PLACED:
         return StillGated(key, tuple(pods), decision.reason, "GangWaiting", decision.holders,
-                          never=decision.outcome is FilterOutcome.REJECTED)
-    made = decision.outcome is FilterOutcome.PLANNED
+                          never=found.never)
+    made = found.made
     why = (f"gang {key}: planned whole; ungating {len(refs)} members together" if made else
            f"gang {key}: its plan holds these members; ungating {len(refs)}")
     return Ungate(refs, why, key), made

@@ -34,7 +34,6 @@ from extender.core.decide.barrier import (
 from extender.core.decide.decisions import (
     FilterDecision,
     FilterOutcome,
-    decide_filter,
     decide_preempt,
     decide_prioritize,
     open_slots,
@@ -57,6 +56,7 @@ from extender.core.decide.effects import (
 from extender.core.decide.gating import GATHERING, GateBook, decide_ungates
 from extender.core.decide.held import HeldBinds, Hold
 from extender.core.decide.holders import Holder
+from extender.core.decide.planning import GangPlanner
 from extender.core.decide.podnews import PodNews
 from extender.core.decide.preemption import PreemptionPlan, plan_preemption
 from extender.core.decide.settings import CoreSettings
@@ -158,6 +158,9 @@ class GangSession:
         """Gang -> its preemption plan, kept until its deadline or until the gang fits."""
         self.gates = GateBook()
         """What ungating remembers (:mod:`extender.core.decide.gating`)."""
+        self.planning = GangPlanner(settings)
+        """The gangs found not to fit in the current look, for filter and ungating alike
+        (:mod:`extender.core.decide.planning`)."""
         self.pod_news = PodNews()
         """When the pods of gangs gated for want of room hear why
         (:mod:`extender.core.decide.podnews`)."""
@@ -334,8 +337,8 @@ class GangSession:
         self._prepare(snapshot, now, out)
         if not isinstance(candidates, Sequence):
             candidates = self._narrowed(pod, candidates, snapshot)
-        decision = decide_filter(pod, candidates, snapshot=snapshot, ledger=self.ledger,
-                                 now=now, settings=self.settings)
+        decision = self.planning.plan_for_gang(pod, candidates, snapshot=snapshot,
+                                               ledger=self.ledger, now=now).decision
         gang = decision.gang
         if gang is not None:
             self._remember_reason(gang, decision.reason)
@@ -735,7 +738,7 @@ class GangSession:
         out: list[Effect] = []
         self._prepare(snapshot, now, out)
         found = decide_ungates(snapshot, now=now, ledger=self.ledger, settings=self.settings,
-                               book=self.gates)
+                               book=self.gates, planning=self.planning)
         for still in found.gated:
             self._remember_reason(still.gang, still.reason)
             self.holders[still.gang] = still.holders
