@@ -53,7 +53,19 @@ CONTROLLERS = (
 POD_CIDR = "10.64.0.0/12"
 
 
-def controller_manager_argv(bin_dir: Path, *, kubeconfig: Path, port: int) -> list[str]:
+#: The gate of the Workload API (``scheduling.k8s.io/v1beta1``) in v1.37.2. The
+#: resourceclaim-controller reads it too: without it, it refuses for good to make the claims
+#: of a pod that names a PodGroup ("Pod is a member of PodGroup ... but GenericWorkload feature
+#: is disabled", a non-retryable error), so that pod never leaves kube-scheduler's PreEnqueue.
+WORKLOAD_API_GATE = "--feature-gates=GenericWorkload=true"
+
+
+def controller_manager_argv(bin_dir: Path, *, kubeconfig: Path, port: int,
+                            workload_api: bool = False) -> list[str]:
+    """``workload_api``: the API server serves the Workload API (gang mode), so the
+    controllers run with its gate, as the API server and kube-scheduler do. Without that
+    API the gate is left off: the resourceclaim-controller would watch PodGroups that are
+    not served."""
     return [
         str(bin_dir / "kube-controller-manager"),
         f"--kubeconfig={kubeconfig}",
@@ -65,6 +77,7 @@ def controller_manager_argv(bin_dir: Path, *, kubeconfig: Path, port: int) -> li
         # soon, so the CRDs the sandbox installs are collected in seconds.
         "--concurrent-gc-syncs=20",
         "-v=1",
+        *([WORKLOAD_API_GATE] if workload_api else []),
     ]
 
 
