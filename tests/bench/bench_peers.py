@@ -88,6 +88,7 @@ from extender.core.workloads.cluster import build_snapshot
 from extender.core.workloads.workload import resolve_workload
 from extender.files.catalog import packaged_catalog
 from extender.kube.client import Connection
+from extender.kube.reader import device_objects
 from extender.sandbox.config import GateBy, Ports, SchedulerMode
 from extender.sandbox.controllers import adopt, children, pod_groups
 from extender.sandbox.dra import GpuModel, device_classes
@@ -375,15 +376,32 @@ def fit_left(conn: Connection, submitted: list[Submitted], gangs: list[GangRecor
     """Gangs not complete that :func:`fit_workload` says would fit in the free capacity now."""
     nodes = conn.request("GET", "/api/v1/nodes").get("items", [])
     pods = conn.request("GET", f"/api/v1/namespaces/{NAMESPACE}/pods").get("items", [])
+    return gangs_that_fit(nodes=nodes, pods=pods, devices=device_objects(conn, NAMESPACE),
+                          submitted=submitted, gangs=gangs, bound=bound, catalog=catalog)
+
+
+def gangs_that_fit(*, nodes: list[dict[str, Any]], pods: list[dict[str, Any]],
+                   devices: list[dict[str, Any]], submitted: list[Submitted],
+                   gangs: list[GangRecord], bound: frozenset[str], catalog: Catalog) -> int:
+    """:func:`fit_left` on listed objects. ``devices`` (ResourceSlices, DeviceClasses, claims
+    and templates) are lowered into the nodes, pods and workloads as Muster's store lowers
+    them, so that with DRA GPUs the check counts the free devices and the GPUs each pod's
+    claims ask (``muster fit`` does the same)."""
     objects = [s.workload for s in submitted if s.tree.gangs]
     objects += [o for s in submitted for o in s.intermediates]
-    snapshot = build_snapshot(nodes=nodes, pods=pods, objects=objects, catalog=catalog)
+    lowered = lower_objects([*nodes, *pods, *objects, *devices])
+    snapshot = build_snapshot(
+        nodes=[o for o in lowered if o.get("kind") == "Node"],
+        pods=[o for o in lowered if o.get("kind") == "Pod"],
+        objects=lowered[len(nodes) + len(pods):len(nodes) + len(pods) + len(objects)],
+        catalog=catalog)
     complete = {g.key for g in gangs if sum(p in bound for p in g.pods) >= g.min_member}
     left = 0
     for sub in submitted:
         if not sub.tree.gangs or all(g.key in complete for g in sub.tree.gangs):
             continue
-        result = fit_workload(sub.tree, snapshot)
+        tree = snapshot.workloads.get(sub.tree.ref.key, sub.tree)  # resolved with its devices
+        result = fit_workload(tree, snapshot)
         left += sum(1 for g in result.gangs if g.fits and g.name not in complete)
     return left
 
