@@ -325,6 +325,10 @@ class Role:
     follows: str = ""
     """The role whose replica ``j`` is this role's leader: this role holds the other pods of
     each replica (a JobSet Job's followers, created once its index-0 pod is scheduled)."""
+    gang_group: str = ""
+    """Under gang policy ``replica``, the group of roles whose copies of one replica index form
+    one gang, ``ns/name/<group>-<i>`` (a second LeaderWorkerSet of the workload); empty: the
+    default group, ``ns/name/group-<i>``."""
 
     @property
     def pods(self) -> int:

@@ -233,6 +233,14 @@ def _check_sub_replicas(roles: tuple[RoleSpec, ...], gangs: GangSpec, pods: PodM
                               "baseAndScaled")
 
 
+def _check_gang_groups(roles: tuple[RoleSpec, ...], gangs: GangSpec) -> None:
+    """``gangGroup`` cuts gangs per replica of each group: only under policy ``replica``."""
+    grouped = [i for i, r in enumerate(roles) if r.gang_group]
+    if grouped and gangs.policy is not GangPolicy.REPLICA:
+        raise DescriptorError(f"spec.roles[{grouped[0]}].gangGroup", "cuts gangs only with "
+                              f"spec.gangs.policy replica, not {gangs.policy.value}")
+
+
 def _check_subgroups(roles: tuple[RoleSpec, ...], gangs: GangSpec, pods: PodMatch) -> None:
     """A ``per: subgroup`` rule needs the pod label saying each pod's subgroup, and its
     leader must be a role."""
@@ -314,6 +322,7 @@ def compile_descriptor(raw: object) -> Descriptor:
     target = _target(spec.get("target"), "spec.target")
     pods = _pods(spec.get("pods", {}), "spec.pods")
     _check_sub_replicas(roles, gangs, pods)
+    _check_gang_groups(roles, gangs)
     _check_subgroups(roles, gangs, pods)
     return Descriptor(
         name=name,

@@ -1,6 +1,6 @@
-"""Compile a descriptor's roles (``spec.roles[i]``): names, joins, counts, sub-replicas,
-templates and creation order, each path compiled once; and :func:`path_ref`, the path or
-``{path, scope}`` form every part of the descriptor uses.
+"""Compile a descriptor's roles (``spec.roles[i]``): names, joins, counts, sub-replicas, gang
+groups, templates and creation order, each path compiled once; and :func:`path_ref`, the path
+or ``{path, scope}`` form every part of the descriptor uses.
 
 It must not look at the whole descriptor: checks across roles, gangs and pods are
 :func:`~extender.core.workloads.descriptor.compile_descriptor`'s.
@@ -8,7 +8,10 @@ It must not look at the whole descriptor: checks across roles, gangs and pods ar
 
 from __future__ import annotations
 
+import re
+
 from extender.core.workloads.descriptor_spec import (
+    DEFAULT_GANG_GROUP,
     CreatedAfterSpec,
     Join,
     Readiness,
@@ -78,7 +81,18 @@ def _template(raw: object, at: str, scopes: frozenset[str]) -> TemplateSpec:
 
 
 _ROLE_FIELDS = ("name", "forEach", "join", "when", "replicas", "minReplicas", "podsPerReplica",
-                "minPodsPerReplica", "subReplicas", "template", "after", "createdAfter")
+                "minPodsPerReplica", "subReplicas", "template", "after", "createdAfter",
+                "gangGroup")
+_GANG_GROUP = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+
+def _gang_group(raw: object, at: str) -> str:
+    """A DNS label, since it names gangs; the default group's own name means no group."""
+    name = expect_str(raw, at)
+    if not _GANG_GROUP.match(name):
+        raise DescriptorError(at, f"{name!r} is not a DNS label (lower-case letters, digits "
+                              "and '-', at most 63): it names the group's gangs")
+    return "" if name == DEFAULT_GANG_GROUP else name
 
 
 def _sub_replicas(raw: object, at: str, scopes: frozenset[str]) -> SubReplicaSpec:
@@ -203,4 +217,6 @@ def compile_role(raw: object, at: str) -> RoleSpec:
         after_ref=after_ref,
         created_after=(_created_afters(spec["createdAfter"], f"{at}.createdAfter", scopes)
                        if "createdAfter" in spec else ()),
+        gang_group=_gang_group(spec["gangGroup"], f"{at}.gangGroup") if "gangGroup" in spec
+        else "",
     )

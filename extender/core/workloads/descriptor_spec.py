@@ -17,6 +17,8 @@ from extender.core.workloads.topology import TopologyRule
 
 API_VERSION = "muster.dev/v1alpha1"
 KIND = "WorkloadDescriptor"
+DEFAULT_GANG_GROUP = "group"
+"""The gang group of roles without ``gangGroup``: its gangs are ``ns/name/group-<i>``."""
 
 
 class GangPolicy(StrEnum):
@@ -25,7 +27,9 @@ class GangPolicy(StrEnum):
     WORKLOAD = "workload"
     """One gang of all gang roles; its minimum is the sum of the roles' minimum pods."""
     REPLICA = "replica"
-    """One gang per replica index shared by the gang roles (an LWS group: leader + workers)."""
+    """One gang per replica index shared by the gang roles (an LWS group: leader + workers); with
+    ``gangGroup`` set, one per replica index of each group of roles (KServe's decode and
+    prefill LeaderWorkerSets)."""
     ROLE = "role"
     """One gang per role (a JobSet replicatedJob, a Dynamo service, as Karta groups them)."""
     ROLE_REPLICA = "roleReplica"
@@ -151,6 +155,9 @@ class RoleSpec:
     sub_replicas: SubReplicaSpec | None = None
     created_after: tuple[CreatedAfterSpec, ...] = ()
     """When the role's pods are created only after other roles reach a status (a *stage*)."""
+    gang_group: str = ""
+    """Under gang policy ``replica``, the group whose per-replica gangs the role's replicas
+    join (``ns/name/<group>-<i>``); empty: the default group (``ns/name/group-<i>``)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,9 +1,10 @@
 """How a resolved workload is cut into gangs, and the key of the gang each pod joins.
 
-Keys are ``namespace/name`` plus a suffix per policy (``/group-1``, ``/workers``,
-``/decode-0``; ``baseAndScaled``: ``/0`` for replica 0's base gang and ``/0/prefill-1`` for
-sub-replica 1 of group ``prefill``). :func:`cut_gangs` builds the gangs, :func:`gang_key` and
-:func:`member_gang_key` name the one a pod belongs to, from the same rules.
+Keys are ``namespace/name`` plus a suffix per policy (``/group-1``, or ``/prefill-1`` for
+replica 1 of gang group ``prefill``; ``/workers``; ``/decode-0``; ``baseAndScaled``: ``/0`` for
+replica 0's base gang and ``/0/prefill-1`` for sub-replica 1 of group ``prefill``).
+:func:`cut_gangs` builds the gangs, :func:`gang_key` and :func:`member_gang_key` name the one a
+pod belongs to, from the same rules.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Iterator
 
 from extender.core.model.values import Gang, GangKey, GangMember, Role, WorkloadRef
 from extender.core.workloads.descriptor import Descriptor, GangPolicy
+from extender.core.workloads.descriptor_spec import DEFAULT_GANG_GROUP
 from extender.core.workloads.expressions import WorkloadError
 
 __all__ = ["cut_gangs", "gang_key", "member_gang_key", "replica_indexes"]
@@ -20,8 +22,11 @@ __all__ = ["cut_gangs", "gang_key", "member_gang_key", "replica_indexes"]
 
 def gang_key(ref: WorkloadRef, policy: GangPolicy, *, role: str = "",
              replica: int | None = None, scaled: tuple[str, int] | None = None,
-             ) -> GangKey | None:
+             group: str = "") -> GangKey | None:
     """The key of the gang a pod of ``role``/``replica`` belongs to under ``policy``.
+
+    Under ``replica`` it is replica ``replica`` of the role's gang ``group`` (its
+    ``gangGroup``; empty: the default group).
 
     Under ``baseAndScaled`` the base gang of replica ``r`` is ``ns/name/r`` and, with
     ``scaled=(group, j)``, sub-replica ``j`` of ``group`` is ``ns/name/r/group-j``; which
@@ -31,7 +36,7 @@ def gang_key(ref: WorkloadRef, policy: GangPolicy, *, role: str = "",
     if policy is GangPolicy.WORKLOAD:
         return GangKey(base)
     if policy is GangPolicy.REPLICA and replica is not None:
-        return GangKey(f"{base}/group-{replica}")
+        return GangKey(f"{base}/{group or DEFAULT_GANG_GROUP}-{replica}")
     if policy is GangPolicy.ROLE and role:
         return GangKey(f"{base}/{role}")
     if policy is GangPolicy.ROLE_REPLICA and replica is not None:
@@ -65,7 +70,8 @@ def member_gang_key(ref: WorkloadRef, policy: GangPolicy, role: Role | None, *,
     if policy is GangPolicy.WORKLOAD and role is not None and role.gang_root:
         return gang_key(ref, GangPolicy.ROLE, role=role.gang_root)
     if policy is not GangPolicy.BASE_AND_SCALED or sub is None:
-        return gang_key(ref, policy, role=name, replica=replica)
+        return gang_key(ref, policy, role=name, replica=replica,
+                        group=role.gang_group if role is not None else "")
     if sub_replica is None:
         return gang_key(ref, policy, replica=replica) if sub.base >= sub.count else None
     if sub_replica < sub.base:
@@ -163,9 +169,13 @@ def _cuts(ref: WorkloadRef, policy: GangPolicy, chosen: list[Role],
             GangMember(role=r.name, count=r.pods, min_count=r.min_pods, shape=r.shape)
             for r in chosen]
     elif policy is GangPolicy.REPLICA:
-        for i in range(max(r.replicas for r in chosen)):
-            yield gang_key(ref, policy, replica=i), [_copies(r, 1) for r in chosen
-                                                     if r.replicas > i]
+        groups: dict[str, list[Role]] = {}
+        for r in chosen:
+            groups.setdefault(r.gang_group, []).append(r)
+        for group, members in groups.items():
+            for i in range(max(r.replicas for r in members)):
+                yield gang_key(ref, policy, replica=i, group=group), [
+                    _copies(r, 1) for r in members if r.replicas > i]
     elif policy is GangPolicy.ROLE:
         for r in chosen:
             yield gang_key(ref, policy, role=r.name), [

@@ -299,7 +299,8 @@ def _roles(descriptor: Descriptor, obj: Mapping[str, Any],
             previous = name
             role = Role(name=name, replicas=replicas, pods_per_replica=per, shape=shape,
                         min_replicas=minimum, template=template, min_pods_per_replica=min_per,
-                        sub_replicas=cut, created_after=created_after)
+                        sub_replicas=cut, created_after=created_after,
+                        gang_group=spec.gang_group)
             roles.extend(_split_at_leader(role, spec.created_after, scope))
             befores = list(spec.after)
             if spec.after_ref is not None:
@@ -338,7 +339,8 @@ def _split_at_leader(role: Role, rules: tuple[CreatedAfterSpec, ...], scope: Sco
                      pods_per_replica=role.pods_per_replica - 1, shape=role.shape,
                      min_replicas=role.min_replicas, template=role.template,
                      min_pods_per_replica=None if min_per is None else max(0, min_per - 1),
-                     created_after=((role.name, status.value),), follows=role.name)
+                     created_after=((role.name, status.value),), follows=role.name,
+                     gang_group=role.gang_group)
     return [leaders, followers]
 
 
