@@ -19,6 +19,7 @@ from extender.cli.errors import EXIT_ERROR, EXIT_OK, CliError
 from extender.cli.listing import SortBy, age_of, resource_name
 from extender.cli.livefind import namespace_of
 from extender.cli.render import console, emit_data, table
+from extender.cli.watching import Changes, Rows, follow_objects, follow_table
 from extender.cli.workloads import cluster_error, connection
 from extender.kube.client import Connection, KubeError, ResourceType
 from extender.server.gangobjects import API_VERSION, KIND
@@ -71,9 +72,49 @@ def object_name(obj: Mapping[str, Any]) -> str:
 
 def get_gangs(args: argparse.Namespace, name: str | None) -> int:
     """``muster get gangs``: the Gang objects of a namespace (or all), as ``kubectl get gangs``
-    lists them."""
+    lists them; ``-w``: then a row each time one changes."""
     conn = connection(args)
     namespace = None if args.all_namespaces else namespace_of(args)
+    items = _gang_items(args, conn, namespace, name)
+    changes = Changes(conn, [GANGS], namespace).start() if args.watch else None
+    if args.output in ("json", "yaml"):
+        emit_data(items[0] if name is not None else
+                  {"apiVersion": "v1", "kind": "List", "items": items}, args.output)
+        if changes is not None:
+            follow_objects(changes, lambda: _gang_items(args, conn, namespace, name,
+                                                        strict=False),
+                           items, key=_key, output=args.output)
+        return EXIT_OK
+    if args.output == "name":
+        for o in items:
+            print(_name(o), flush=True)
+    elif not items and changes is None:
+        where = "" if args.all_namespaces else f" in {namespace} namespace"
+        print(f"No resources found{where}.", file=sys.stderr)
+        return EXIT_OK
+    wide, namespaces = args.output == "wide", bool(args.all_namespaces)
+    columns = [*(["NAMESPACE"] if namespaces else []), "NAME", "WORKLOAD", "STATE",
+               "BOUND/MIN", "AGE", *(["REASON"] if wide else [])]
+
+    def line(o: Mapping[str, Any], now: datetime) -> list[Any]:
+        return _gang_line(o, now, wide=wide, namespaces=namespaces)
+
+    if args.output != "name" and (items or not args.no_headers):
+        now = datetime.now(UTC)
+        console().print(table(columns, [line(o, now) for o in items],
+                              headers=not args.no_headers))
+        sys.stdout.flush()
+    if changes is not None:
+        follow_table(changes, lambda: _gang_items(args, conn, namespace, name, strict=False),
+                     items, Rows(key=_key, columns=columns, line=line,
+                                 name=_name if args.output == "name" else None))
+    return EXIT_OK
+
+
+def _gang_items(args: argparse.Namespace, conn: Connection, namespace: str | None,
+                name: str | None, *, strict: bool = True) -> list[dict[str, Any]]:
+    """The Gang objects ``get gangs`` lists, in order; ``strict``: ``name`` not there is an
+    error."""
     try:
         listed, problem = list_gang_objects(conn, namespace)
     except KubeError as err:
@@ -81,36 +122,28 @@ def get_gangs(args: argparse.Namespace, name: str | None) -> int:
     if listed is None:
         raise CliError(problem or f"the API server at {conn.server} serves no gangs.muster.dev "
                        "(is Muster's Gang CRD installed?)", exit_code=EXIT_ERROR)
-    items = sorted(listed, key=lambda o: ((o.get("metadata") or {}).get("namespace", ""),
-                                          object_name(o)))
+    items = sorted(listed, key=_key)
     if name is not None:
         items = [o for o in items if object_name(o) == name]
-        if not items:
+        if not items and strict:
             raise CliError(f'gang "{name}" not found', exit_code=EXIT_ERROR)
     if args.sort_by:
         items = SortBy(args.sort_by).sort(items, lambda o: o)
-    if args.output in ("json", "yaml"):
-        emit_data(items[0] if name is not None else
-                  {"apiVersion": "v1", "kind": "List", "items": items}, args.output)
-        return EXIT_OK
-    if args.output == "name":
-        for o in items:
-            print(resource_name(KIND, API_VERSION, object_name(o)))
-        return EXIT_OK
-    if not items:
-        where = "" if args.all_namespaces else f" in {namespace} namespace"
-        print(f"No resources found{where}.", file=sys.stderr)
-        return EXIT_OK
-    now, wide = datetime.now(UTC), args.output == "wide"
-    namespaces = bool(args.all_namespaces)
-    rows = []
-    for o in items:
-        status = o.get("status") or {}
-        rows.append([*([o["metadata"].get("namespace", "")] if namespaces else []),
-                     object_name(o), str(status.get("workload") or ""), object_state(o),
-                     f"{status.get('bound', 0)}/{status.get('minMember', 0)}", age_of(o, now),
-                     *([str(status.get("reason") or "")] if wide else [])])
-    columns = [*(["NAMESPACE"] if namespaces else []), "NAME", "WORKLOAD", "STATE",
-               "BOUND/MIN", "AGE", *(["REASON"] if wide else [])]
-    console().print(table(columns, rows, headers=not args.no_headers))
-    return EXIT_OK
+    return items
+
+
+def _name(obj: Mapping[str, Any]) -> str:
+    return resource_name(KIND, API_VERSION, object_name(obj))
+
+
+def _key(obj: Mapping[str, Any]) -> tuple[str, str]:
+    return (str((obj.get("metadata") or {}).get("namespace", "")), object_name(obj))
+
+
+def _gang_line(o: Mapping[str, Any], now: datetime, *, wide: bool, namespaces: bool,
+               ) -> list[Any]:
+    status = o.get("status") or {}
+    return [*([_key(o)[0]] if namespaces else []), object_name(o),
+            str(status.get("workload") or ""), object_state(o),
+            f"{status.get('bound', 0)}/{status.get('minMember', 0)}", age_of(o, now),
+            *([str(status.get("reason") or "")] if wide else [])]

@@ -4,6 +4,7 @@ live, each gang's Gang object (GANG) and its state (STATE) when the cluster has 
     muster get jobsets -n ml
     muster get js/train -n ml           # TYPE/NAME or TYPE NAME: one workload
     muster get gangs -A                 # the Gang objects: state, bound, minimum, reason
+    muster get gangs -n ml -w           # then a row each time one changes, until Ctrl-C
     muster get lws -A -o json
     muster get jobsets -l team=nlp,tier!=debug -o wide
     muster get jobsets -A --sort-by .metadata.creationTimestamp
@@ -17,12 +18,14 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from extender.cli.errors import EXIT_ERROR, EXIT_OK, CliError
 from extender.cli.gangread import (
     GANG_TYPES,
+    GANGS,
     get_gangs,
     object_name,
     object_state,
@@ -31,6 +34,7 @@ from extender.cli.gangread import (
 from extender.cli.listing import SortBy, age_of, resource_name
 from extender.cli.livefind import (
     connect_described,
+    distinct_kinds,
     find_all,
     find_type,
     namespace_of,
@@ -45,6 +49,7 @@ from extender.cli.options import (
 from extender.cli.render import console, emit_data, table
 from extender.cli.selectors import Selector, parse_selector
 from extender.cli.views import pod_ready, shown_phase
+from extender.cli.watching import Changes, Rows, follow_objects, follow_table
 from extender.cli.workloads import (
     Descriptors,
     Found,
@@ -52,7 +57,8 @@ from extender.cli.workloads import (
     cluster_error,
     workloads_in_file,
 )
-from extender.kube.client import KubeError
+from extender.core.workloads.descriptor import Descriptor
+from extender.kube.client import Connection, KubeError
 
 
 def register(subparsers: Any) -> None:
@@ -77,6 +83,9 @@ def register(subparsers: Any) -> None:
     add_output_flag(p, extra=("wide", "name"))
     p.add_argument("--no-headers", action="store_true",
                    help="print the table without its header line")
+    p.add_argument("-w", "--watch", action="store_true",
+                   help="after the list, print a row each time a listed object (a workload or "
+                        "its Gang object) changes, until interrupted")
     add_descriptor_flags(p)
     p.set_defaults(handler=run)
 
@@ -114,76 +123,169 @@ def run(args: argparse.Namespace) -> int:
     kind, name = parse_target(args.target) if args.target else (None, None)
     if kind and args.all_types:
         raise CliError("give TYPE or --all-types, not both")
+    if args.watch and args.filename:
+        raise CliError("--watch follows a cluster's objects; a file (-f) does not change")
     if kind is not None and kind.lower() in GANG_TYPES and not args.filename:
         return get_gangs(args, name)
     sort_by = SortBy(args.sort_by) if args.sort_by else None
-    found, objects = _selected(args, kind, name)
-    found.sort(key=lambda f: (f.tree.ref.namespace, f.tree.ref.kind, f.tree.ref.name))
-    if sort_by is not None:  # stable: ties keep the order above
-        found = sort_by.sort(found, lambda f: f.raw)
+    selector = parse_selector(args.selector) if args.selector is not None else None
+    base = base_descriptors(args)
+    live = None if args.filename else _Live.connect(args, base, kind, selector)
+    changes = live.changes() if live is not None and args.watch else None
+
+    def read(*, strict: bool = True) -> tuple[list[Found], dict[str, dict[str, Any]] | None]:
+        found, objects = _selected(args, base, live, (kind, name), strict=strict)
+        found.sort(key=lambda f: (f.tree.ref.namespace, f.tree.ref.kind, f.tree.ref.name))
+        if sort_by is not None:  # stable: ties keep the order above
+            found = sort_by.sort(found, lambda f: f.raw)
+        return found, objects
+
+    found, objects = read()
     if args.output in ("json", "yaml"):  # the objects themselves, as kubectl prints them
         emit_data({"apiVersion": "v1", "kind": "List", "items": [f.raw for f in found]},
                   args.output)
+        if changes is not None:
+            follow_objects(changes, lambda: [f.raw for f in read(strict=False)[0]],
+                           [f.raw for f in found], key=_raw_key, output=args.output)
         return EXIT_OK
     rows = [row(f, objects) for f in found]
+    layout = _Layout.of(rows, wide=args.output == "wide", namespaces=args.all_namespaces,
+                        kinds=live is not None and len(live.kinds) > 1,
+                        objects=objects is not None)
+    now = datetime.now(UTC)
     if args.output == "name":
         for r in rows:
-            print(resource_name(r["kind"], r["apiVersion"], r["name"]))
-        return EXIT_OK
-    if not rows:
+            print(_name(r), flush=True)
+    elif not rows and changes is None:
         where = "" if args.all_namespaces or args.filename else " in this namespace"
         print(f"No workloads found{where}.", file=sys.stderr)
-        return EXIT_OK
-    console().print(_table(rows, wide=args.output == "wide", namespaces=args.all_namespaces,
-                           now=datetime.now(UTC), headers=not args.no_headers))
+    elif rows or not args.no_headers:
+        console().print(table(layout.columns, [layout.line(r, now) for r in rows],
+                              headers=not args.no_headers))
+        sys.stdout.flush()
+    if changes is not None:
+        follow_table(changes, lambda: [row(f, o) for fs, o in [read(strict=False)] for f in fs],
+                     rows, Rows(key=lambda r: (r["namespace"], r["kind"], r["name"]),
+                                columns=layout.columns, line=layout.line,
+                                name=_name if args.output == "name" else None))
     return EXIT_OK
 
 
-def _selected(args: argparse.Namespace, kind: str | None, name: str | None,
+@dataclass(frozen=True)
+class _Live:
+    """The cluster ``get`` lists from, with its descriptors and the kinds asked for."""
+
+    conn: Connection
+    descriptors: Descriptors
+    kinds: list[Descriptor]
+    namespace: str | None
+    selector: Selector | None
+
+    @classmethod
+    def connect(cls, args: argparse.Namespace, base: Descriptors, kind: str | None,
+                selector: Selector | None) -> _Live:
+        if not kind and not args.all_types:
+            raise CliError("give TYPE (for example: muster get jobsets) or --all-types")
+        conn, descriptors, kinds = connect_described(args, base,
+                                                     None if args.all_types else kind)
+        namespace = None if args.all_namespaces else namespace_of(args)
+        return cls(conn, descriptors, distinct_kinds(kinds), namespace, selector)
+
+    def listed(self) -> tuple[list[Found], dict[str, dict[str, Any]] | None]:
+        """The workloads listed, and the Gang objects by gang key (``None``: the cluster has
+        none to read)."""
+        try:
+            found, trouble = find_all(self.conn, self.descriptors, self.kinds, self.namespace,
+                                      label_selector=self.selector.text if self.selector
+                                      else None)
+            objects, problem = (read_gang_objects(self.conn, self.namespace) if found
+                                else (None, ""))
+        except KubeError as err:
+            raise cluster_error(err) from None
+        for problem_text in [*trouble, *([problem] if problem else [])]:
+            print(f"warning: {problem_text}", file=sys.stderr)
+        return found, objects
+
+    def changes(self) -> Changes:
+        """Watches of the kinds listed and of the Gang objects, started."""
+        try:
+            served = self.conn.resource_types()
+        except KubeError as err:
+            raise cluster_error(err) from None
+        types = [served[key] for key in [*((d.target.group, d.target.kind) for d in self.kinds),
+                                         (GANGS.group, GANGS.kind)] if key in served]
+        return Changes(self.conn, types, self.namespace).start()
+
+
+def _selected(args: argparse.Namespace, base: Descriptors, live: _Live | None,
+              target: tuple[str | None, str | None], *, strict: bool = True,
               ) -> tuple[list[Found], dict[str, dict[str, Any]] | None]:
-    """The workloads asked for (of ``kind``, named ``name``, selected by ``-l``) and, live,
-    the Gang objects by gang key."""
+    """The workloads asked for (``target``: of a kind, named a name; selected by ``-l``) and,
+    live, the Gang objects by gang key. ``strict``: a name not found is an error."""
+    kind, name = target
     selector = parse_selector(args.selector) if args.selector is not None else None
-    base = base_descriptors(args)
     objects = None
-    if args.filename:
+    if live is None:
         _, found = workloads_in_file(args.filename, base)
         if kind:
             found = _of_type(found, base, kind)
     else:
-        if not kind and not args.all_types:
-            raise CliError("give TYPE (for example: muster get jobsets) or --all-types")
-        found, objects = _listed(args, base, selector, kind)
+        found, objects = live.listed()
     if selector is not None:  # file mode filters here; live, the API server filtered too
         found = [f for f in found if selector.matches(_labels(f.raw))]
     if name is not None:
         found = [f for f in found if f.tree.ref.name == name]
-        if not found:
+        if not found and strict:
             raise CliError(f'{kind} "{name}" not found', exit_code=EXIT_ERROR)
     return found, objects
 
 
-def _table(rows: list[dict[str, Any]], *, wide: bool, namespaces: bool, now: datetime,
-           headers: bool = True) -> Any:
-    kinds = len({r["kind"] for r in rows}) > 1
-    namespaces = namespaces or len({r["namespace"] for r in rows}) > 1
-    objects = any("gangObjects" in r for r in rows)
-    columns = [*(["NAMESPACE"] if namespaces else []), *(["KIND"] if kinds else []),
-               "NAME", "PHASE", "READY", "GANGS", *(["GANG", "STATE"] if objects else []),
-               "GPUS", "AGE", *(["DESCRIPTOR", "NODES"] if wide else [])]
-    lines = []
-    for r in rows:
+@dataclass(frozen=True)
+class _Layout:
+    """The table's columns, fixed by its first rows: rows ``-w`` prints later keep them."""
+
+    wide: bool
+    namespaces: bool
+    kinds: bool
+    objects: bool
+
+    @classmethod
+    def of(cls, rows: list[dict[str, Any]], *, wide: bool, namespaces: bool, kinds: bool,
+           objects: bool) -> _Layout:
+        """KIND and NAMESPACE when the rows differ in them (or may: several kinds asked, or
+        -A), GANG and STATE when some row has Gang objects (or the cluster serves them)."""
+        return cls(wide=wide,
+                   namespaces=namespaces or len({r["namespace"] for r in rows}) > 1,
+                   kinds=len({r["kind"] for r in rows}) > 1 or (kinds and not rows),
+                   objects=any("gangObjects" in r for r in rows) or (objects and not rows))
+
+    @property
+    def columns(self) -> list[str]:
+        return [*(["NAMESPACE"] if self.namespaces else []), *(["KIND"] if self.kinds else []),
+                "NAME", "PHASE", "READY", "GANGS", *(["GANG", "STATE"] if self.objects else []),
+                "GPUS", "AGE", *(["DESCRIPTOR", "NODES"] if self.wide else [])]
+
+    def line(self, r: Mapping[str, Any], now: datetime) -> list[Any]:
         gangs = (f"{r['gangs']} (min {'/'.join(str(m) for m in r['minMembers'])})"
                  if r["gangs"] else "-")
         own = r.get("gangObjects") or [{"name": "-", "state": "-"}]
         age = age_of({"metadata": {"creationTimestamp": r["creationTimestamp"]}}, now)
-        extra = [r["descriptor"], ",".join(r["nodes"]) or "<none>"] if wide else []
-        lines.append([*([r["namespace"]] if namespaces else []), *([r["kind"]] if kinds else []),
-                      r["name"], r["phase"], f"{r['readyPods']}/{r['pods']}", gangs,
-                      *([",".join(o["name"] for o in own), ",".join(o["state"] for o in own)]
-                        if objects else []),
-                      r["gpus"], age, *extra])
-    return table(columns, lines, headers=headers)
+        extra = [r["descriptor"], ",".join(r["nodes"]) or "<none>"] if self.wide else []
+        return [*([r["namespace"]] if self.namespaces else []),
+                *([r["kind"]] if self.kinds else []),
+                r["name"], r["phase"], f"{r['readyPods']}/{r['pods']}", gangs,
+                *([",".join(o["name"] for o in own), ",".join(o["state"] for o in own)]
+                  if self.objects else []),
+                r["gpus"], age, *extra]
+
+
+def _raw_key(raw: Mapping[str, Any]) -> tuple[str, str, str]:
+    meta = raw.get("metadata") or {}
+    return (str(meta.get("namespace") or ""), str(raw.get("kind")), str(meta.get("name")))
+
+
+def _name(r: Mapping[str, Any]) -> str:
+    return resource_name(r["kind"], r["apiVersion"], r["name"])
 
 
 def _labels(raw: Mapping[str, Any]) -> Mapping[str, str]:
@@ -196,20 +298,3 @@ def _of_type(found: list[Found], base: Descriptors, name: str) -> list[Found]:
     wanted = {(d.target.group, d.target.kind) for d in find_type(base.catalog, name)}
     return [f for f in found if (f.tree.ref.api_version.rpartition("/")[0], f.tree.ref.kind)
             in wanted]
-
-
-def _listed(args: argparse.Namespace, base: Descriptors, selector: Selector | None,
-            kind: str | None) -> tuple[list[Found], dict[str, dict[str, Any]] | None]:
-    """The workloads listed, and the Gang objects by gang key (``None``: the cluster has
-    none to read)."""
-    conn, descriptors, kinds = connect_described(args, base, None if args.all_types else kind)
-    namespace = None if args.all_namespaces else namespace_of(args)
-    try:
-        found, trouble = find_all(conn, descriptors, kinds, namespace,
-                                  label_selector=selector.text if selector else None)
-        objects, problem = read_gang_objects(conn, namespace) if found else (None, "")
-    except KubeError as err:
-        raise cluster_error(err) from None
-    for problem_text in [*trouble, *([problem] if problem else [])]:
-        print(f"warning: {problem_text}", file=sys.stderr)
-    return found, objects

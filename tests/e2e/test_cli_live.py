@@ -3,10 +3,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import queue
 import re
+import signal
 import socket
 import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -178,3 +185,73 @@ def test_a_dead_api_server_exits_1_naming_it(
         assert code == 1
         assert f"cannot reach the API server at https://127.0.0.1:{port}" in err
         assert "Traceback" not in err
+
+
+class _Watching:
+    """``muster ARGV`` run as kubectl's users run ``-w``: a process of its own, its lines read
+    as they come."""
+
+    def __init__(self, *argv: str) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-m", "extender.cli.main", *argv],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.lines: queue.Queue[str] = queue.Queue()
+        assert self.proc.stdout is not None
+        threading.Thread(target=lambda out: [self.lines.put(x) for x in out],
+                         args=(self.proc.stdout,), daemon=True).start()
+
+    def line(self, matching: Callable[[str], bool], *, timeout: float) -> str:
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            with contextlib.suppress(queue.Empty):
+                line = self.lines.get(timeout=left)
+                if matching(line):
+                    return line
+        raise AssertionError(f"no such line in {timeout}s; stderr so far: {self.stop()[1]}")
+
+    def stop(self) -> tuple[int, str]:
+        """Interrupt it as Ctrl-C does: the exit code and what it said on stderr."""
+        self.proc.send_signal(signal.SIGINT)
+        try:
+            _, err = self.proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            _, err = self.proc.communicate()
+        return self.proc.returncode, err
+
+
+def test_get_watch_prints_a_row_when_a_gang_or_workload_changes(
+        sandbox: Sandbox, namespace: str, catalog: Catalog) -> None:
+    conn = sandbox.connection()
+    submit(conn, _story(namespace, name="waits", worker_gpus=16), catalog, namespace=namespace)
+    gangs = f"/apis/muster.dev/v1alpha1/namespaces/{namespace}/gangs"
+    assert wait_until(lambda: bool(conn.request("GET", gangs).get("items")), timeout=60)
+    kubeconfig = _kubeconfig(sandbox)
+    watching_gangs = _Watching("get", "gangs", "-w", "-n", namespace, "--kubeconfig", kubeconfig)
+    watching_jobsets = _Watching("get", "js", "--watch", "-n", namespace,
+                                 "--kubeconfig", kubeconfig)
+    try:
+        assert watching_gangs.line(lambda x: x.split()[:1] == ["NAME"], timeout=60)
+        assert "Waiting" in watching_gangs.line(lambda x: "jobset-waits" in x, timeout=30)
+        assert watching_jobsets.line(lambda x: x.startswith("waits "), timeout=60)
+        # A change: a JobSet that fits. Its Gang object appears, then says it is bound.
+        submit(conn, _story(namespace, name="fits"), catalog, namespace=namespace)
+        row = watching_gangs.line(lambda x: "jobset-fits" in x and " Bound " in x, timeout=120)
+        assert row.split()[1:] == [f"JobSet/{namespace}/fits", "Bound", "3/3", row.split()[-1]]
+        assert watching_jobsets.line(
+            lambda x: x.startswith("fits ") and "jobset-fits" in x and "Bound" in x, timeout=60)
+    finally:
+        gangs_exit, gangs_err = watching_gangs.stop()
+        jobsets_exit, jobsets_err = watching_jobsets.stop()
+    assert (gangs_exit, jobsets_exit) == (130, 130), gangs_err + jobsets_err
+    assert "Traceback" not in gangs_err + jobsets_err
+
+
+def test_kubectl_explain_reads_what_each_gang_field_means(sandbox: Sandbox) -> None:
+    info = sandbox.info()
+    assert info is not None
+    done = subprocess.run([info.kubectl, "explain", "gang.status", "--kubeconfig",
+                           info.kubeconfig], capture_output=True, text=True, timeout=60,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    assert "Members that hold resources on a node now." in done.stdout
+    assert "<no description>" not in done.stdout
