@@ -290,8 +290,9 @@ def test_a_bind_failed_at_the_barrier_leaves_its_claim_allocated_and_counted_unt
     kube-scheduler has allocated and reserved ``a``'s claim in PreBind; the barrier times out,
     the bind fails, and Unreserve leaves the claim allocated to no one. ``a`` is deleted then:
     the claim stays allocated with no pod at all, and Muster counts its GPUs as taken. The
-    Job's new ``a`` takes that claim; once ``b`` is let go the gang is bound whole, never in
-    part, and no plan of Muster's counts on GPUs another claim holds."""
+    Job's new ``a`` takes that claim, which lets it onto the claim's node only: Muster plans
+    it there. Once ``b`` is let go the gang is bound whole, never in part, ``a`` on its
+    claim's node, and no plan of Muster's counts on GPUs another claim holds."""
     assert settled(dra_box)
     conn = dra_box.connection()
     apply(dra_box, resource_claim(ns, "claim-a"), resource_claim(ns, "claim-b"),
@@ -346,6 +347,7 @@ def test_a_bind_failed_at_the_barrier_leaves_its_claim_allocated_and_counted_unt
         where(pods_in(conn, ns))
     pair = of(pods_in(conn, ns), "pair")
     assert len({p["spec"]["nodeName"] for p in pair}) == 2
+    assert pod_a()["spec"]["nodeName"] == node, where(pods_in(conn, ns))
     for pod in pair:
         [name] = claim_names([pod])
         made = conn.request("GET", f"{RESOURCE}/namespaces/{ns}/resourceclaims/{name}")
