@@ -11,6 +11,7 @@ deployment mode gets no predictor from KServe, and without a transformer nothing
 from __future__ import annotations
 
 import copy
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ import yaml
 from extender.core.model.values import GangKey, WorkloadTree
 from extender.core.workloads.cluster import build_snapshot
 from extender.core.workloads.workload import resolve_workload
+from simulator.controllers import create_pods, gang_policy
 from tests.unit.cli.helpers import muster
 from tests.unit.descriptors.examples import catalog
 
@@ -183,6 +185,17 @@ def test_kserves_pods_join_their_own_sides_gang_through_the_owner_chain() -> Non
         "uid-p-0": ("prefill-leader", GangKey("default/deepseek-r1-0528-pd/prefill-0")),
         "uid-p-0-1": ("prefill-worker", GangKey("default/deepseek-r1-0528-pd/prefill-0")),
     }
+
+
+def test_the_simulators_controller_puts_each_pod_in_its_own_sides_gang() -> None:
+    obj = load(PD)
+    obj["spec"]["replicas"] = 2
+    obj["spec"]["prefill"]["replicas"] = 3
+    tree = resolve(obj)
+    made = create_pods(tree, policy=gang_policy(tree, catalog()), now=0.0)
+    by_gang = Counter((m.gang, m.role) for _, m in made)
+    assert by_gang == Counter({(g.key, m.role): m.count for g in tree.gangs for m in g.members})
+    assert len(made) == tree.pods == 10
 
 
 # ---------------------------------------------------------------- InferenceService
