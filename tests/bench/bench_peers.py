@@ -386,15 +386,16 @@ def gangs_that_fit(*, nodes: list[dict[str, Any]], pods: list[dict[str, Any]],
     """:func:`fit_left` on listed objects. ``devices`` (ResourceSlices, DeviceClasses, claims
     and templates) are lowered into the nodes, pods and workloads as Muster's store lowers
     them, so that with DRA GPUs the check counts the free devices and the GPUs each pod's
-    claims ask (``muster fit`` does the same)."""
+    claims ask (``muster fit`` does the same). ``nodes`` and ``pods`` may be listed items,
+    which carry no ``kind``: lowering goes by it."""
     objects = [s.workload for s in submitted if s.tree.gangs]
     objects += [o for s in submitted for o in s.intermediates]
-    lowered = lower_objects([*nodes, *pods, *objects, *devices])
-    snapshot = build_snapshot(
-        nodes=[o for o in lowered if o.get("kind") == "Node"],
-        pods=[o for o in lowered if o.get("kind") == "Pod"],
-        objects=lowered[len(nodes) + len(pods):len(nodes) + len(pods) + len(objects)],
-        catalog=catalog)
+    lowered = lower_objects([*({**o, "kind": "Node"} for o in nodes),
+                             *({**o, "kind": "Pod"} for o in pods), *objects, *devices])
+    after_nodes, after_pods = len(nodes), len(nodes) + len(pods)  # lowering keeps the order
+    snapshot = build_snapshot(nodes=lowered[:after_nodes], pods=lowered[after_nodes:after_pods],
+                              objects=lowered[after_pods:after_pods + len(objects)],
+                              catalog=catalog)
     complete = {g.key for g in gangs if sum(p in bound for p in g.pods) >= g.min_member}
     left = 0
     for sub in submitted:

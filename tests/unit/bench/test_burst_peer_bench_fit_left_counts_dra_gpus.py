@@ -1,7 +1,8 @@
 """The burst bench's ``fit left`` (gangs not whole that Muster's fit check says would fit now)
 counts DRA GPUs: the free devices the nodes' ResourceSlices publish and the GPUs each pod asks
 through claims or through the DeviceClass's extended resource. Without them a claim pod asks
-no GPU at all (every gang "fits") and a DRA node offers no ``nvidia.com/gpu`` (none does)."""
+no GPU at all (every gang "fits") and a DRA node offers no ``nvidia.com/gpu`` (none does).
+The nodes are given as a list's items are, with no ``kind``."""
 
 from __future__ import annotations
 
@@ -38,7 +39,8 @@ def _fits(gpu_model: str, *, gpus_per_node: int) -> int:
     jobset = _gang_of_two_4_gpu_pods(gpu_model)
     tree = resolve_workload(jobset, CATALOG.require(jobset))
     submitted = [Submitted(workload=jobset, tree=tree, intermediates=[], pods=[])]
-    return bench_peers.gangs_that_fit(nodes=nodes, pods=[], devices=devices,
+    listed = [{k: v for k, v in n.items() if k not in ("kind", "apiVersion")} for n in nodes]
+    return bench_peers.gangs_that_fit(nodes=listed, pods=[], devices=devices,
                                       submitted=submitted, gangs=[], bound=frozenset(),
                                       catalog=CATALOG)
 
