@@ -111,13 +111,33 @@ def test_each_leaderworkerset_is_sized_by_its_own_parallelism(
     assert [g.pods for g in tree.gangs] == [2, size]
 
 
-def test_a_prefill_leader_without_its_own_template_runs_the_worker_template() -> None:
+@pytest.mark.parametrize("side", ["decode", "prefill"])
+def test_a_group_without_a_leader_template_is_all_workers_as_kserve_labels_them(
+        side: str) -> None:
+    # LWS makes the leader from the worker template, and KServe's worker labels come with it.
     obj = load(PD)
-    del obj["spec"]["prefill"]["template"]
-    resources = obj["spec"]["prefill"]["worker"]["containers"][0]["resources"]
-    resources["limits"]["nvidia.com/gpu"] = resources["requests"]["nvidia.com/gpu"] = "4"
-    leader = next(r for r in resolve(obj).roles if r.name == "prefill-leader")
-    assert leader.shape.gpus == 4
+    spec = obj["spec"] if side == "decode" else obj["spec"]["prefill"]
+    del spec["template"]
+    spec["replicas"] = 2
+    tree = resolve(obj)
+    worker = "worker" if side == "decode" else "prefill-worker"
+    leader = "main" if side == "decode" else "prefill-leader"
+    roles = {r.name: (r.replicas, r.pods_per_replica) for r in tree.roles}
+    assert leader not in roles and roles[worker] == (2, 2)
+    assert tree.pods == 2 + 2 * 2
+    group = "group" if side == "decode" else "prefill"
+    assert [(g.key, {m.role: m.count for m in g.members}) for g in tree.gangs
+            if g.key.rsplit("/", 1)[1].startswith(group)] == [
+        (f"default/deepseek-r1-0528-pd/{group}-{i}", {worker: 2}) for i in range(2)]
+
+
+def test_a_stopped_service_runs_nothing() -> None:
+    obj = load(PD)
+    obj["metadata"]["annotations"]["serving.kserve.io/stop"] = "True"
+    tree = resolve(obj)
+    assert (tree.roles, tree.pods, tree.gangs) == ((), 0, ())
+    obj["metadata"]["annotations"]["serving.kserve.io/stop"] = "false"
+    assert resolve(obj).pods == 4
 
 
 def test_single_node_prefill_is_a_deployment_of_serving_replicas_in_no_gang() -> None:
