@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -191,8 +192,8 @@ def test_a_retry_does_not_inherit_the_failure_meant_for_the_request_it_replaces(
         gang, earlier = hold.gang, hold.ticket
         assert gang is not None
         out: list[Effect] = []
-        rig.svc.session._fail_held(withdraw(gang, ledger=rig.svc.session.ledger).rejected,
-                                   "withdrawn", rig.store.snapshot(), gang, out)
+        gone = replace(withdraw(gang, ledger=rig.svc.session.ledger), reason="withdrawn")
+        rig.svc.session.binds.fail_held(gone, rig.store.snapshot(), out)
         rig.svc._apply(out)
         # ...and kube-scheduler's retry of W0 comes in, perhaps before it wakes.
         retry = rig.pool.submit(rig.bind, W0, spare)
