@@ -196,7 +196,8 @@ class Sandbox:
                      "deployment, garbage collector, namespace, serviceaccount, "
                      "resource claims)")
             kcm = self.table.start("kube-controller-manager", controller_manager_argv(
-                bin_dir, kubeconfig=kubeconfig, port=ports.controller_manager))
+                bin_dir, kubeconfig=kubeconfig, port=ports.controller_manager,
+                workload_api=gang))
             wait_for("kube-controller-manager",
                   lambda: http_ok(f"https://127.0.0.1:{ports.controller_manager}/healthz"),
                   timeout=60, log=Path(kcm.log))
