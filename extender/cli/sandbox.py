@@ -20,12 +20,12 @@ from extender.sandbox.sandbox import Sandbox, SandboxError, SandboxInfo, Sandbox
 def register(subparsers: Any) -> None:
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "sandbox", help="a local real control plane (etcd, kube-apiserver, kube-scheduler, "
-                        "kube-controller-manager, KWOK, the JobSet, LWS and KubeRay operators, "
-                        "Muster)",
+                        "kube-controller-manager, KWOK, the JobSet, LWS, KubeRay, MPI and "
+                        "Kubeflow Trainer operators, Muster)",
         description="Start, stop or inspect a local control plane on loopback with fake GPU "
-                    "nodes that KWOK runs pods on, and the real JobSet, LeaderWorkerSet and "
-                    "KubeRay operators. Binaries are built from pinned Go modules on first use "
-                    "and cached under ~/.cache/muster.")
+                    "nodes that KWOK runs pods on, and the real JobSet, LeaderWorkerSet, "
+                    "KubeRay, MPI and Kubeflow Trainer operators. Binaries are built from "
+                    "pinned Go modules on first use and cached under ~/.cache/muster.")
     sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     up = sub.add_parser("up", help="start the sandbox")
     up.add_argument("--nodes", type=int, default=None,
@@ -66,13 +66,19 @@ def register(subparsers: Any) -> None:
                     help="leave kube-controller-manager out: nothing creates the pods of Jobs, "
                          "StatefulSets, Deployments or ReplicaSets")
     # The real operators run by default; --no-NAME leaves one out (a quicker start: their
-    # CRDs are large, about 8 s of API server work for the three).
+    # CRDs are large, most of the API server's work at up).
     real = {"jobset": "the real JobSet controller v0.10.1 with its CRD and webhooks: JobSets "
                       "applied with kubectl get their Jobs",
             "lws": "the real LeaderWorkerSet controller v0.7.0 with its CRD and webhooks: "
                    "LeaderWorkerSets applied with kubectl get their StatefulSets and pods",
             "kuberay": "the real KubeRay operator v1.5.0 with its CRDs: RayClusters, RayJobs "
-                       "and RayServices applied with kubectl get their pods"}
+                       "and RayServices applied with kubectl get their pods",
+            "mpi-operator": "the real MPI operator v0.7.0 with its CRD: MPIJobs (v2beta1) "
+                            "applied with kubectl get their workers and launcher (it needs "
+                            "port 8080 free)",
+            "trainer": "Kubeflow Trainer v2.1.0 with its CRDs, webhooks and the "
+                       "torch-distributed ClusterTrainingRuntime: TrainJobs applied with "
+                       "kubectl get their JobSets (only with --jobset)"}
     for name, what in real.items():
         up.add_argument(f"--{name}", action=argparse.BooleanOptionalAction, default=True,
                         help=f"run {what} (default: on; --no-{name} leaves it out, and its kind "
@@ -128,7 +134,8 @@ def _spec(args: argparse.Namespace) -> SandboxSpec:
         ports=Ports(**{p: getattr(args, f"{p}_port") for p in Ports.__dataclass_fields__}),
         bind_timeout=args.bind_timeout, extra_descriptor_dirs=tuple(args.descriptors),
         controller_manager=not args.no_controller_manager, kwok=not args.no_kwok,
-        jobset=args.jobset, lws=args.lws, kuberay=args.kuberay, image=args.image,
+        jobset=args.jobset, lws=args.lws, kuberay=args.kuberay,
+        mpi_operator=args.mpi_operator, trainer=args.trainer and args.jobset, image=args.image,
         gating=args.gating, gate_by=GateBy(args.gate_by), gpu_model=model,
         dra_nodes=args.dra_nodes, dra_partitions=args.dra_partitions,
     )

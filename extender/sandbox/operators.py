@@ -1,18 +1,21 @@
-"""The real operators a sandbox can run: the JobSet controller, LeaderWorkerSet and KubeRay.
+"""The real operators a sandbox can run: the JobSet controller, LeaderWorkerSet, KubeRay, the
+MPI operator and Kubeflow Trainer.
 
 Each is the unmodified upstream command of a pinned release (``build.sh`` builds it and copies
-the release's CRDs, webhook configurations and webhook patches beside the binary). The
-webhooks are served on loopback: the sandbox makes one CA and one serving certificate for
-127.0.0.1 with openssl, points every webhook at ``https://127.0.0.1:PORT`` with that CA, and
-applies the patches the release's kustomization applies (they narrow the pod webhooks to the
-operator's own pods). The CRDs the sandbox installs for an operator carry
-:data:`OPERATOR_LABEL`, which is how :mod:`submit` knows no stand-in must run for that kind.
+the release's CRDs, webhook configurations, webhook patches and cluster objects such as
+Trainer's ``torch-distributed`` runtime beside the binary). The webhooks are served on
+loopback: the sandbox makes one CA and one serving certificate for 127.0.0.1 with openssl,
+points every webhook at ``https://127.0.0.1:PORT`` with that CA, and applies the patches the
+release's kustomization applies (they narrow the pod webhooks to the operator's own pods). The
+CRDs the sandbox installs for an operator carry :data:`OPERATOR_LABEL`, which is how
+:mod:`submit` knows no stand-in must run for that kind.
 """
 
 from __future__ import annotations
 
 import base64
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +23,7 @@ from typing import Any
 import yaml
 
 from extender.files.yamlsafe import load_all
+from extender.sandbox.config import Ports
 from extender.sandbox.local import SandboxError
 
 #: On each CRD the sandbox installs for a real operator: the operator's name.
@@ -39,12 +43,30 @@ class Operator:
     each to the configuration of the kind its ops belong to (mutating, validating)."""
     config_api: str | None = None
     """The ``apiVersion`` of its controller-runtime Configuration file; None: it takes flags."""
+    cert_management: str = "internalCertManagement"
+    """The Configuration's key that turns the release's own certificate rotation off."""
+    cert_dir_in_config: bool = True
+    """Whether its Configuration's ``webhook`` takes ``certDir``; if not, controller-runtime's
+    default, ``$TMPDIR/k8s-webhook-server/serving-certs``, is where it reads them."""
     flags: tuple[str, ...] = ()
     """Its command-line flags; ``{health}`` becomes its health-probe port."""
+    kubeconfig_flag: str = "--kubeconfig"
+    health_path: str = "/readyz"
+    fixed_health_port: int | None = None
+    """A health port the release cannot be told (it listens on every interface); None: a
+    loopback port the sandbox picks."""
+    objects: tuple[str, ...] = ()
+    """Release files of cluster-scoped objects of its own kinds, created once its webhooks
+    are installed (the runtimes its default installation ships)."""
+
+    @property
+    def option(self) -> str:
+        """Its :class:`~extender.sandbox.spec.SandboxSpec` field (``--NAME`` without dashes)."""
+        return self.name.replace("-", "_")
 
     def files(self) -> tuple[str, ...]:
         hooks = (self.webhooks_file,) if self.webhooks_file else ()
-        return (self.name, *self.crd_files, *hooks, *self.webhook_patches)
+        return (self.name, *self.crd_files, *hooks, *self.webhook_patches, *self.objects)
 
 
 JOBSET = Operator(
@@ -67,7 +89,25 @@ KUBERAY = Operator(
                "kuberay-crd-rayservices.yaml"),
     flags=("--enable-leader-election=false", "--metrics-addr=0",
            "--health-probe-bind-address=127.0.0.1:{health}", "--log-stdout-encoder=console"))
-OPERATORS = (JOBSET, LWS, KUBERAY)
+#: The MPI operator's v2 controller (MPIJob v2beta1): flags only, no webhook. It always runs
+#: leader election (its Lease in an existing namespace, kube-system) and serves /healthz on
+#: :8080 of every interface, a port v0.7.0 has no flag for; --monitoring-port=0 turns its
+#: metrics server off. Its Go flag for the kubeconfig is spelled ``--kubeConfig``.
+MPI_OPERATOR = Operator(
+    name="mpi-operator", release="MPI operator v0.7.0", crd_files=("mpi-operator-crd.yaml",),
+    flags=("--lock-namespace=kube-system", "--monitoring-port=0"),
+    kubeconfig_flag="--kubeConfig", health_path="/healthz", fixed_health_port=8080)
+#: Kubeflow Trainer's controller manager (TrainJob, TrainingRuntime, ClusterTrainingRuntime):
+#: its TrainJobs become JobSets, so it runs with the JobSet controller. Its Configuration
+#: turns its certificate rotation off under ``certManagement`` and has no ``certDir``.
+TRAINER = Operator(
+    name="trainer", release="Kubeflow Trainer v2.1.0",
+    crd_files=("trainer-crd-trainjobs.yaml", "trainer-crd-trainingruntimes.yaml",
+               "trainer-crd-clustertrainingruntimes.yaml"),
+    webhooks_file="trainer-webhooks.yaml", config_api="config.trainer.kubeflow.org/v1alpha1",
+    cert_management="certManagement", cert_dir_in_config=False,
+    objects=("trainer-runtime-torch-distributed.yaml",))
+OPERATORS = (JOBSET, LWS, KUBERAY, MPI_OPERATOR, TRAINER)
 
 
 def make_certs(directory: Path) -> Path:
@@ -100,11 +140,14 @@ def config_file(op: Operator, directory: Path, *, webhook_port: int, health_port
     sandbox made the certificate), webhooks and probes on loopback, no metrics server."""
     if op.config_api is None:
         raise ValueError(f"{op.release} takes flags, not a Configuration file")
+    webhook: dict[str, Any] = {"port": webhook_port, "host": "127.0.0.1"}
+    if op.cert_dir_in_config:
+        webhook["certDir"] = str(cert_dir)
     config = {
         "apiVersion": op.config_api, "kind": "Configuration",
         "leaderElection": {"leaderElect": False},
-        "internalCertManagement": {"enable": False},
-        "webhook": {"port": webhook_port, "host": "127.0.0.1", "certDir": str(cert_dir)},
+        op.cert_management: {"enable": False},
+        "webhook": webhook,
         "health": {"healthProbeBindAddress": f"127.0.0.1:{health_port}"},
         "metrics": {"bindAddress": "0"},
     }
@@ -113,10 +156,38 @@ def config_file(op: Operator, directory: Path, *, webhook_port: int, health_port
     return path
 
 
+def environment(op: Operator, directory: Path, *, cert_dir: Path) -> dict[str, str]:
+    """What its process needs in its environment: for an operator whose Configuration names
+    no certificate directory, a ``TMPDIR`` whose ``k8s-webhook-server/serving-certs`` is the
+    sandbox's (controller-runtime's default place)."""
+    if op.cert_dir_in_config or op.webhooks_file is None:
+        return {}
+    tmp = directory / f"{op.name}-tmp"
+    serving = tmp / "k8s-webhook-server" / "serving-certs"
+    serving.parent.mkdir(parents=True, exist_ok=True)
+    if not serving.is_symlink():
+        serving.symlink_to(cert_dir.resolve(), target_is_directory=True)
+    return {"TMPDIR": str(tmp)}
+
+
+def loopback_ports(op: Operator, ports: Ports,
+                   free: Callable[[int], list[int]]) -> tuple[int, int]:
+    """``(webhook, health)`` ports of ``op``: those :class:`Ports` holds for it (chosen or
+    picked at ``up``), the health port its release cannot be told, or else ports free now.
+    The webhook port is 0 for one that serves no webhook here."""
+    if f"{op.option}_health" in Ports.__dataclass_fields__:
+        return ports.of(op.option)
+    wants = int(op.webhooks_file is not None) + int(op.fixed_health_port is None)
+    picked = free(wants) if wants else []
+    webhook = picked.pop() if op.webhooks_file is not None else 0
+    health = op.fixed_health_port if op.fixed_health_port is not None else picked.pop()
+    return webhook, health
+
+
 def argv(op: Operator, bin_dir: Path, *, kubeconfig: Path, config: Path | None,
          health_port: int) -> list[str]:
     given = [f"--config={config}"] if config is not None else []
-    return [str(bin_dir / op.name), *given, f"--kubeconfig={kubeconfig}",
+    return [str(bin_dir / op.name), *given, f"{op.kubeconfig_flag}={kubeconfig}",
             *(flag.format(health=health_port) for flag in op.flags)]
 
 
@@ -136,6 +207,21 @@ def crds(op: Operator, bin_dir: Path) -> list[dict[str, Any]]:
         crd["metadata"].setdefault("labels", {})[OPERATOR_LABEL] = op.name
         found.append(crd)
     return found
+
+
+def release_objects(op: Operator, bin_dir: Path) -> list[tuple[str, dict[str, Any]]]:
+    """``(API path, object)`` of each cluster-scoped object the release ships with, of a kind
+    one of its CRDs defines (Trainer's ``torch-distributed`` ClusterTrainingRuntime)."""
+    kinds = {crd["spec"]["names"]["kind"]: crd for crd in crds(op, bin_dir)}
+    made = []
+    for name in op.objects:
+        for doc in _docs(bin_dir / name):
+            crd = kinds.get(str(doc.get("kind")))
+            if crd is None or crd["spec"].get("scope") != "Cluster":
+                raise SandboxError(f"{bin_dir / name}: {doc.get('kind')} is no cluster-scoped "
+                                   f"kind of {op.release}")
+            made.append((f"/apis/{doc['apiVersion']}/{crd['spec']['names']['plural']}", doc))
+    return made
 
 
 def webhook_configurations(op: Operator, bin_dir: Path, *, port: int,

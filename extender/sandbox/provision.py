@@ -50,13 +50,7 @@ def install_descriptors(conn: Connection, spec: SandboxSpec, bin_dir: Path, say:
         if not crd_file.exists():
             raise SandboxError(f"Muster's CRD is missing: {crd_file}")
     say("descriptors: installing the WorkloadDescriptor and Gang CRDs and the catalog")
-    # Plain CRDs let the API server store each kind no real operator runs for.
-    crds = _yaml_docs([CRD_FILE, GANG_CRD_FILE]) + permissive_crds(
-        packaged_catalog().descriptors)
-    for op in spec.real_operators():  # the release's own CRDs, validation and all
-        real = operators.crds(op, bin_dir)
-        groups = {c["spec"]["group"] for c in real}
-        crds = [c for c in crds if c["spec"].get("group") not in groups] + real
+    crds = _yaml_docs([CRD_FILE, GANG_CRD_FILE]) + workload_crds(spec, bin_dir)
     for crd in crds:
         conn.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
                      body=crd)
@@ -73,6 +67,29 @@ def install_descriptors(conn: Connection, spec: SandboxSpec, bin_dir: Path, say:
         wait_for(f"CRD {name}", established, timeout=30, log=None)
     for doc in _yaml_docs(sorted(packaged_catalog_dir().glob("*.yaml"))):
         conn.request("POST", f"/apis/{doc['apiVersion']}/workloaddescriptors", body=doc)
+
+
+def workload_crds(spec: SandboxSpec, bin_dir: Path) -> list[dict[str, Any]]:
+    """A CRD for each kind of the catalog: the release's own for the kinds of the real
+    operators ``spec`` runs (validation and all), a permissive one for every other (it lets
+    the API server store the kind)."""
+    crds = permissive_crds(packaged_catalog().descriptors)
+    for op in spec.real_operators():
+        real = operators.crds(op, bin_dir)
+        # By name, not group: a group holds other operators' kinds too (kubeflow.org's
+        # PyTorchJob beside the MPI operator's MPIJob).
+        names = {c["metadata"]["name"] for c in real}
+        crds = [c for c in crds if c["metadata"]["name"] not in names] + real
+    return crds
+
+
+def create_release_objects(conn: Connection, op: operators.Operator, bin_dir: Path,
+                           say: Say) -> None:
+    """The cluster objects ``op``'s release ships (Trainer's ``torch-distributed``
+    ClusterTrainingRuntime), once its webhooks are installed (they validate them)."""
+    for path, obj in operators.release_objects(op, bin_dir):
+        say(f"{op.name}: creating {obj['kind']} {obj['metadata']['name']} of {op.release}")
+        conn.request("POST", path, body=obj)
 
 
 def create_nodes(conn: Connection, spec: SandboxSpec, say: Say) -> None:

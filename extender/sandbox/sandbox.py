@@ -38,6 +38,7 @@ from extender.sandbox.provision import (
     CRD_FILE,
     Say,
     create_nodes,
+    create_release_objects,
     install_descriptors,
     install_gate_policy,
     install_gate_webhook,
@@ -102,6 +103,12 @@ class Sandbox:
         if busy:
             raise SandboxError(f"ports in use on 127.0.0.1: {busy}; stop what holds them or "
                                "choose other ports (ports not given are picked free)")
+        for op in spec.real_operators():
+            if op.fixed_health_port is not None and not port_free(op.fixed_health_port):
+                raise SandboxError(
+                    f"port {op.fixed_health_port} is in use: {op.release} serves its health "
+                    f"check there, on every interface, and has no flag to move it; stop what "
+                    f"holds it or leave it out (--no-{op.name})")
         if spec.gpu_model is GpuModel.DEVICE_PLUGIN and (spec.dra_nodes or spec.dra_partitions):
             raise SandboxError("DRA nodes and partitions need a DRA GPU model "
                                "(--gpu-model dra, dra-extended or mixed)")
@@ -121,7 +128,7 @@ class Sandbox:
             raise SandboxError(f"{bin_dir} lacks {', '.join(missing)}; rebuild with "
                                "bash tests/e2e/controlplane/build.sh, or leave them out "
                                "(--no-kwok, --no-controller-manager, --no-jobset, --no-lws, "
-                               "--no-kuberay)")
+                               "--no-kuberay, --no-mpi-operator, --no-trainer)")
         if self.dir.exists() and not self.dir.is_dir():
             raise SandboxError(f"{self.dir} is not a directory")
         clear_own(self.dir)  # a previous run's state, never anything else in the directory
@@ -243,19 +250,21 @@ class Sandbox:
 
     def _start_operator(self, op: operators.Operator, bin_dir: Path, kubeconfig: Path,
                         conn: Connection, certs: Path) -> None:
-        webhook, health = self.ports.of(op.name)
+        webhook, health = operators.loopback_ports(op, self.ports, free_ports)
         hooks = f" (webhooks on https://127.0.0.1:{webhook})" if op.webhooks_file else ""
         self.say(f"{op.name}: starting the real {op.release} controller{hooks}")
         config = None if op.config_api is None else operators.config_file(
             op, self.dir, webhook_port=webhook, health_port=health, cert_dir=certs)
         proc = self.table.start(op.name, operators.argv(op, bin_dir, kubeconfig=kubeconfig,
-                                                        config=config, health_port=health))
-        wait_for(op.name, lambda: http_ok(f"http://127.0.0.1:{health}/readyz"),
+                                                        config=config, health_port=health),
+                                env=operators.environment(op, self.dir, cert_dir=certs))
+        wait_for(op.name, lambda: http_ok(f"http://127.0.0.1:{health}{op.health_path}"),
                  timeout=60, log=Path(proc.log))
         for made in operators.webhook_configurations(op, bin_dir, port=webhook,
                                                      ca=(certs / "ca.crt").read_bytes()):
             kind = made["kind"].lower() + "s"
             conn.request("POST", f"/apis/admissionregistration.k8s.io/v1/{kind}", body=made)
+        create_release_objects(conn, op, bin_dir, self.say)
 
     def start_muster(self) -> None:
         """Start the extender (again, after :meth:`kill` of ``muster``) and wait until ready."""

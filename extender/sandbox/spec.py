@@ -59,6 +59,13 @@ class SandboxSpec:
     kuberay: bool = False
     """Run the real KubeRay operator (its RayCluster, RayJob and RayService CRDs): it makes a
     RayCluster's head and worker pods; no Ray stand-in then runs."""
+    mpi_operator: bool = False
+    """Run the real MPI operator (its MPIJob CRD): it makes an MPIJob's worker pods and its
+    launcher Job (with ``launcherCreationPolicy: WaitForWorkersReady``, once they are Ready)."""
+    trainer: bool = False
+    """Run Kubeflow Trainer (its TrainJob and runtime CRDs and webhooks, and the
+    ``torch-distributed`` ClusterTrainingRuntime): it makes a TrainJob's JobSet, which only
+    :attr:`jobset` gives pods."""
 
     gating: bool = False
     """Gate new gang pods until their gang is planned, by :attr:`gate_by`. Off here and on
@@ -82,8 +89,7 @@ class SandboxSpec:
 
     def real_operators(self) -> tuple[operators.Operator, ...]:
         """The real operators this sandbox runs, in start order."""
-        wanted = {"jobset": self.jobset, "lws": self.lws, "kuberay": self.kuberay}
-        return tuple(op for op in operators.OPERATORS if wanted[op.name])
+        return tuple(op for op in operators.OPERATORS if getattr(self, op.option))
 
     def node_counts(self) -> tuple[int, int]:
         """``(device-plugin nodes, DRA nodes)``."""

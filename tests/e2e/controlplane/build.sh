@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Build Muster's local Kubernetes control plane binaries (etcd, kube-apiserver,
 # kube-scheduler, kube-controller-manager, kubectl) from the Go module pinned in this folder,
-# and KWOK and the real operators (JobSet, LeaderWorkerSet, KubeRay) each from its own
-# module (kwok/, jobset/, lws/, kuberay/; see README.md for why separate modules).
+# and KWOK and the real operators (JobSet, LeaderWorkerSet, KubeRay, the MPI operator, Kubeflow
+# Trainer) each from its own module (kwok/, jobset/, lws/, kuberay/, mpi/, trainer/; see
+# README.md for why separate modules).
 #
 #   bash tests/e2e/controlplane/build.sh         # build if needed
 #   BIN=$(bash tests/e2e/controlplane/build.sh)  # last stdout line = bin dir
 #
 # Output:  $MUSTER_CACHE_DIR/controlplane/<k8s version>/bin/{etcd,kube-apiserver,kube-scheduler,
-#          kube-controller-manager,kubectl,kwok,jobset,lws,kuberay,helm} and the operators' release files
+#          kube-controller-manager,kubectl,kwok,jobset,lws,kuberay,mpi-operator,trainer,helm} and the
+#          operators' release files
 # Caches:  $MUSTER_CACHE_DIR/go/{mod,build}  (GOMODCACHE, GOCACHE)
 # MUSTER_CACHE_DIR defaults to ${XDG_CACHE_HOME:-$HOME/.cache}/muster.
 #
@@ -20,7 +22,8 @@ set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cache="${MUSTER_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/muster}"
-binaries=(etcd kube-apiserver kube-scheduler kube-controller-manager kubectl kwok jobset lws kuberay helm)
+binaries=(etcd kube-apiserver kube-scheduler kube-controller-manager kubectl kwok jobset lws kuberay
+          mpi-operator trainer helm)
 
 log() { printf '[controlplane] %s\n' "$*" >&2; }
 die() { printf '[controlplane] ERROR: %s\n' "$*" >&2; exit 1; }
@@ -49,6 +52,8 @@ recipe() {
     jobset) echo "jobset sigs.k8s.io/jobset own" ;;
     lws) echo "lws sigs.k8s.io/lws/cmd own" ;;
     kuberay) echo "kuberay github.com/ray-project/kuberay/ray-operator own" ;;
+    mpi-operator) echo "mpi github.com/kubeflow/mpi-operator/cmd/mpi-operator own" ;;
+    trainer) echo "trainer github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager own" ;;
     helm) echo "helm helm.sh/helm/v4/cmd/helm helm" ;;
     *) echo ". ./cmd/$1 kubernetes" ;;
   esac
@@ -73,6 +78,14 @@ release_files() {
       "config/crd/bases/ray.io_rayclusters.yaml=kuberay-crd-rayclusters.yaml" \
       "config/crd/bases/ray.io_rayjobs.yaml=kuberay-crd-rayjobs.yaml" \
       "config/crd/bases/ray.io_rayservices.yaml=kuberay-crd-rayservices.yaml" ;;
+    mpi-operator) echo "mpi github.com/kubeflow/mpi-operator" \
+      "manifests/base/kubeflow.org_mpijobs.yaml=mpi-operator-crd.yaml" ;;
+    trainer) echo "trainer github.com/kubeflow/trainer/v2" \
+      "manifests/base/crds/trainer.kubeflow.org_trainjobs.yaml=trainer-crd-trainjobs.yaml" \
+      "manifests/base/crds/trainer.kubeflow.org_trainingruntimes.yaml=trainer-crd-trainingruntimes.yaml" \
+      "manifests/base/crds/trainer.kubeflow.org_clustertrainingruntimes.yaml=trainer-crd-clustertrainingruntimes.yaml" \
+      "manifests/base/webhook/manifests.yaml=trainer-webhooks.yaml" \
+      "manifests/base/runtimes/torch_distributed.yaml=trainer-runtime-torch-distributed.yaml" ;;
   esac
 }
 

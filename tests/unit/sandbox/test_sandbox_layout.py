@@ -39,7 +39,9 @@ from extender.sandbox.operators import (
     JOBSET,
     KUBERAY,
     LWS,
+    MPI_OPERATOR,
     OPERATOR_LABEL,
+    TRAINER,
     argv,
     config_file,
     crds,
@@ -279,10 +281,10 @@ def test_sandbox_up_runs_every_real_operator_unless_one_is_left_out_by_name() ->
         return _spec(build_parser().parse_args(["sandbox", "up", "--dir", "/x", *flags])
                      ).real_operators()
 
-    assert operators() == (JOBSET, LWS, KUBERAY)
-    assert operators("--lws") == (JOBSET, LWS, KUBERAY)
-    assert operators("--no-lws") == (JOBSET, KUBERAY)
-    assert operators("--no-jobset", "--no-lws", "--no-kuberay") == ()
+    assert operators() == (JOBSET, LWS, KUBERAY, MPI_OPERATOR, TRAINER)
+    assert operators("--lws") == (JOBSET, LWS, KUBERAY, MPI_OPERATOR, TRAINER)
+    assert operators("--no-lws") == (JOBSET, KUBERAY, MPI_OPERATOR, TRAINER)
+    assert operators("--no-jobset", "--no-lws", "--no-kuberay", "--no-mpi-operator") == ()
     # Programs (the e2e suite, the demo, the benchmark) ask for them by name.
     assert SandboxSpec().real_operators() == ()
 
