@@ -82,14 +82,15 @@ def member_gang_key(ref: WorkloadRef, policy: GangPolicy, role: Role | None, *,
 def cut_gangs(descriptor: Descriptor, ref: WorkloadRef, roles: list[Role],
               created: float, *, outside: set[str], limit: int) -> tuple[Gang, ...]:
     """The workload's gangs under its descriptor's policy; roles in ``outside`` (or not in
-    ``gangs.roles``) and roles without pods are in none.
+    ``gangs.roles``, where a role's followers go with the role) and roles without pods are in
+    none.
 
     More than ``limit`` gangs raise :class:`WorkloadError` before more than ``limit`` are cut,
     so the work stays bounded whatever the replica counts say.
     """
     policy = descriptor.gangs.policy
     chosen = [r for r in roles if r.pods > 0 and r.name not in outside and
-              (not descriptor.gangs.roles or r.name in descriptor.gangs.roles)]
+              (not descriptor.gangs.roles or (r.follows or r.name) in descriptor.gangs.roles)]
     if policy is GangPolicy.NONE or not chosen:
         return ()
 

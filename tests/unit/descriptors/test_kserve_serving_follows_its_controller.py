@@ -131,6 +131,52 @@ def test_a_group_without_a_leader_template_is_all_workers_as_kserve_labels_them(
         (f"default/deepseek-r1-0528-pd/{group}-{i}", {worker: 2}) for i in range(2)]
 
 
+EXCLUSIVE = "leaderworkerset.sigs.k8s.io/exclusive-topology"
+
+
+def stages(tree: WorkloadTree) -> dict[str, dict[str, int]]:
+    return {g.key.rsplit("/", 1)[1]: {m.role: m.stage for m in g.members} for g in tree.gangs}
+
+
+def test_exclusive_topology_passed_on_to_both_leaderworkersets_keeps_each_group_alone() -> None:
+    # KServe copies leaderworkerset.sigs.k8s.io/* annotations onto both LWSs; LWS then keeps
+    # each group alone in a domain and creates its workers once the leader has a node.
+    obj = load(PD)
+    obj["metadata"]["annotations"][EXCLUSIVE] = "nvidia.com/gpu.clique"
+    tree = resolve(obj)
+    assert stages(tree) == {"group-0": {"main": 0, "worker": 1},
+                            "prefill-0": {"prefill-leader": 0, "prefill-worker": 1}}
+    for gang in tree.gangs:
+        assert gang.topology is not None
+        assert (gang.topology.key, gang.topology.required, gang.topology.exclusive) == (
+            "nvidia.com/gpu.clique", True, True)
+    del obj["metadata"]["annotations"][EXCLUSIVE]
+    tree = resolve(obj)
+    assert stages(tree) == {"group-0": {"main": 0, "worker": 0},
+                            "prefill-0": {"prefill-leader": 0, "prefill-worker": 0}}
+    assert all(g.topology is None for g in tree.gangs)
+
+
+def test_exclusive_groups_without_a_leader_template_stage_their_first_pod_first() -> None:
+    obj = load(PD)
+    obj["metadata"]["annotations"][EXCLUSIVE] = "nvidia.com/gpu.clique"
+    del obj["spec"]["prefill"]["template"]
+    tree = resolve(obj)
+    assert stages(tree)["prefill-0"] == {"prefill-worker": 0, "prefill-worker/followers": 1}
+    objects: list[dict[str, Any]] = [obj]
+    component = "llminferenceservice-workload-worker-prefill"
+    pods = [_kserve_pod(name, "sts", component, 0) for name in ("p-0", "p-0-1")]
+    pods[0]["metadata"]["labels"]["leaderworkerset.sigs.k8s.io/worker-index"] = "0"
+    pods[1]["metadata"]["labels"]["leaderworkerset.sigs.k8s.io/worker-index"] = "1"
+    # The StatefulSet is not at hand: KServe's app.kubernetes.io/name finds the workload.
+    obj["metadata"]["namespace"] = "default"
+    snap = build_snapshot(nodes=[], pods=pods, objects=objects, catalog=catalog())
+    prefill = GangKey("default/deepseek-r1-0528-pd/prefill-0")
+    assert {uid: (m.role, m.gang) for uid, m in snap.memberships.items()} == {
+        "uid-p-0": ("prefill-worker", prefill),
+        "uid-p-0-1": ("prefill-worker/followers", prefill)}
+
+
 def test_a_stopped_service_runs_nothing() -> None:
     obj = load(PD)
     obj["metadata"]["annotations"]["serving.kserve.io/stop"] = "True"
