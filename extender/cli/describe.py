@@ -51,6 +51,7 @@ from extender.cli.options import (
     add_descriptor_flags,
     add_namespace_flags,
     add_output_flag,
+    asked_live,
 )
 from extender.cli.render import console, emit_data, table
 from extender.cli.views import status_text, workload_data
@@ -68,8 +69,9 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "describe", help="a workload's roles, pods, gangs, phase and resources",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("target", nargs="*", metavar="TYPE[/NAME] [NAME]",
-                   help="what to describe: TYPE/NAME, TYPE NAME, or TYPE for every one")
+    asked_live(p.add_argument(
+        "target", nargs="*", metavar="TYPE[/NAME] [NAME]",
+        help="what to describe: TYPE/NAME, TYPE NAME, or TYPE for every one"))
     p.add_argument("-f", "--filename", metavar="FILE",
                    help="describe the workloads of a YAML file (- for stdin); no cluster")
     add_namespace_flags(p)

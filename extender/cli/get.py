@@ -45,6 +45,7 @@ from extender.cli.options import (
     add_descriptor_flags,
     add_namespace_flags,
     add_output_flag,
+    asked_live,
 )
 from extender.cli.render import console, emit_data, table
 from extender.cli.selectors import Selector, parse_selector
@@ -65,9 +66,10 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "get", help="list workloads: phase, pods ready/desired, gangs, GPUs",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("target", nargs="*", metavar="TYPE[/NAME] [NAME]",
-                   help="kind, plural, short name or kind.group, any case (gangs: the Gang "
-                        "objects); TYPE/NAME or TYPE NAME: that workload only")
+    asked_live(p.add_argument(
+        "target", nargs="*", metavar="TYPE[/NAME] [NAME]",
+        help="kind, plural, short name or kind.group, any case (gangs: the Gang objects); "
+             "TYPE/NAME or TYPE NAME: that workload only"))
     p.add_argument("--all-types", action="store_true",
                    help="every kind the catalog describes (and the cluster serves)")
     p.add_argument("-f", "--filename", metavar="FILE",

@@ -6,7 +6,9 @@ Each command module exposes ``register(subparsers)`` which adds its parser and s
 2 for ``fit`` when there is no answer.
 
 ``kubectl-muster`` is the same command under the name kubectl looks for on PATH, so
-``kubectl muster describe jobset/x`` runs ``muster describe jobset/x``.
+``kubectl muster describe jobset/x`` runs ``muster describe jobset/x``; ``muster __complete
+WORD...`` (kubectl's plugins answer a TAB through ``kubectl_complete-muster``) prints the
+candidates for the last word (:mod:`extender.cli.candidates`).
 """
 
 from __future__ import annotations
@@ -48,6 +50,11 @@ def build_parser(prog: str = "muster") -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None, *, prog: str = "muster") -> int:
+    words = list(sys.argv[1:] if argv is None else argv)
+    if words[:1] == ["__complete"]:  # a TAB in the shell: candidates, never an error
+        from extender.cli.completion import answer  # noqa: PLC0415 - only a TAB needs it
+
+        return answer(words[1:], prog)
     parser = build_parser(prog)
     try:
         args, extra = parser.parse_known_args(argv)

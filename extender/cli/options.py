@@ -12,6 +12,8 @@ from extender.cli.errors import EXIT_ERROR
 from extender.server.durations import DurationError, parse_seconds
 
 OUTPUTS = ("table", "json", "yaml")
+DYNAMIC_FUNCTION = "_muster_dynamic"
+"""The shell function of ``muster completion``'s scripts that asks ``muster __complete``."""
 
 
 class Parser(argparse.ArgumentParser):
@@ -47,7 +49,8 @@ def add_cluster_flags(parser: argparse.ArgumentParser) -> None:
     """``--kubeconfig`` and ``--context``, for commands that may read a live cluster."""
     parser.add_argument("--kubeconfig", metavar="PATH",
                         help="kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
-    parser.add_argument("--context", metavar="NAME", help="kubeconfig context to use")
+    asked_live(parser.add_argument("--context", metavar="NAME",
+                                   help="kubeconfig context to use"))
     parser.add_argument("--request-timeout", type=duration, default=10.0, metavar="DURATION",
                         help="give up on an API request after this long: 5s, 1m, or seconds "
                              "(default 10s)")
@@ -64,8 +67,8 @@ def add_impersonation_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def add_namespace_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-n", "--namespace", metavar="NS",
-                        help="namespace (default: the context's, else 'default')")
+    asked_live(parser.add_argument("-n", "--namespace", metavar="NS",
+                                   help="namespace (default: the context's, else 'default')"))
     parser.add_argument("-A", "--all-namespaces", action="store_true",
                         help="every namespace")
 
@@ -81,3 +84,10 @@ def add_descriptor_flags(parser: argparse.ArgumentParser) -> None:
                              "directory; repeatable")
     parser.add_argument("--no-builtin", action="store_true",
                         help="leave the packaged descriptor catalog out")
+
+
+def asked_live(action: argparse.Action) -> argparse.Action:
+    """Mark ``action`` as completed by ``muster __complete`` in ``muster completion``'s
+    scripts (kinds, names, namespaces, contexts), not from a fixed list."""
+    action.complete = {"bash": DYNAMIC_FUNCTION, "zsh": DYNAMIC_FUNCTION}  # type: ignore[attr-defined]
+    return action

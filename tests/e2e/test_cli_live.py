@@ -255,3 +255,31 @@ def test_kubectl_explain_reads_what_each_gang_field_means(sandbox: Sandbox) -> N
     assert done.returncode == 0, done.stderr
     assert "Members that hold resources on a node now." in done.stdout
     assert "<no description>" not in done.stdout
+
+
+def test_a_tab_offers_the_clusters_namespaces_and_names_to_muster_and_kubectl_muster(
+        sandbox: Sandbox, namespace: str, catalog: Catalog) -> None:
+    conn = sandbox.connection()
+    submit(conn, _story(namespace, name="tabbed"), catalog, namespace=namespace)
+    info = sandbox.info()
+    assert info is not None
+    gangs = f"/apis/muster.dev/v1alpha1/namespaces/{namespace}/gangs"
+    assert wait_until(lambda: bool(conn.request("GET", gangs).get("items")), timeout=60)
+    # kubectl finds kubectl-muster and kubectl_complete-muster on PATH, as installed.
+    env = {**os.environ, "KUBECONFIG": info.kubeconfig,
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+
+    def tab(*argv: str) -> list[str]:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False,
+                              env=env)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.splitlines()
+
+    muster = [sys.executable, "-m", "extender.cli.main", "__complete"]
+    assert tab(*muster, "get", "-n", namespace, "js/ta") == ["js/tabbed", ":4"]
+    assert tab(*muster, "describe", "jobsets", "-n", namespace, "") == ["tabbed", ":4"]
+    assert tab(*muster, "get", "gangs", "-n", namespace, "") == ["jobset-tabbed", ":4"]
+    assert namespace in tab(*muster, "get", "js", "-n", namespace[:4])
+    # The plugin, through kubectl's own completion.
+    offered = tab(info.kubectl, "__complete", "muster", "get", "-n", namespace, "js/")
+    assert offered[:2] == ["js/tabbed", ":4"], offered
