@@ -57,6 +57,7 @@ from extender.core.gang.ledger import (
 )
 from extender.core.gang.narrowed import (
     kept_for_others,
+    left_out,
     narrower,
     own_nodes,
     unplaced_narrower,
@@ -230,9 +231,10 @@ def plan_misses(
     ledger: Ledger, settings: CoreSettings,
 ) -> bool:
     """Whether ``plan`` has slots of ``role`` open but none on a node ``pod``'s own
-    constraints allow (a plan made before its claim was allocated to a node)."""
+    constraints allow (a plan made before its claim was allocated to a node), though it was
+    not made knowing it could leave ``pod`` out."""
     member = gang.member(role)
-    if member is None or not narrower(pod.shape, member.shape):
+    if member is None or not narrower(pod.shape, member.shape) or left_out(plan, pod.uid):
         return False
     return bool(_open_to_role(pod, gang, role, plan, snapshot=snapshot, ledger=ledger,
                               settings=settings)) and not _open_counts(
@@ -356,9 +358,10 @@ def decide_filter(
     at = placed_counts(gang.key, snapshot, ledger, gpu=gpu, exclude=pod.uid)
     by_role = per_role(at)
     domain = _gang_domain(gang, snapshot, ledger, gpu=gpu)
-    if plan is not None and (ledger.is_admitted(gang.key) or
+    if plan is not None and (ledger.is_admitted(gang.key) or left_out(plan, pod.uid) or
                              sum(by_role.values()) >= gang.min_member):
-        # The plan is used up and the minimum is covered: this member is extra.
+        # The plan is used up and the minimum is covered, or it left this member out as an
+        # extra that did not fit where its own pod may go: this member is extra.
         extra = _free_fit(pod, candidates, snapshot=snapshot, ledger=ledger, settings=settings,
                           outcome=FilterOutcome.SURPLUS, gang=gang.key)
         return _fence(_keep_to_domain(extra, gang, domain, snapshot), gang, snapshot, ledger,

@@ -102,16 +102,17 @@ def split_demands(
     demands: Sequence[RoleDemand], narrowed: Sequence[Narrowed],
     eligible: Mapping[str, tuple[NodeName, ...]],
 ) -> tuple[list[RoleDemand], dict[str, tuple[NodeName, ...]], dict[str, Narrowed]]:
-    """``demands`` with one pod of its role's taken out for each narrowed member (of the
-    minimum first, then of the extras), its own demand packed first on its own nodes.
-    Returns the demands, the eligible nodes of each, and the narrowed members by the name
-    their demand has."""
+    """``demands`` with one pod of its role's taken out for each narrowed member, its own
+    demand packed first on its own nodes. It is one of the role's extras while any is left
+    (the role's other pods, made or to come, can make the minimum without it: it is placed
+    if it fits there), else of the minimum. Returns the demands, the eligible nodes of each,
+    and the narrowed members by the name their demand has."""
     by_role = {rd.role: rd for rd in demands}
     own: list[RoleDemand] = []
     kept: dict[str, Narrowed] = {}
     for member in narrowed:
         rd = by_role[member.role]  # narrowed_members counted it in
-        need = 1 if rd.need else 0
+        need = 0 if rd.extra else 1
         by_role[member.role] = RoleDemand(rd.role, rd.shape, need=rd.need - need,
                                           extra=rd.extra - (1 - need))
         own.append(RoleDemand(member.demand_role, member.shape, need=need, extra=1 - need,
@@ -142,7 +143,8 @@ def join_roles(plan: Plan, kept: Mapping[str, Narrowed], gang: Gang) -> Plan:
     return Plan(gang=plan.gang, slots=tuple(sorted((n, r, c) for (n, r), c in slots.items())),
                 shapes=shapes, domain=plan.domain, required=plan.required,
                 subgroup_domains=plan.subgroup_domains, placed=plan.placed,
-                kept_for=tuple(sorted(kept_for)))
+                kept_for=tuple(sorted(kept_for)),
+                narrowed=tuple(sorted(m.uid for m in kept.values())))
 
 
 def keep_in(plan: Plan, narrowed: Sequence[Narrowed]) -> Plan | str:
@@ -158,7 +160,8 @@ def keep_in(plan: Plan, narrowed: Sequence[Narrowed]) -> Plan | str:
         kept_for.append((member.uid, node, member.role))
     return Plan(gang=plan.gang, slots=plan.slots, shapes=plan.shapes, domain=plan.domain,
                 required=plan.required, subgroup_domains=plan.subgroup_domains,
-                placed=plan.placed, kept_for=tuple(sorted(kept_for)))
+                placed=plan.placed, kept_for=tuple(sorted(kept_for)),
+                narrowed=tuple(sorted(m.uid for m in narrowed)))
 
 
 def where(member: Narrowed) -> str:
@@ -180,6 +183,12 @@ def why_narrowed(narrowed: Sequence[Narrowed]) -> str:
             "own required node affinity says (an allocated ResourceClaim adds its node)"
             + (f"; {others} more member{'s are' if others != 1 else ' is'} narrowed so"
                if others else ""))
+
+
+def left_out(plan: Plan, pod: str) -> bool:
+    """Whether ``plan`` was made with ``pod``'s own node constraints and has no slot for it
+    (an extra that did not fit where it may go): planning again would leave it out again."""
+    return pod in plan.narrowed and all(uid != pod for uid, _, _ in plan.kept_for)
 
 
 def kept_for_others(

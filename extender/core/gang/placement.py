@@ -172,7 +172,7 @@ def _around(result: Plan | Infeasible, placed: Mapping[str, int] | None) -> Plan
     return Plan(gang=result.gang, slots=result.slots, shapes=result.shapes,
                 domain=result.domain, required=result.required,
                 subgroup_domains=result.subgroup_domains, placed=before,
-                kept_for=result.kept_for)
+                kept_for=result.kept_for, narrowed=result.narrowed)
 
 
 def _bound_at(gang: Gang, snapshot: ClusterSnapshot, *, gpu: str,

@@ -50,6 +50,9 @@ class Plan:
     member whose own pod may go only to some of its role's nodes (an allocated
     ResourceClaim's node: :mod:`~extender.core.gang.narrowed`); other members are not sent
     there while it is still to be placed."""
+    narrowed: tuple[str, ...] = ()
+    """UIDs of the members the plan was made with their own node constraints, sorted: those
+    without a slot in :attr:`kept_for` are extras that did not fit there."""
     _by_role: dict[str, tuple[NodeName, ...]] = field(
         default_factory=dict, compare=False, hash=False, repr=False
     )

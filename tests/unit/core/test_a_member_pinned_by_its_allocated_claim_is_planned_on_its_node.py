@@ -5,11 +5,14 @@ kube-scheduler leaves a claim allocated after a failed bind (its Unreserve takes
 the pod onto the allocation's nodes only. A plan that gave that member a slot elsewhere would
 send it where kube-scheduler refuses it, and the gang would time out at its barrier. The plan
 keeps a slot for it on its claim's node, other members are not sent there, and a gang whose
-pinned member's node cannot take it waits, saying so.
+pinned member's node cannot take it waits, saying so. Any member whose own pod's node
+constraints are narrower than its template's is planned alike; one of an elastic gang's extras
+whose node cannot take it is left out, and the minimum planned without it.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from extender.core.decide.decisions import (
@@ -21,9 +24,23 @@ from extender.core.decide.decisions import (
 from extender.core.devices.attach import lower_objects
 from extender.core.gang.ledger import Ledger
 from extender.core.model.snapshot import ClusterSnapshot
-from extender.core.model.values import NodeName
+from extender.core.model.values import (
+    NodeName,
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
+    PodInfo,
+)
 from extender.core.workloads.cluster import build_snapshot
 from extender.files.catalog import packaged_catalog
+from tests.unit.core.builders import (
+    gang_pods,
+    make_gang,
+    make_node,
+    make_pod,
+    make_shape,
+    tree_of,
+    uid,
+)
 from tests.unit.core.devices.dra_objects import (
     claim,
     device_class,
@@ -162,3 +179,44 @@ def test_a_gang_without_pinned_members_keeps_no_slot_for_anyone() -> None:
     snap = _snapshot([_member(0), _member(1)], [])
     first = _filter(snap, Ledger(), 0)
     assert first.plan is not None and first.plan.kept_for == ()
+
+
+def _elastic(room_on_n2: bool) -> tuple[ClusterSnapshot, list[PodInfo]]:
+    """Workers of 8 GPUs, 3 wanted and 2 enough, on n0..n2; worker 2's own pod may go to n2
+    only (its affinity names it); n2 is full unless ``room_on_n2``."""
+    gang = make_gang("g", roles=[("worker", 3, make_shape(gpus=8))], minimum={"worker": 2})
+    pods, members = gang_pods(gang)
+    only_n2 = (NodeSelectorTerm(match_fields=(
+        NodeSelectorRequirement("metadata.name", "In", ("n2",)),)),)
+    pods[2] = replace(pods[2], shape=replace(pods[2].shape, affinity=only_n2))
+    squatters = [] if room_on_n2 else [make_pod("squatter", shape=make_shape(gpus=8),
+                                                node="n2", ns="other")]
+    nodes = [make_node(f"n{i}", gpus=8) for i in range(3)]
+    return ClusterSnapshot.of(nodes, [*pods, *squatters], [tree_of(gang)], members), pods
+
+
+def test_an_extra_member_whose_node_is_full_is_left_out_and_the_minimum_planned() -> None:
+    snap, pods = _elastic(room_on_n2=False)
+    ledger = Ledger()
+    first = decide_filter(pods[0], [NodeName("n0"), NodeName("n1")], snapshot=snap,
+                          ledger=ledger, now=0.0, settings=SETTINGS)
+    assert first.outcome is FilterOutcome.PLANNED and first.plan is not None, first.reason
+    assert sorted(n for n, _, _ in first.plan.slots) == ["n0", "n1"]
+    assert first.plan.kept_for == () and first.plan.narrowed == (pods[2].uid,)
+    # Its own filter does not plan the gang again: it is an extra, and n2 has no room.
+    narrowed = decide_filter(pods[2], [NodeName("n2")], snapshot=snap, ledger=ledger,
+                             now=1.0, settings=SETTINGS)
+    assert narrowed.outcome is FilterOutcome.SURPLUS and narrowed.passed == ()
+    assert ledger.plan_for(first.plan.gang) == first.plan
+
+
+def test_an_extra_member_whose_node_has_room_gets_its_slot_there() -> None:
+    snap, pods = _elastic(room_on_n2=True)
+    ledger = Ledger()
+    first = decide_filter(pods[0], [NodeName(f"n{i}") for i in range(3)], snapshot=snap,
+                          ledger=ledger, now=0.0, settings=SETTINGS)
+    assert first.plan is not None, first.reason
+    assert first.plan.kept_for == ((uid(make_gang("g"), "worker", 2), "n2", "worker"),)
+    second = decide_filter(pods[1], [NodeName(f"n{i}") for i in range(3)], snapshot=snap,
+                           ledger=ledger, now=1.0, settings=SETTINGS)
+    assert {first.passed, second.passed} == {("n0",), ("n1",)}
