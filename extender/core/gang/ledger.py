@@ -12,6 +12,8 @@ A gang the ledger promises something to has one record
 :mod:`extender.core.gang.lifecycle`, and each of its arrows is a method here (those that return
 nothing else return the :class:`~extender.core.gang.lifecycle.Transition`).
 
+The questions that change nothing (a gang's record and state, plans, holds, claims, pods in
+flight, barriers) are :class:`~extender.core.gang.ledgerview.LedgerView`'s; the verbs are here.
 A *pod* is in flight from ``mark_bind_requested`` until ``confirm_bound`` (observed bound),
 ``forget_pod`` (deleted, bind failed) or its own TTL (``expire``). ``rebuild`` starts over
 from the cluster after a restart: gangs with bound members are admitted, and one left below
@@ -21,11 +23,9 @@ its minimum gets a plan for the rest.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from types import MappingProxyType
 
 from extender.core.gang.capacity import gang_stamps, index_of
 from extender.core.gang.freeview import (
-    CapacityMemo,
     free_capacity,
     in_flight_demands,
     occupants,
@@ -35,7 +35,7 @@ from extender.core.gang.freeview import (
     placed_in_of,
     placed_subgroups,
 )
-from extender.core.gang.gangbook import GangBook
+from extender.core.gang.ledgerview import LedgerView
 from extender.core.gang.lifecycle import GangRecord, GangState, InFlight, Reservation, Transition
 from extender.core.gang.placement import Plan
 from extender.core.gang.settling import departures, plan_filled, restored
@@ -54,35 +54,9 @@ INFLIGHT_TTL = 120.0
 """Seconds a pod stays in flight without being observed bound before it is forgotten."""
 
 
-_NO_CLAIMS: Mapping[str, tuple[NodeName, str]] = MappingProxyType({})
-_NOT_HELD: Mapping[str, NodeName] = MappingProxyType({})
-
-
-class Ledger:
+class Ledger(LedgerView):
     """One :class:`GangRecord` per gang (plan, hold, barrier, admission), and the pods in
-    flight, keyed for quick lookup."""
-
-    def __init__(self) -> None:
-        self._book = GangBook()
-        self._inflight: dict[str, InFlight] = {}
-        self.version = 0
-        """Bumped on every change, so callers may cache what they derive from the ledger."""
-        self.plans_ended = 0
-        """Bumped whenever a plan ends (expired, withdrawn, settled, forgotten): capacity went
-        back, and pods turned away while it held it may fit now."""
-        self._placed_memo: dict[GangKey, tuple[ClusterSnapshot, int, dict[
-            tuple[NodeName, str], int]]] = {}
-        self._capacity_memo: tuple[ClusterSnapshot | None, int, CapacityMemo] = (
-            None, -1, CapacityMemo({}, {}))
-
-    def capacity_memo(self, snapshot: ClusterSnapshot) -> CapacityMemo:
-        """Free-capacity changes derived from this snapshot and this ledger, kept until either
-        changes (:func:`free_capacity`; every filter asks, most with nothing changed since)."""
-        known, version, memo = self._capacity_memo
-        if known is not snapshot or version != self.version:
-            memo = CapacityMemo({}, {})
-            self._capacity_memo = (snapshot, self.version, memo)
-        return memo
+    flight, keyed for quick lookup; its views are :class:`LedgerView`'s, its verbs here."""
 
     def clone(self) -> Ledger:
         """An independent copy (memos dropped): for what-if questions and replay checks."""
@@ -92,35 +66,7 @@ class Ledger:
         twin.version = self.version
         return twin
 
-    # the gangs' records --------------------------------------------------------------------
-    def state(self, gang: GangKey) -> GangState | None:
-        """The gang's state in the ledger (``None``: it promises the gang nothing)."""
-        return self._book.state(gang)
-
-    def records(self) -> list[tuple[GangKey, GangRecord]]:
-        """Every gang's record, sorted by gang (the records themselves: read, do not write)."""
-        return self._book.items()
-
-    def admitted(self) -> list[tuple[GangKey, GangRecord]]:
-        """The admitted gangs' records, unsorted (read, do not write)."""
-        return self._book.admitted()
-
-    def record(self, gang: GangKey) -> GangRecord | None:
-        """The gang's record (read, do not write), if the ledger keeps one."""
-        return self._book.get(gang)
-
     # plans ---------------------------------------------------------------------------------
-    def plan_for(self, gang: GangKey) -> Plan | None:
-        res = self.reservation(gang)
-        return None if res is None else res.plan
-
-    def reservation(self, gang: GangKey) -> Reservation | None:
-        record = self._book.get(gang)
-        return None if record is None else record.plan
-
-    def reservations(self) -> list[tuple[GangKey, Reservation]]:
-        return list(self._book.plans())
-
     def reserve(self, plan: Plan, *, now: float, ttl: float,
                 replacing: tuple[str, ...] = ()) -> Transition | None:
         gang = plan.gang
@@ -154,14 +100,6 @@ class Ledger:
         self.plans_ended += 1
         return self._book.moved(gang, before, "unhold")
 
-    def holds(self) -> list[tuple[GangKey, Reservation]]:
-        """Preemptors' holds, sorted by gang."""
-        return list(self._book.holds())
-
-    def holding(self) -> frozenset[GangKey]:
-        """The gangs holding capacity others may not use: by a plan, or by a hold."""
-        return self._book.holding()
-
     def progress(self, gang: GangKey, pod_uid: str, *, now: float, ttl: float) -> bool:
         """A member of the gang was filtered onto its plan or reached bind. The first time
         since the plan was made is progress: the plan then lasts ``ttl`` from ``now`` at
@@ -194,11 +132,6 @@ class Ledger:
         record = self._book.writable(gang)
         if record is not None and record.plan is not None:
             record.claims[pod_uid] = (node, role)
-
-    def claims(self, gang: GangKey) -> Mapping[str, tuple[NodeName, str]]:
-        """Pod uid -> (node, role) claimed on the gang's plan (no copy)."""
-        record = self._book.get(gang)
-        return _NO_CLAIMS if record is None else record.claims
 
     def _end_plan(self, record: GangRecord) -> bool:
         """End the record's plan, if any (what is kept per plan goes with it); whether one
@@ -295,9 +228,6 @@ class Ledger:
             self._book.moved(gang, before, "forget_pod")
         self.version += 1
 
-    def in_flight(self) -> Mapping[str, InFlight]:
-        return self._inflight
-
     # barriers ------------------------------------------------------------------------------
     def arrive(self, gang: GangKey, pod_uid: str, node: NodeName, *,
                now: float) -> Transition | None:
@@ -315,24 +245,6 @@ class Ledger:
         self._book.hold_member(gang, record, pod_uid, node)
         self.version += 1
         return self._book.moved(gang, before, "arrive")
-
-    def waiting(self, gang: GangKey) -> tuple[tuple[str, NodeName], ...]:
-        record = self._book.get(gang)
-        return () if record is None else tuple(sorted(record.waiting.items()))
-
-    def held(self, gang: GangKey) -> Mapping[str, NodeName]:
-        """Pod UID -> node of the gang's members held at the barrier (unsorted, no copy: for
-        checks on every arrival)."""
-        record = self._book.get(gang)
-        return _NOT_HELD if record is None else MappingProxyType(record.waiting)
-
-    def barrier_started(self, gang: GangKey) -> float | None:
-        """When the gang's latest new member reached the barrier (``None``: no barrier)."""
-        record = self._book.get(gang)
-        return None if record is None else record.barrier
-
-    def barriers(self) -> list[tuple[GangKey, float]]:
-        return list(self._book.barriers())
 
     def admit(self, gang: GangKey, *, now: float, stage: int = 0,
               keep: frozenset[str] = frozenset()) -> tuple[tuple[str, NodeName], ...]:
@@ -353,16 +265,6 @@ class Ledger:
         record.stage = max(stage, record.stage)
         self.version += 1
         return released
-
-    def is_admitted(self, gang: GangKey) -> bool:
-        """Whether the gang's barrier released (its first stage at least)."""
-        record = self._book.get(gang)
-        return record is not None and record.admitted is not None
-
-    def admitted_stage(self, gang: GangKey) -> int:
-        """The last stage of the gang its barrier released; -1 before the first."""
-        record = self._book.get(gang)
-        return -1 if record is None or record.admitted is None else record.stage
 
     def withdraw(self, gang: GangKey) -> tuple[tuple[str, NodeName], ...]:
         """The barrier timed out: drop the gang's plan and its held members (returned), so
