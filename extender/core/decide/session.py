@@ -35,14 +35,15 @@ from extender.core.decide.decisions import (
     open_slots,
     plan_lost_room,
 )
-from extender.core.decide.effects import BindStep, Effect, Evict, Requeue, Step
+from extender.core.decide.effects import BindStep, Effect, Requeue, Step
 from extender.core.decide.gating import GateBook, decide_ungates
 from extender.core.decide.held import HeldBinds
 from extender.core.decide.holders import Holder
 from extender.core.decide.narration import Entry, Narrator
 from extender.core.decide.planning import GangPlanner
 from extender.core.decide.podnews import PodNews
-from extender.core.decide.preemption import PreemptionPlan, plan_preemption
+from extender.core.decide.preempting import PreemptionDesk
+from extender.core.decide.preemption import PreemptionPlan
 from extender.core.decide.settings import CoreSettings
 from extender.core.decide.upkeep import Upkeep
 from extender.core.decide.yields import decide_yields
@@ -114,8 +115,8 @@ class GangSession:
         """The latest time any verb was asked at."""
         self._ended_seen = 0
         """``ledger.plans_ended`` at the last tick: a plan ending since may requeue pods."""
-        self.preemptions: dict[GangKey, PreemptionPlan] = {}
-        """Gang -> its preemption plan, kept until its deadline or until the gang fits."""
+        self.preempting = PreemptionDesk(settings, self.ledger)
+        """The preemption plans kept per gang (:mod:`extender.core.decide.preempting`)."""
         self.gates = GateBook()
         """What ungating remembers (:mod:`extender.core.decide.gating`)."""
         self.planning = GangPlanner(settings)
@@ -124,12 +125,17 @@ class GangSession:
         self.pod_news = PodNews()
         """When the pods of gangs gated for want of room hear why
         (:mod:`extender.core.decide.podnews`)."""
-        self.upkeep = Upkeep(self.binds, news=self.pod_news, preemptions=self.preemptions)
+        self.upkeep = Upkeep(self.binds, news=self.pod_news, preemptions=self.preempting.plans)
         """The look at the cluster each verb takes first (:mod:`extender.core.decide.upkeep`)."""
 
     @property
     def held(self) -> HeldBinds:
         return self.binds.held
+
+    @property
+    def preemptions(self) -> dict[GangKey, PreemptionPlan]:
+        """Gang -> its preemption plan, kept until its deadline or until the gang fits."""
+        return self.preempting.plans
 
     @property
     def last_reason(self) -> dict[GangKey, str]:
@@ -260,7 +266,7 @@ class GangSession:
         plan away from nodes where evicting would break a PodDisruptionBudget."""
         out: list[Effect] = []
         self._prepare(snapshot, now, out)
-        plan = self._preemption_plan(pod, snapshot, now, pdb_violations or {}, out)
+        plan = self.preempting.plan_for(pod, snapshot, now, pdb_violations or {}, out)
         chosen = decide_preempt(pod, victims, snapshot=snapshot, ledger=self.ledger,
                                 settings=self.settings, plan=plan)
         gang = snapshot.gang_of(pod.uid)
@@ -269,38 +275,6 @@ class GangSession:
         self.narrator.log(Entry("preempt", now, pod.key, "victims" if chosen else "none", "",
                                 tuple(out)))
         return PreemptStep(chosen, tuple(out))
-
-    def _preemption_plan(self, pod: PodInfo, snapshot: ClusterSnapshot, now: float,
-                         pdb_violations: Mapping[NodeName, int],
-                         out: list[Effect]) -> PreemptionPlan | None:
-        """The pod's gang's preemption plan: the one kept, or a new one past its deadline.
-        A new plan's victims are all evicted at once (:class:`Evict`), and what they free is
-        held for the gang."""
-        for key in [k for k, p in self.preemptions.items()
-                    if p.deadline <= now or k not in snapshot.gangs]:
-            del self.preemptions[key]
-            self.ledger.unhold(key)
-        gang = snapshot.gang_of(pod.uid)
-        if gang is None or self.ledger.plan_for(gang.key) is not None:
-            if gang is not None and self.preemptions.pop(gang.key, None) is not None:
-                self.ledger.unhold(gang.key)  # it fits now: nothing more to evict
-            return None
-        kept = self.preemptions.get(gang.key)
-        if kept is not None:
-            return kept
-        plan = plan_preemption(gang, snapshot=snapshot, ledger=self.ledger,
-                               settings=self.settings, now=now,
-                               pdb_nodes={n for n, c in pdb_violations.items() if c > 0})
-        if plan is not None:
-            self.preemptions[gang.key] = plan
-            # What its victims free is the gang's: others see it taken until it is planned.
-            self.ledger.hold(plan.placement, now=now, deadline=plan.deadline)
-            pods = tuple(PodRef(p.namespace, p.name, p.uid) for p in (
-                snapshot.pods[u] for u in sorted(plan.pods())))
-            out.append(Evict(gang.key, pods, f"preempted by gang {gang.key} (priority "
-                                              f"{plan.preemptor_priority}), which evicts "
-                                              f"{len(plan.victims)} whole victims to fit"))
-        return plan
 
     def turn_away(self, pod: PodRef, *, untrusted: bool) -> None:
         """Remember a pod the adapter turned away itself (the cluster state not trusted)."""
