@@ -147,6 +147,22 @@ def join_roles(plan: Plan, kept: Mapping[str, Narrowed], gang: Gang) -> Plan:
                 narrowed=tuple(sorted(m.uid for m in kept.values())))
 
 
+def confined(
+    eligible: Mapping[str, tuple[NodeName, ...]], narrowed: Sequence[Narrowed],
+    demands: Sequence[RoleDemand],
+) -> dict[str, tuple[NodeName, ...]]:
+    """``eligible`` with each role whose every pod still to place is narrowed kept to the
+    nodes those pods may use (for a planner that packs a role's pods alike: a subgroups'
+    plan, checked after by :func:`keep_in`)."""
+    out = dict(eligible)
+    for rd in demands:
+        mine = [m for m in narrowed if m.role == rd.role]
+        if mine and len(mine) == rd.need + rd.extra:
+            union = {n for m in mine for n in m.nodes}
+            out[rd.role] = tuple(n for n in eligible.get(rd.role, ()) if n in union)
+    return out
+
+
 def keep_in(plan: Plan, narrowed: Sequence[Narrowed]) -> Plan | str:
     """``plan`` (made without regard to ``narrowed``) with a slot kept for each narrowed
     member on one of its own nodes, the most narrowed first; else why not."""
@@ -155,7 +171,8 @@ def keep_in(plan: Plan, narrowed: Sequence[Narrowed]) -> Plan | str:
     for member in sorted(narrowed, key=lambda m: (len(m.nodes), m.uid)):
         node = next((n for n in member.nodes if left.get((n, member.role), 0) > 0), None)
         if node is None:
-            return f"the plan has no {member.role} slot on {where(member)}"
+            return (f"the plan has no {member.role} slot on a node its pod {member.name} may "
+                    f"use ({_listed(member)})")
         left[(node, member.role)] -= 1
         kept_for.append((member.uid, node, member.role))
     return Plan(gang=plan.gang, slots=plan.slots, shapes=plan.shapes, domain=plan.domain,
@@ -164,23 +181,20 @@ def keep_in(plan: Plan, narrowed: Sequence[Narrowed]) -> Plan | str:
                 narrowed=tuple(sorted(m.uid for m in narrowed)))
 
 
-def where(member: Narrowed) -> str:
-    """The nodes ``member`` may go to, in a few words."""
-    shown = ", ".join(member.nodes[:SHOWN_NODES])
+def _listed(member: Narrowed) -> str:
+    """The nodes ``member`` may go to, the first few named."""
+    if not member.nodes:
+        return "none of its role's nodes"
     more = len(member.nodes) - SHOWN_NODES
-    return (f"the node{'s' if len(member.nodes) != 1 else ''} its pod {member.name} may use "
-            f"({shown}{f' and {more} more' if more > 0 else ''})" if member.nodes else
-            f"any node its pod {member.name} may use (none of its role's)")
+    return ", ".join(member.nodes[:SHOWN_NODES]) + (f" and {more} more" if more > 0 else "")
 
 
 def why_narrowed(narrowed: Sequence[Narrowed]) -> str:
     """What a failure says about the narrowed members it was planned with."""
     first = narrowed[0]
     others = len(narrowed) - 1
-    return (f"its {first.role} {first.name} may go only to "
-            f"{', '.join(first.nodes[:SHOWN_NODES]) or 'none of its role nodes'}"
-            f"{f' (of {len(first.nodes)})' if len(first.nodes) > SHOWN_NODES else ''}, as its "
-            "own required node affinity says (an allocated ResourceClaim adds its node)"
+    return (f"its {first.role} {first.name} may go only to {_listed(first)}, as its own "
+            "pod's node constraints say (a ResourceClaim allocated to a node adds that node)"
             + (f"; {others} more member{'s are' if others != 1 else ' is'} narrowed so"
                if others else ""))
 

@@ -21,6 +21,7 @@ from extender.core.gang.constraints import (
 )
 from extender.core.gang.narrowed import (
     Narrowed,
+    confined,
     join_roles,
     keep_in,
     narrowed_members,
@@ -125,7 +126,8 @@ def plan_gang(
         inside = (None if gang.subgroups.label is None else
                   placed_in if placed_in is not None else
                   _bound_in(gang, snapshot, gpu=gpu))
-        by_subgroups = plan_by_subgroups(gang, gang.subgroups, eligible, snapshot=snapshot,
+        scoped = confined(eligible, narrowed, demands) if narrowed else eligible
+        by_subgroups = plan_by_subgroups(gang, gang.subgroups, scoped, snapshot=snapshot,
                                          capacity=capacity, placed_at=at, placed_in=inside,
                                          taken=taken, policy=policy, gpu=gpu, budget=budget,
                                          fenced=len(fenced))

@@ -7,7 +7,8 @@ send it where kube-scheduler refuses it, and the gang would time out at its barr
 keeps a slot for it on its claim's node, other members are not sent there, and a gang whose
 pinned member's node cannot take it waits, saying so. Any member whose own pod's node
 constraints are narrower than its template's is planned alike; one of an elastic gang's extras
-whose node cannot take it is left out, and the minimum planned without it.
+whose node cannot take it is left out, and the minimum planned without it; a pinned member
+whose subgroup keeps to a domain takes its subgroup to its node's domain.
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ from tests.unit.core.devices.dra_objects import (
     node,
     template,
 )
+from tests.unit.core.test_lws_subgroups_each_take_a_domain import NAMES as RACK_NODES
+from tests.unit.core.test_lws_subgroups_each_take_a_domain import RACKS, group, snapshot
 from tests.unit.server.builders import job_of, jobset, jobset_pod, plain_pod
 
 SETTINGS = CoreSettings(plan_ttl=60, bind_timeout=3)
@@ -181,14 +184,18 @@ def test_a_gang_without_pinned_members_keeps_no_slot_for_anyone() -> None:
     assert first.plan is not None and first.plan.kept_for == ()
 
 
+def _only(node_name: str) -> tuple[NodeSelectorTerm, ...]:
+    """A required node affinity naming one node."""
+    return (NodeSelectorTerm(match_fields=(
+        NodeSelectorRequirement("metadata.name", "In", (node_name,)),)),)
+
+
 def _elastic(room_on_n2: bool) -> tuple[ClusterSnapshot, list[PodInfo]]:
     """Workers of 8 GPUs, 3 wanted and 2 enough, on n0..n2; worker 2's own pod may go to n2
     only (its affinity names it); n2 is full unless ``room_on_n2``."""
     gang = make_gang("g", roles=[("worker", 3, make_shape(gpus=8))], minimum={"worker": 2})
     pods, members = gang_pods(gang)
-    only_n2 = (NodeSelectorTerm(match_fields=(
-        NodeSelectorRequirement("metadata.name", "In", ("n2",)),)),)
-    pods[2] = replace(pods[2], shape=replace(pods[2].shape, affinity=only_n2))
+    pods[2] = replace(pods[2], shape=replace(pods[2].shape, affinity=_only("n2")))
     squatters = [] if room_on_n2 else [make_pod("squatter", shape=make_shape(gpus=8),
                                                 node="n2", ns="other")]
     nodes = [make_node(f"n{i}", gpus=8) for i in range(3)]
@@ -216,7 +223,25 @@ def test_an_extra_member_whose_node_has_room_gets_its_slot_there() -> None:
     first = decide_filter(pods[0], [NodeName(f"n{i}") for i in range(3)], snapshot=snap,
                           ledger=ledger, now=0.0, settings=SETTINGS)
     assert first.plan is not None, first.reason
-    assert first.plan.kept_for == ((uid(make_gang("g"), "worker", 2), "n2", "worker"),)
+    assert first.plan.kept_for == ((pods[2].uid, "n2", "worker"),)
     second = decide_filter(pods[1], [NodeName(f"n{i}") for i in range(3)], snapshot=snap,
                            ledger=ledger, now=1.0, settings=SETTINGS)
     assert {first.passed, second.passed} == {("n0",), ("n1",)}
+
+
+def test_a_subgroups_pinned_leader_is_planned_on_its_node_its_subgroup_in_that_rack() -> None:
+    # A LeaderWorkerSet group of two subgroups, each in a rack of its own; the leader's own
+    # pod may go to z1 only, or x0 only: its subgroup takes that rack, the leader that node.
+    gang = group()
+    leader = uid(gang, "leader", 0)
+    for node_name in ("z1", "x0"):
+        made = snapshot(gang)
+        pods = [replace(p, shape=replace(p.shape, affinity=_only(node_name)))
+                if p.uid == leader else p for p in made.pods.values()]
+        snap = ClusterSnapshot.of(RACKS, pods, [tree_of(gang)], dict(made.memberships))
+        worker = decide_filter(snap.pods[uid(gang, "worker", 0)], RACK_NODES, snapshot=snap,
+                               ledger=Ledger(), now=0.0, settings=SETTINGS)
+        assert worker.plan is not None, worker.reason
+        assert worker.plan.kept_for == ((leader, node_name, "leader"),)
+        # Worker 0 is in the leader's subgroup: its rack.
+        assert [n[0] for n in worker.passed] == [node_name[0]]
