@@ -33,6 +33,7 @@ COMMANDS: tuple[str, ...] = (
     "descriptors_cmd",
     "fit",
     "record",
+    "forecast",
     "completion",
 )
 

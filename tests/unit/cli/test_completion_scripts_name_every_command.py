@@ -16,7 +16,7 @@ from extender.cli.options import DYNAMIC_FUNCTION
 from tests.unit.cli.helpers import muster
 
 SUBCOMMANDS = ("serve", "sandbox", "simulate", "demo", "describe", "get", "descriptors", "fit",
-               "record", "completion")
+               "record", "forecast", "completion")
 
 
 def test_every_registered_command_is_in_the_list_the_scripts_are_checked_against() -> None:
