@@ -68,11 +68,12 @@ class GangPlanner:
                                  settings=self.settings)
         after = ledger.plan_for(gang.key)
         role = snapshot.memberships[pod.uid].role
-        planned = after is not before or (before is None and decision.outcome in _UNFIT and
+        # A member of one of its roles told it does not fit was told so by a planning.
+        planned = after is not before or (decision.outcome in _UNFIT and
                                           gang.member(role) is not None)
         if planned:
             self.planned += 1
-        if planned and decision.outcome in _UNFIT and member:
+        if planned and decision.outcome in _UNFIT and member and after is None:
             # Filed under the ledger's version after planning (which may have dropped a plan
             # that lost its room): the state any later member of this look finds.
             if ledger.version != current[1]:

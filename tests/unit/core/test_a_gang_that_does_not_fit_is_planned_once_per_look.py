@@ -100,3 +100,24 @@ def test_a_member_pinned_to_its_gangs_plan_plans_nothing() -> None:
     session.filter(pod(snap, "first-worker-0"), nodes, snapshot=snap, now=0.0)
     step = session.filter(pod(snap, "first-worker-1"), nodes, snapshot=snap, now=0.0)
     assert step.decision.outcome is FilterOutcome.PINNED and session.planning.planned == 1
+
+
+def test_a_member_already_in_flight_is_planned_for_not_answered_from_the_look() -> None:
+    snap = world()
+    nodes = list(snap.nodes)
+    late_1 = pod(snap, "late-worker-1")
+
+    def prepared() -> GangSession:
+        session = GangSession(SETTINGS)
+        session.filter(pod(snap, "first-worker-0"), nodes, snapshot=snap, now=0.0)
+        session.ledger.mark_bind_requested(late_1.uid, nodes[0], now=0.5)
+        return session
+
+    session = prepared()
+    session.filter(pod(snap, "late-worker-0"), nodes, snapshot=snap, now=1.0)
+    assert session.planning.planned == 2
+    # Planning the gang for a member it counts as placed is another question.
+    decision = session.filter(late_1, nodes, snapshot=snap, now=1.0).decision
+    assert session.planning.planned == 3
+    alone = prepared().filter(late_1, nodes, snapshot=snap, now=1.0).decision
+    assert decision == alone
