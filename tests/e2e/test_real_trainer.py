@@ -115,6 +115,84 @@ def test_a_trainjob_too_big_for_the_cluster_gets_no_pod_bound(
     assert "a node needs 8 nvidia.com/gpu on one node" in gang["lastReason"], gang
 
 
+def staged_runtime() -> dict[str, Any]:
+    """A TrainingRuntime whose trainer nodes depend on a dataset and a model initializer
+    completing (as Trainer's torchtune runtimes do; their PVCs left out), each initializer
+    pod finishing 3 s after it runs (KWOK's runtime stage)."""
+    def initializer(name: str) -> dict[str, Any]:
+        pod = {"metadata": {"annotations": {"muster.dev/sandbox-runtime": "3s"}},
+               "spec": {"containers": [{"name": name, "image": f"kubeflow/{name}"}]}}
+        return {"name": name, "template": {
+            "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": name}},
+            "spec": {"template": pod}}}
+
+    node = {"name": "node",
+            "dependsOn": [{"name": "dataset-initializer", "status": "Complete"},
+                          {"name": "model-initializer", "status": "Complete"}],
+            "template": {
+                "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
+                "spec": {"template": {"spec": {"containers": [
+                    {"name": "node", "image": "kubeflow/torchtune-trainer"}]}}}}}
+    return {"apiVersion": TRAINER, "kind": "TrainingRuntime", "metadata": {"name": "staged"},
+            "spec": {"mlPolicy": {"numNodes": 1, "torch": {"numProcPerNode": "auto"}},
+                     "template": {"spec": {"replicatedJobs": [
+                         initializer("dataset-initializer"), initializer("model-initializer"),
+                         node]}}}}
+
+
+def staged_trainjob(name: str, *, nodes: int) -> dict[str, Any]:
+    job = trainjob(name, nodes=nodes, gpus=8)
+    job["spec"]["runtimeRef"] = {"apiGroup": "trainer.kubeflow.org", "kind": "TrainingRuntime",
+                                 "name": "staged"}
+    return job
+
+
+def by_step(pods: list[dict[str, Any]], job: str) -> dict[str, list[dict[str, Any]]]:
+    found: dict[str, list[dict[str, Any]]] = {}
+    for pod in pods:
+        labels = pod["metadata"]["labels"]
+        if labels["jobset.sigs.k8s.io/jobset-name"] == job:
+            found.setdefault(labels["jobset.sigs.k8s.io/replicatedjob-name"], []).append(pod)
+    return found
+
+
+def test_a_trainjobs_initializers_complete_outside_its_gang_then_its_nodes_are_bound_whole(
+        trainer_box: Sandbox, ns: str) -> None:
+    """The nodes' gang is the nodes alone: read as nodes, the completed initializers once made
+    a gang whose nodes could not be placed look finished."""
+    conn = trainer_box.connection()
+    for obj in (staged_runtime(), staged_trainjob("staged", nodes=2)):
+        done = apply(trainer_box, ns, obj)
+        assert done.returncode == 0, done.stderr
+
+    def ran(job: str, nodes: int) -> bool:
+        """Both initializers succeeded and the ``nodes`` trainer pods exist."""
+        steps = by_step(pods_in(conn, ns), job)
+        done = [p for step in ("dataset-initializer", "model-initializer")
+                for p in steps.get(step, []) if p["status"].get("phase") == "Succeeded"]
+        return len(done) == 2 and len(steps.get("node", [])) == nodes
+
+    assert wait_until(lambda: ran("staged", 2) and len(bound(
+        by_step(pods_in(conn, ns), "staged")["node"])) == 2, timeout=90), describe(conn, ns)
+    jobs = {j["metadata"]["name"]: j for j in
+            conn.request("GET", f"/apis/batch/v1/namespaces/{ns}/jobs")["items"]}
+    finished = max(jobs[f"staged-{step}-0"]["status"]["completionTime"]
+                   for step in ("dataset-initializer", "model-initializer"))
+    assert jobs["staged-node-0"]["metadata"]["creationTimestamp"] >= finished  # dependsOn
+    gang = gangs_in(trainer_box, ns)["staged"]
+    assert (gang["minMember"], gang["state"]) == (2, "bound"), gang
+    assert [m["role"] for m in gang["members"]] == ["node", "node"], gang
+    # Two of four nodes are taken: the next TrainJob's 3 nodes cannot be placed whole once its
+    # initializers are done; none is bound, and its gang waits rather than looks finished.
+    done = apply(trainer_box, ns, staged_trainjob("staged-big", nodes=3))
+    assert done.returncode == 0, done.stderr
+    assert wait_until(lambda: ran("staged-big", 3), timeout=90), describe(conn, ns)
+    assert not wait_until(
+        lambda: bound(by_step(pods_in(conn, ns), "staged-big")["node"]) != [], timeout=10)
+    big = gangs_in(trainer_box, ns)["staged-big"]
+    assert (big["minMember"], big["bound"], big["state"]) == (3, 0, "waiting"), big
+
+
 def test_the_release_runtime_is_installed_and_its_webhooks_refuse_a_trainjob_without_one(
         trainer_box: Sandbox, ns: str) -> None:
     conn = trainer_box.connection()
