@@ -20,12 +20,13 @@ class SandboxError(RuntimeError):
 #: Everything a sandbox writes into its directory; ``up`` removes only these, so whatever
 #: else the directory holds survives ``up`` and ``down``.
 COMPONENTS = ("etcd", "kube-apiserver", "kwok", "kube-controller-manager", "jobset", "lws",
-              "kuberay", "muster", "kube-scheduler")
-#: ``jobset-certs`` is where earlier releases kept the webhook certificates.
+              "kuberay", "mpi-operator", "trainer", "muster", "kube-scheduler")
+#: ``jobset-certs`` is where earlier releases kept the webhook certificates; ``trainer-tmp``
+#: is Trainer's TMPDIR, where it finds them.
 OWN_ENTRIES = ("etcd", "pki", "sa.key", "tokens.csv", "kubeconfig", "scheduler.yaml",
                "processes.json", "sandbox.json", "webhook-certs", "jobset-certs",
-               "jobset-config.yaml", "lws-config.yaml", "muster-image",
-               *(f"{c}.log" for c in COMPONENTS))
+               "jobset-config.yaml", "lws-config.yaml", "trainer-config.yaml", "trainer-tmp",
+               "muster-image", *(f"{c}.log" for c in COMPONENTS))
 
 
 def clear_own(directory: Path) -> None:

@@ -12,12 +12,13 @@ import yaml
 from extender.cli.main import build_parser
 from extender.cli.sandbox import _spec
 from extender.sandbox.config import Ports
-from extender.sandbox.local import SandboxError, free_ports
+from extender.sandbox.local import SandboxError, clear_own, free_ports
 from extender.sandbox.operators import (
     JOBSET,
     KUBERAY,
     LWS,
     MPI_OPERATOR,
+    OPERATORS,
     TRAINER,
     argv,
     config_file,
@@ -124,3 +125,17 @@ def test_sandbox_up_runs_the_mpi_operator_and_trainer_unless_left_out_and_traine
     # Trainer's TrainJobs become JobSets: without the JobSet controller they get no pods.
     assert operators("--no-jobset") == (LWS, KUBERAY, MPI_OPERATOR)
     assert SandboxSpec(trainer=True, jobset=True).real_operators() == (JOBSET, TRAINER)
+
+
+def test_up_clears_what_each_real_operator_wrote_in_the_sandbox_directory(tmp_path: Path) -> None:
+    certs = tmp_path / "webhook-certs"
+    certs.mkdir()
+    for op in OPERATORS:
+        (tmp_path / f"{op.name}.log").write_text("a previous run\n")
+        if op.config_api is not None:
+            config_file(op, tmp_path, webhook_port=1, health_port=2, cert_dir=certs)
+        environment(op, tmp_path, cert_dir=certs)
+    mine = tmp_path / "notes.txt"
+    mine.write_text("kept")
+    clear_own(tmp_path)
+    assert list(tmp_path.iterdir()) == [mine]
