@@ -61,7 +61,8 @@ class Operator:
 
     @property
     def option(self) -> str:
-        """Its :class:`~extender.sandbox.spec.SandboxSpec` field (``--NAME`` without dashes)."""
+        """Its :class:`~extender.sandbox.spec.SandboxSpec` field and :class:`Ports` prefix:
+        its name with underscores for dashes (``mpi_operator``)."""
         return self.name.replace("-", "_")
 
     def files(self) -> tuple[str, ...]:
