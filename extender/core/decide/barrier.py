@@ -121,7 +121,7 @@ def decide_bind(
         released = ledger.admit(gang.key, now=now)
         return BindDecision(BindOutcome.BIND,
                             f"gang {gang.key}: {reached} of minimum {gang.min_member} at bind; "
-                            f"releasing {len(released)}", gang.key, release=released)
+                            "bound whole", gang.key, release=released)
     return BindDecision(BindOutcome.WAIT,
                         f"gang {gang.key}: {reached} of minimum {gang.min_member} at bind; "
                         f"waiting up to {settings.bind_timeout:g}s for the next", gang.key)
@@ -151,6 +151,7 @@ def _staged_barrier(gang: Gang, pod_uid: str, *, snapshot: ClusterSnapshot, ledg
     stage = ledger.admitted_stage(gang.key) + 1
     released: list[tuple[str, NodeName]] = []
     notes = []
+    released_stages: list[str] = []
     while stage <= gang.last_stage:
         reached, need = _stage_reached(gang, stage, snapshot, ledger, gpu=gpu), \
             gang.stage_minimum(stage)
@@ -164,6 +165,7 @@ def _staged_barrier(gang: Gang, pod_uid: str, *, snapshot: ClusterSnapshot, ledg
                           if gang.stage_of(snapshot.memberships[u].role) > stage)
         released += ledger.admit(gang.key, now=now, stage=stage, keep=later)
         notes.append(f"stage {stage} ({_roles(gang, stage)}) {reached} of {need} at bind")
+        released_stages.append(str(stage))
         stage += 1
     if notes:
         if stage <= gang.last_stage:
@@ -172,7 +174,9 @@ def _staged_barrier(gang: Gang, pod_uid: str, *, snapshot: ClusterSnapshot, ledg
             notes.append(f"holding stage {stage} ({_roles(gang, stage)}) for up to "
                          f"{settings.stage_ttl:g}s while its pods are created")
         return BindDecision(BindOutcome.BIND, f"gang {gang.key}: {'; '.join(notes)}; "
-                            f"releasing {len(released)}", gang.key, release=tuple(released))
+                            f"{'stages' if len(released_stages) > 1 else 'stage'} "
+                            f"{', '.join(released_stages)} bound whole",
+                            gang.key, release=tuple(released))
     reached = _stage_reached(gang, stage, snapshot, ledger, gpu=gpu)
     return BindDecision(BindOutcome.WAIT,
                         f"gang {gang.key}: stage {stage} ({_roles(gang, stage)}) {reached} of "

@@ -119,6 +119,8 @@ def test_the_barrier_holds_members_until_the_minimum_arrives_then_releases_all()
                          now=2, settings=SETTINGS)
     assert second.outcome is BindOutcome.BIND
     assert second.release == ((uid(gang, "worker", 0), "n1"), (uid(gang, "worker", 1), "n1"))
+    # The reason a bound gang keeps (its Gang object, describe) says it is bound.
+    assert second.reason == "gang ml/g: 2 of minimum 2 at bind; bound whole"
     late = decide_bind(uid(gang, "worker", 2), NodeName("n2"), snapshot=snap, ledger=ledger,
                        now=3, settings=SETTINGS)
     assert late.outcome is BindOutcome.BIND and late.release == ((uid(gang, "worker", 2), "n2"),)

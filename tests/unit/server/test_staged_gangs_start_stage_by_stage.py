@@ -139,6 +139,9 @@ def test_the_story_jobset_binds_its_leader_first_then_both_workers_onto_the_held
         assert waiting.result(timeout=5) == ""
     assert {rig.node_of(w) for w in workers} == held
     assert rig.filter(rival) == []  # the cluster is full now, not held
+    [shown] = [g for g in rig.svc.inspect_gangs() if g["gang"] == "ml/story"]
+    assert shown["lastReason"] == \
+        "gang ml/story: stage 1 (workers) 2 of 2 at bind; stage 1 bound whole"
 
 
 def test_a_staged_jobset_whose_later_stage_cannot_fit_binds_nothing_and_says_why() -> None:
