@@ -7,7 +7,7 @@ kube-scheduler's order (priority, then age) and then runs its own expected runti
 
 Unknown runtimes are never guessed. The replay first runs with every workload whose runtime is
 unknown running forever: a gang that starts there starts by then whatever they do, so that
-start is the answer (an upper bound when such a workload held capacity when it started). A
+start is the answer (an upper bound when ending those workloads at once starts it sooner). A
 gang that does not start there waits on some of them; a second replay ends them all at once,
 and the unknown workloads whose end freed the capacity the gang starts on there are named.
 A gang that starts in neither waits on something no runtime frees (pods outside workloads, a
@@ -61,7 +61,8 @@ class GangForecast:
     start: float | None = None
     """Seconds from now (``STARTS`` only)."""
     upper_bound: bool = False
-    """Workloads of unknown runtime held capacity when it started: it may start sooner."""
+    """Ending the workloads of unknown runtime at once would start it sooner: the start is
+    the latest it may be."""
     waits_for: tuple[str, ...] = ()
     """Workloads whose end frees the capacity it starts on."""
     unknown: tuple[str, ...] = ()
@@ -177,6 +178,10 @@ def _queue_order(spec: WorkloadSpec) -> tuple[int, float, str]:
     return (-priority, created, spec.tree.ref.key)
 
 
+_SAME = 1e-6
+"""Two replays' starts within this many seconds are one start."""
+
+
 def _replay(scenario: Scenario, runtimes: Mapping[str, float | None],
             settings: SchedulerSettings) -> _Watched:
     workloads = tuple(replace(w, arrival=0.0, runtime=runtimes[w.tree.ref.key])
@@ -206,18 +211,28 @@ def forecast(objects: Iterable[Mapping[str, Any]], *, now: float, catalog: Catal
     unknown = {k for k, r in runtimes.items() if not r.known}
     first = _replay(scenario, {k: r.remaining for k, r in runtimes.items()}, chosen)
     second: _Watched | None = None
+
+    def ending_unknowns() -> _Watched:
+        nonlocal second
+        if second is None:
+            second = _replay(scenario, {k: 0.0 if k in unknown else r.remaining
+                                        for k, r in runtimes.items()}, chosen)
+        return second
+
     out = []
     for gang, workload in waiting:
         start = first.started(gang)
         if start is not None:
+            # An upper bound only if ending the unknown workloads at once starts it sooner
+            # (one holding capacity it never needed, a CPU-only service, changes nothing).
+            sooner = bool((first.holding(start) & unknown) - {workload}) and (
+                (at := ending_unknowns().started(gang)) is None or at < start - _SAME)
             out.append(GangForecast(
                 gang=gang, workload=workload, outlook=Outlook.STARTS, start=start,
-                upper_bound=bool((first.holding(start) & unknown) - {workload}),
-                waits_for=first.freed_for(gang, workload, start)))
+                upper_bound=sooner, waits_for=first.freed_for(gang, workload, start)))
             continue
-        if second is None and unknown:
-            second = _replay(scenario, {k: 0.0 if k in unknown else r.remaining
-                                        for k, r in runtimes.items()}, chosen)
+        if unknown:
+            ending_unknowns()
         later = None if second is None else second.started(gang)
         if second is None or later is None:
             out.append(GangForecast(gang=gang, workload=workload, outlook=Outlook.NEVER))

@@ -82,7 +82,19 @@ def test_a_gang_behind_a_workload_of_unknown_runtime_is_unknown_naming_it(
     assert not found.runtimes["JobSet/ml/train"].known
 
 
-def test_an_unknown_runtime_elsewhere_leaves_the_start_known_as_an_upper_bound(
+def test_an_unknown_runtime_whose_end_could_start_it_sooner_makes_the_start_an_upper_bound(
+        catalog: Catalog) -> None:
+    found = run([node("n1"), node("n2"), node("n3"),
+                 jobset("train", runtime="10m"), *running_pods("train", "n1", "n2"),
+                 jobset("serve", pods=1), *running_pods("serve", "n3"),
+                 jobset("next", pods=1)], catalog)
+    (gang,) = found.gangs
+    assert (gang.outlook, gang.start, gang.waits_for) == (Outlook.STARTS, 360.0,
+                                                          ("JobSet/ml/train",))
+    assert gang.upper_bound  # were serve to end now, it would start on n3 at once
+
+
+def test_an_unknown_runtime_whose_end_changes_nothing_leaves_the_start_exact(
         catalog: Catalog) -> None:
     found = run([node("n1"), node("n2"), node("n3"),
                  jobset("train", runtime="10m"), *running_pods("train", "n1", "n2"),
@@ -91,7 +103,8 @@ def test_an_unknown_runtime_elsewhere_leaves_the_start_known_as_an_upper_bound(
     (gang,) = found.gangs
     assert (gang.outlook, gang.start, gang.waits_for) == (Outlook.STARTS, 360.0,
                                                           ("JobSet/ml/train",))
-    assert gang.upper_bound
+    # Two nodes are needed: serve's one node ending now would not start it any sooner.
+    assert not gang.upper_bound
 
 
 def test_a_gang_no_runtime_can_make_room_for_never_starts(catalog: Catalog) -> None:
