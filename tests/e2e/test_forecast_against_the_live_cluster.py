@@ -1,11 +1,14 @@
-"""``muster forecast`` against a real kube-apiserver (the session sandbox): a JobSet annotated
-with its expected runtime fills the cluster, a gang waits behind it, and the forecast names the
-JobSet and starts the gang when the JobSet is expected to end."""
+"""``muster forecast`` against a real kube-apiserver (a sandbox of its own: the forecast reads the
+whole cluster, and workloads other tests leave in a shared sandbox would rightly change it): a
+JobSet annotated with its expected runtime fills the cluster, a gang waits behind it, and the
+forecast names the JobSet and starts the gang when the JobSet is expected to end."""
 
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,11 +16,35 @@ import pytest
 from extender.cli.main import main
 from extender.core.workloads.catalog import Catalog
 from extender.sandbox.sandbox import Sandbox
-from tests.e2e.conftest import bound, pods_in, scheduled_message, submit, wait_until
+from tests.e2e.conftest import (
+    bound,
+    pods_in,
+    scheduled_message,
+    scratch_namespace,
+    start_sandbox,
+    submit,
+    wait_until,
+)
 
 pytestmark = pytest.mark.e2e
 
 RUNTIME = 600.0
+
+
+@pytest.fixture(scope="module")
+def own_box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
+    """4 nodes x 8 GPUs, nothing else on them."""
+    box = start_sandbox(Path(tmp_path_factory.mktemp("forecast")))
+    try:
+        yield box
+    finally:
+        box.down()
+
+
+@pytest.fixture()
+def own_ns(own_box: Sandbox) -> Iterator[str]:
+    with scratch_namespace(own_box.connection(), "forecast") as name:
+        yield name
 
 
 def _jobset(namespace: str, name: str, *, pods: int,
@@ -34,8 +61,9 @@ def _jobset(namespace: str, name: str, *, pods: int,
 
 
 def test_the_waiting_gang_starts_when_the_annotated_jobset_is_expected_to_end(
-        sandbox: Sandbox, namespace: str, catalog: Catalog,
+        own_box: Sandbox, own_ns: str, catalog: Catalog,
         capsys: pytest.CaptureFixture[str]) -> None:
+    sandbox, namespace = own_box, own_ns
     conn = sandbox.connection()
     info = sandbox.info()
     assert info is not None

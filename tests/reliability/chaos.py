@@ -338,6 +338,11 @@ def run_trial(box: Sandbox, catalog: Catalog, name: str, namespace: str) -> tupl
         problems = t.invariants()
         summary = "; ".join([t.summary(), *t.notes])
     finally:
+        # The namespace first, as the e2e tests' scratch namespaces: its workloads go with it
+        # (a JobSet left without pods is a workload still to start, to a forecast), and a
+        # terminating namespace admits no new pod.
+        with contextlib.suppress(Exception):
+            conn.request("DELETE", f"/api/v1/namespaces/{namespace}")
         delete_pods(conn, namespace)
         wait_until(lambda: not pods_in(conn, namespace), timeout=30)
         for node in t.deleted_nodes:  # the sandbox's shape again, for the next trial
