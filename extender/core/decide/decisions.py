@@ -34,8 +34,9 @@ from extender.core.decide.barrier import (
     withdraw,
 )
 from extender.core.decide.holders import Holder, describe_holders, holders_in_the_way
-from extender.core.decide.preemption import PreemptionPlan
+from extender.core.decide.preemption import PreemptionPlan, plan_victims
 from extender.core.decide.settings import CoreSettings
+from extender.core.decide.slots import PlannedMember, pin, plan_lost_room, plan_misses
 from extender.core.gang.capacity import (
     NodeCapacity,
     demand_of,
@@ -55,20 +56,13 @@ from extender.core.gang.ledger import (
     placed_counts,
     placed_in_of,
 )
-from extender.core.gang.narrowed import (
-    kept_for_others,
-    left_out,
-    narrower,
-    own_nodes,
-    unplaced_narrower,
-)
+from extender.core.gang.narrowed import left_out, unplaced_narrower
 from extender.core.gang.placement import (
     Infeasible,
     Plan,
     placed_domain,
     plan_gang,
 )
-from extender.core.gang.room import lack_of_room
 from extender.core.gang.scoring import node_score
 from extender.core.model.snapshot import ClusterSnapshot
 from extender.core.model.values import Gang, GangKey, NodeName, PodInfo
@@ -87,7 +81,6 @@ __all__ = [
     "decide_prioritize",
     "expired_barriers",
     "gang_reached",
-    "open_slots",
     "withdraw",
 ]
 
@@ -124,157 +117,16 @@ class FilterDecision:
 
 
 def _pinned(
-    pod: PodInfo, gang: Gang, role: str, plan: Plan, candidates: Sequence[NodeName], *,
-    snapshot: ClusterSnapshot, ledger: Ledger, settings: CoreSettings, outcome: FilterOutcome,
+    member: PlannedMember, candidates: Sequence[NodeName], *, snapshot: ClusterSnapshot,
+    ledger: Ledger, settings: CoreSettings, outcome: FilterOutcome,
 ) -> FilterDecision | None:
-    """Pass one of the plan's open nodes for ``role`` (:func:`_claim`), or all of the offered
-    ones if other members' claims cover them; ``None`` if the plan has none left."""
-    slots = _open_counts(pod, gang, role, plan, snapshot=snapshot, ledger=ledger,
-                         settings=settings)
-    if not slots:
+    """The member's planned nodes as filter's answer (:func:`~extender.core.decide.slots.pin`);
+    ``None`` if the plan has no slot left for it."""
+    pinned = pin(member, candidates, snapshot=snapshot, ledger=ledger, settings=settings)
+    if pinned is None:
         return None
-    passed = tuple(n for n in candidates if n in slots)
-    if passed:
-        one = _claim(pod, gang, role, passed, slots, snapshot=snapshot, ledger=ledger)
-        if one is not None:
-            passed = (one,)
-    shown = passed or tuple(sorted(slots))
-    where = ", ".join(shown[:8]) + (f" and {len(shown) - 8} more" if len(shown) > 8 else "")
-    note = f"gang {gang.key} placed this {role} on {where}"
-    others = f"gang {gang.key} placed this {role} elsewhere (reserved plan)"
-    # Reasons for the other nodes matter only when none passed (kube-scheduler reports them);
-    # a pinned member of a big gang is filtered every cycle, over thousands of nodes.
-    unresolvable = {} if passed else {n: others for n in candidates if n not in slots}
-    reason = note if passed else f"{note}, but kube-scheduler offered none of them"
-    return FilterDecision(passed, _NONE, MappingProxyType(unresolvable), outcome, reason,
-                          gang.key, plan)
-
-
-def _claim(
-    pod: PodInfo, gang: Gang, role: str, offered: Sequence[NodeName],
-    slots: Mapping[NodeName, int], *, snapshot: ClusterSnapshot, ledger: Ledger,
-) -> NodeName | None:
-    """The one offered open node this member takes, claimed in the ledger; ``None`` when
-    other members' claims fill every offered slot (a claim whose pod never came to bind:
-    the member is then offered them all, as before claims).
-
-    With one node passed, kube-scheduler binds the pod there without scoring (no prioritize
-    call, none of its own score plugins). Its own earlier claim is kept if still offered, so
-    a member filtered again goes where it was sent. Other members' claims count against a
-    node's open slots until their pod is placed (in flight or bound; then ``slots`` counts
-    it) or gone."""
-    claims = ledger.claims(gang.key)
-    mine = claims.get(pod.uid)
-    if mine is not None and mine[0] in offered:
-        return mine[0]
-    taken: dict[NodeName, int] = {}
-    flying = ledger.in_flight()
-    for uid, (node, claimed_role) in claims.items():
-        if uid == pod.uid or claimed_role != role or node not in slots or uid in flying:
-            continue
-        other = snapshot.pods.get(uid)
-        if other is not None and other.node_name is None and not other.deleting:
-            taken[node] = taken.get(node, 0) + 1
-    for node in offered:
-        if slots[node] > taken.get(node, 0):
-            ledger.claim(gang.key, pod.uid, node, role)
-            return node
-    return None
-
-
-def open_slots(
-    pod: PodInfo, gang: Gang, role: str, plan: Plan, *, snapshot: ClusterSnapshot,
-    ledger: Ledger, settings: CoreSettings,
-) -> set[NodeName]:
-    """The nodes where ``plan`` still has a slot of ``role`` open for ``pod``: the only nodes a
-    planned member's filter can pass, whatever else is offered."""
-    return set(_open_counts(pod, gang, role, plan, snapshot=snapshot, ledger=ledger,
-                            settings=settings))
-
-
-def _open_counts(
-    pod: PodInfo, gang: Gang, role: str, plan: Plan, *, snapshot: ClusterSnapshot,
-    ledger: Ledger, settings: CoreSettings,
-) -> dict[NodeName, int]:
-    """Node -> slots of ``role`` ``plan`` still has open there for ``pod`` (only nodes with
-    one at least) that its own pod may use (:func:`_open_to_role`)."""
-    out = _open_to_role(pod, gang, role, plan, snapshot=snapshot, ledger=ledger,
-                        settings=settings)
-    member = gang.member(role)
-    own = None if member is None else own_nodes(pod, member.shape, tuple(out), snapshot)
-    return out if own is None else {n: k for n, k in out.items() if n in own}
-
-
-def _open_to_role(
-    pod: PodInfo, gang: Gang, role: str, plan: Plan, *, snapshot: ClusterSnapshot,
-    ledger: Ledger, settings: CoreSettings,
-) -> dict[NodeName, int]:
-    """Node -> slots of ``role`` ``plan`` still has open there for any pod of the role like
-    ``pod`` (not those it keeps for other members still to be placed)."""
-    placed = ledger.placed(gang.key, snapshot, gpu=settings.gpu_resource)
-    own = _where(pod, ledger)
-    domain = _subgroup_domain(pod, gang, plan, snapshot)
-    kept = (kept_for_others(plan, pod.uid, role, snapshot, ledger.in_flight())
-            if plan.kept_for else {})
-    out: dict[NodeName, int] = {}
-    for n in plan.nodes_for(role):
-        have = placed.get((n, role), 0) - (1 if own == n else 0)
-        left = plan.count(n, role) - have - kept.get(n, 0)
-        if left > 0 and n in snapshot.nodes and (
-                domain is None or snapshot.nodes[n].label(domain[0]) == domain[1]):
-            out[n] = left
-    return out
-
-
-def plan_misses(
-    pod: PodInfo, gang: Gang, role: str, plan: Plan, *, snapshot: ClusterSnapshot,
-    ledger: Ledger, settings: CoreSettings,
-) -> bool:
-    """Whether ``plan`` has slots of ``role`` open but none on a node ``pod``'s own
-    constraints allow (a plan made before its claim was allocated to a node), though it was
-    not made knowing it could leave ``pod`` out."""
-    member = gang.member(role)
-    if member is None or not narrower(pod.shape, member.shape) or left_out(plan, pod.uid):
-        return False
-    return bool(_open_to_role(pod, gang, role, plan, snapshot=snapshot, ledger=ledger,
-                              settings=settings)) and not _open_counts(
-        pod, gang, role, plan, snapshot=snapshot, ledger=ledger, settings=settings)
-
-
-def _subgroup_domain(pod: PodInfo, gang: Gang, plan: Plan,
-                     snapshot: ClusterSnapshot) -> tuple[str, str] | None:
-    """``(label key, value)`` of the domain the plan gives the pod's own subgroup, when its
-    pods say which subgroup they are in (a LeaderWorkerSet's): a pod takes only its
-    subgroup's slots, as the pod affinity LeaderWorkerSet writes would have it."""
-    sub = gang.subgroups
-    member = snapshot.memberships.get(pod.uid)
-    if sub is None or sub.label is None or member is None or member.subgroup is None:
-        return None
-    name = sub.unit_name(member.subgroup)
-    domain = dict(plan.subgroup_domains).get(name) if name is not None else None
-    return None if domain is None else (sub.key, domain)
-
-
-def plan_lost_room(
-    pod: PodInfo, gang: Gang, role: str, plan: Plan, *, snapshot: ClusterSnapshot,
-    ledger: Ledger, settings: CoreSettings,
-) -> bool:
-    """Whether ``plan`` has slots of ``role`` open for ``pod`` but none of their nodes has
-    room for it any more (capacity taken behind Muster's back since the plan was made)."""
-    slots = open_slots(pod, gang, role, plan, snapshot=snapshot, ledger=ledger,
-                       settings=settings)
-    return bool(slots) and all(
-        lack_of_room(pod, n, snapshot=snapshot, ledger=ledger, gpu=settings.gpu_resource,
-                     exclude=gang.key) is not None for n in sorted(slots))
-
-
-def _where(pod: PodInfo, ledger: Ledger) -> NodeName | None:
-    """Where the pod itself is counted as placed (bound or in flight), if anywhere."""
-    if pod.node_name is not None:
-        return pod.node_name if pod.holds_resources else None
-    flight = ledger.in_flight().get(pod.uid)
-    return None if flight is None else flight.node
-
+    return FilterDecision(pinned.passed, _NONE, pinned.unresolvable, outcome, pinned.reason,
+                          member.gang.key, member.plan)
 
 def _free_fit(
     pod: PodInfo, candidates: Sequence[NodeName], *, snapshot: ClusterSnapshot, ledger: Ledger,
@@ -335,20 +187,19 @@ def decide_filter(
         return FilterDecision((), _NONE, MappingProxyType(dict.fromkeys(candidates, why)),
                               FilterOutcome.REJECTED, why, gang.key)
     plan = ledger.plan_for(gang.key)
-    if plan is not None and (
-            plan_lost_room(pod, gang, role, plan, snapshot=snapshot, ledger=ledger,
-                           settings=settings)
-            or plan_misses(pod, gang, role, plan, snapshot=snapshot, ledger=ledger,
-                           settings=settings)):
+    planned = None if plan is None else PlannedMember(pod, gang, role, plan)
+    if planned is not None and (
+            plan_lost_room(planned, snapshot=snapshot, ledger=ledger, settings=settings)
+            or plan_misses(planned, snapshot=snapshot, ledger=ledger, settings=settings)):
         # Something took the room of this member's every open slot behind Muster's back (a
         # pod of another scheduler, one bound by hand), or none is on a node the member's own
         # pod may use (its claim was allocated to another): kube-scheduler would never offer
         # those nodes, and the gang would wait out its plan. Plan it again now, around the
         # members already placed.
         ledger.drop_plan(gang.key)
-        plan = None
-    if plan is not None:
-        pinned = _pinned(pod, gang, role, plan, candidates, snapshot=snapshot, ledger=ledger,
+        plan = planned = None
+    if planned is not None:
+        pinned = _pinned(planned, candidates, snapshot=snapshot, ledger=ledger,
                          settings=settings, outcome=FilterOutcome.PINNED)
         if pinned is not None:
             if pinned.passed:  # a member new to the plan keeps it alive (Ledger.progress)
@@ -379,8 +230,8 @@ def decide_filter(
                            settings=settings, placed=by_role, within=domain,
                            where=(at, inside), unplaced=unplaced)
     ledger.reserve(result, now=now, ttl=settings.plan_ttl)
-    decided = _pinned(pod, gang, role, result, candidates, snapshot=snapshot, ledger=ledger,
-                      settings=settings, outcome=FilterOutcome.PLANNED)
+    decided = _pinned(PlannedMember(pod, gang, role, result), candidates, snapshot=snapshot,
+                      ledger=ledger, settings=settings, outcome=FilterOutcome.PLANNED)
     if decided is not None:
         return decided
     extra = _free_fit(pod, candidates, snapshot=snapshot, ledger=ledger, settings=settings,
@@ -554,28 +405,3 @@ def decide_preempt(
             out[node] = tuple(sorted(chosen))
     return out
 
-
-def plan_victims(plan: PreemptionPlan, offered: Mapping[NodeName, Sequence[str]],
-                 snapshot: ClusterSnapshot) -> dict[NodeName, tuple[str, ...]]:
-    """Per offered node, every pod of the plan's victims there that still runs.
-
-    kube-scheduler evicts the victims of the one node it picks, and an extender may only name
-    pods on that node; a victim gang spanning nodes is evicted over the preemptor's next
-    members' calls, which get the same plan. To leave no victim gang partial for longer
-    than needed, nodes holding the rest of a victim already partly evicted are answered
-    alone when offered."""
-    out: dict[NodeName, tuple[str, ...]] = {}
-    for node in sorted(offered):
-        running = tuple(u for u in plan.pods_on(node) if u in snapshot.pods
-                        and not snapshot.pods[u].deleting and snapshot.pods[u].holds_resources)
-        if running:
-            out[node] = running
-    started = {v.key for v in plan.victims
-               if any(u not in snapshot.pods or snapshot.pods[u].deleting or
-                      not snapshot.pods[u].holds_resources for u, _ in v.pods)}
-    if started:
-        unfinished = {n for v in plan.victims if v.key in started for _, n in v.pods}
-        first = {n: uids for n, uids in out.items() if n in unfinished}
-        if first:
-            return first
-    return out

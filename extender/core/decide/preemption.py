@@ -245,3 +245,29 @@ def plan_preemption(gang: Gang, *, snapshot: ClusterSnapshot, ledger: Ledger,
     assert placement is not None  # the last set kept was one that fits
     return PreemptionPlan(gang.key, priority, tuple(chosen), placement,
                           now + settings.plan_ttl)
+
+
+def plan_victims(plan: PreemptionPlan, offered: Mapping[NodeName, Sequence[str]],
+                 snapshot: ClusterSnapshot) -> dict[NodeName, tuple[str, ...]]:
+    """Per offered node, every pod of the plan's victims there that still runs.
+
+    kube-scheduler evicts the victims of the one node it picks, and an extender may only name
+    pods on that node; a victim gang spanning nodes is evicted over the preemptor's next
+    members' calls, which get the same plan. To leave no victim gang partial for longer
+    than needed, nodes holding the rest of a victim already partly evicted are answered
+    alone when offered."""
+    out: dict[NodeName, tuple[str, ...]] = {}
+    for node in sorted(offered):
+        running = tuple(u for u in plan.pods_on(node) if u in snapshot.pods
+                        and not snapshot.pods[u].deleting and snapshot.pods[u].holds_resources)
+        if running:
+            out[node] = running
+    started = {v.key for v in plan.victims
+               if any(u not in snapshot.pods or snapshot.pods[u].deleting or
+                      not snapshot.pods[u].holds_resources for u, _ in v.pods)}
+    if started:
+        unfinished = {n for v in plan.victims if v.key in started for _, n in v.pods}
+        first = {n: uids for n, uids in out.items() if n in unfinished}
+        if first:
+            return first
+    return out

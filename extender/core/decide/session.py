@@ -32,8 +32,6 @@ from extender.core.decide.decisions import (
     FilterOutcome,
     decide_preempt,
     decide_prioritize,
-    open_slots,
-    plan_lost_room,
 )
 from extender.core.decide.effects import BindStep, Effect, Requeue, Step
 from extender.core.decide.gating import GateBook, decide_ungates
@@ -45,6 +43,7 @@ from extender.core.decide.podnews import PodNews
 from extender.core.decide.preempting import PreemptionDesk
 from extender.core.decide.preemption import PreemptionPlan
 from extender.core.decide.settings import CoreSettings
+from extender.core.decide.slots import PlannedMember, open_slots, plan_lost_room
 from extender.core.decide.upkeep import Upkeep
 from extender.core.decide.yields import decide_yields
 from extender.core.gang.ledger import Ledger
@@ -237,10 +236,11 @@ class GangSession:
         plan = None if gang is None else self.ledger.plan_for(gang.key)
         if gang is None or member is None or plan is None or gang.member(member.role) is None:
             return offer.all()
-        if not open_slots(pod, gang, member.role, plan, snapshot=snapshot, ledger=self.ledger,
+        planned = PlannedMember(pod, gang, member.role, plan)
+        if not open_slots(planned, snapshot=snapshot, ledger=self.ledger,
                           settings=self.settings):
             return offer.all()  # the plan is used up: the member is surplus
-        if plan_lost_room(pod, gang, member.role, plan, snapshot=snapshot, ledger=self.ledger,
+        if plan_lost_room(planned, snapshot=snapshot, ledger=self.ledger,
                           settings=self.settings):
             return offer.all()  # the filter plans the gang again, anywhere
         return offer.among(plan.nodes_for(member.role))

@@ -16,12 +16,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from extender.core.decide.decisions import (
-    CoreSettings,
-    FilterOutcome,
-    decide_filter,
-    open_slots,
-)
+from extender.core.decide.decisions import CoreSettings, FilterOutcome, decide_filter
+from extender.core.decide.slots import PlannedMember, open_slots
 from extender.core.devices.attach import lower_objects
 from extender.core.gang.ledger import Ledger
 from extender.core.model.snapshot import ClusterSnapshot
@@ -133,7 +129,9 @@ def test_other_members_are_not_sent_to_the_slot_kept_for_a_pinned_one() -> None:
     second = _filter(snap, ledger, 1, now=1.0)
     assert {first.passed, second.passed} == {("dra-0",), ("dra-1",)}
     pinned = snap.pods["uid-train-2"]
-    assert open_slots(pinned, snap.gang_of(pinned.uid), "worker", first.plan,  # type: ignore[arg-type]
+    gang = snap.gang_of(pinned.uid)
+    assert gang is not None
+    assert open_slots(PlannedMember(pinned, gang, "worker", first.plan),
                       snapshot=snap, ledger=ledger, settings=SETTINGS) == {"dra-2"}
 
 
