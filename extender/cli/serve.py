@@ -103,6 +103,9 @@ def register(subparsers: Any) -> None:
                    help="refuse a workload resolving to more pods (default 150000)")
     p.add_argument("--max-workload-gangs", type=int, metavar="N",
                    help="refuse a workload resolving to more gangs (default 10000)")
+    p.add_argument("--forecast-every", type=duration, metavar="DURATION",
+                   help="recompute the waiting gangs' forecasts at most this often: 1m, or "
+                        "seconds; 0: none (default 30s)")
     election_flags(p)
     p.set_defaults(handler=run)
 
@@ -138,7 +141,8 @@ def settings_from(args: argparse.Namespace, env: dict[str, str]) -> Settings:
         "max_workload_pods",
         "max_workload_gangs", "scheduler_names", "lease_name", "lease_namespace",
         "lease_duration", "renew_deadline", "retry_period", "leader_identity",
-        "webhook_port", "webhook_host", "webhook_cert", "webhook_key", "gate_bound")}
+        "webhook_port", "webhook_host", "webhook_cert", "webhook_key", "gate_bound",
+        "forecast_every")}
     given["descriptors"] = tuple(args.descriptors or ())
     given["no_builtin"] = getattr(args, "no_builtin", None) or None  # unset: the environment
     given["leader_elect"] = getattr(args, "leader_elect", None) or None
@@ -197,7 +201,8 @@ def live_app(settings: Settings, catalog: Catalog) -> Flask:
     app = create_app(settings, store, time.time, binder=live.binder, events=live.events,
                      requeuer=live.requeuer, evictor=live.evictor,
                      housekeeping=HOUSEKEEPING_SECONDS, leadership=elector,
-                     gang_objects=live.gang_objects, ungater=live.ungater)
+                     gang_objects=live.gang_objects, ungater=live.ungater,
+                     catalog=snapshots.current)
     if elector is not None:
         elector.start()  # after the app subscribed: it hears the first transition
         stop_on_exit(elector)

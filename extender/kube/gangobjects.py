@@ -11,6 +11,11 @@ exists already after a restart: then a merge patch), and a merge patch after tha
 again if it was deleted behind Muster's back). A gang gone is deleted (its workload's
 deletion usually got there first: the object is owned by the workload). A failed write is
 tried again at the next publication.
+
+Forecasts (:mod:`extender.server.forecaster`) come from their own thread through
+:meth:`KubeGangObjects.show_forecasts`: each object is written with its gang's latest
+``status.forecast`` (or the one for a gang not forecast), whichever of the two publications
+came last, so a forecast and a change of state make one write, not two that undo each other.
 """
 
 from __future__ import annotations
@@ -38,7 +43,12 @@ class KubeGangObjects:
         self.conn = conn
         self._lock = threading.Lock()
         self._written: dict[Key, Mapping[str, Any]] = {}
-        """Key -> the object last published (written, or queued to be)."""
+        """Key -> the object last published (written, or queued to be), forecast included."""
+        self._objects: Mapping[Key, Mapping[str, Any]] = {}
+        """The objects last published, as the service built them (no forecast)."""
+        self._forecasts: Mapping[Key, Mapping[str, Any]] = {}
+        self._absent: Mapping[str, Any] | None = None
+        """The forecast of an object none is given for; ``None``: no forecast shown yet."""
         self._pending: dict[Key, Mapping[str, Any] | None] = {}
         """Key -> what its one queued write will carry (``None``: delete it)."""
         self._created: set[Key] = set()
@@ -56,8 +66,29 @@ class KubeGangObjects:
         return self._writer.dropped
 
     def publish(self, objects: Mapping[Key, Mapping[str, Any]]) -> None:
+        with self._lock:
+            self._objects = objects
+        self._publish()
+
+    def show_forecasts(self, forecasts: Mapping[Key, Mapping[str, Any]], *,
+                       absent: Mapping[str, Any]) -> None:
+        """Write ``forecasts`` (key -> ``status.forecast``) on the objects, ``absent`` on the
+        others, with the objects last published."""
+        with self._lock:
+            self._forecasts, self._absent = forecasts, absent
+        self._publish()
+
+    def _forecast(self, key: Key, obj: Mapping[str, Any]) -> Mapping[str, Any]:
+        """Under the lock: ``obj`` with its forecast, once forecasts are shown."""
+        if self._absent is None:
+            return obj
+        shown = self._forecasts.get(key, self._absent)
+        return {**obj, "status": {**obj["status"], "forecast": shown}}
+
+    def _publish(self) -> None:
         queue: list[Key] = []
         with self._lock:
+            objects = {k: self._forecast(k, o) for k, o in self._objects.items()}
             changed = [(k, o) for k, o in objects.items() if self._written.get(k) != o]
             gone = [k for k in self._written if k not in objects]
             for key, obj in changed:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from flask import Flask
 
+from extender.core.workloads.catalog import Catalog
 from extender.server.admission import Admission, admission_bp
 from extender.server.decider import Decider
 from extender.server.housekeeping import Housekeeper, behind_gates, may_unblock
@@ -38,7 +39,8 @@ def create_app(settings: Settings, state: StateStore, clock: Clock, *,
                housekeeping: float | None = None,
                leadership: Leadership | None = None, ungater: Ungater | None = None,
                admission: Admission | None = None,
-               gang_objects: GangObjectSink | None = None) -> Flask:
+               gang_objects: GangObjectSink | None = None,
+               catalog: Callable[[], Catalog] | None = None) -> Flask:
     """An app answering the extender verbs under ``prefix`` (empty: at the root).
 
     By default the gang service decides, reading ``state`` and holding ``clock``; ``binder``
@@ -53,7 +55,10 @@ def create_app(settings: Settings, state: StateStore, clock: Clock, *,
     ``leadership`` (leader election) lets the service decide only while this replica
     leads (:mod:`extender.server.leading`). ``ungater`` removes Muster's scheduling gate
     from pods whose gang is planned (in housekeeping); ``admission`` answers the webhook
-    that adds it (``/admission/gate``, served on its own TLS port).
+    that adds it (``/admission/gate``, served on its own TLS port). With ``catalog`` (the
+    descriptors the store's snapshots are built with), housekeeping and a Gang object sink
+    that shows forecasts, a forecaster thread keeps the waiting gangs' forecasts on their
+    Gang objects (:mod:`extender.server.forecaster`).
     """
     metrics = Metrics()
     metrics.watch_sources(state.source_states)
@@ -85,6 +90,10 @@ def create_app(settings: Settings, state: StateStore, clock: Clock, *,
         if housekeeping:
             keeper = Housekeeper(gate[0] if gate else gangs, interval=housekeeping).start()
             state.on_cluster_changed(_nudger(keeper, gangs))
+            if catalog is not None and settings.forecast_every > 0:
+                _forecasting(state, catalog=catalog, clock=clock, events=events,
+                             sink=gang_objects, metrics=metrics, settings=settings,
+                             may_act=gate[0].deciding if gate else None)
     app = Flask("muster")
     # No MAX_CONTENT_LENGTH: werkzeug would cut a chunked body at it silently; the verbs read
     # their bodies with their own bound (routes._read_body), and the other routes take none.
@@ -107,6 +116,24 @@ def create_app(settings: Settings, state: StateStore, clock: Clock, *,
     if prefix:  # probes and metrics stay reachable at the root too
         app.register_blueprint(bp, url_prefix=None, name="extender_root")
     return app
+
+
+def _forecasting(state: StateStore, *, catalog: Callable[[], Catalog], clock: Clock,
+                 events: EventSink | None, sink: GangObjectSink | None, metrics: Metrics,
+                 settings: Settings, may_act: Callable[[], bool] | None) -> None:
+    """Start the forecaster, nudged by every pod and node change (it bounds its own pace)."""
+    from extender.server.forecaster import (  # noqa: PLC0415
+        Forecaster,
+        ForecastSink,
+        Shown,
+        start,
+    )
+
+    shown = Shown(events=events or MemoryEvents(), report=metrics.forecasted,
+                  sink=sink if isinstance(sink, ForecastSink) else None)
+    keeper = start(Forecaster(state, catalog=catalog, clock=clock, shown=shown,
+                              may_act=may_act), every=settings.forecast_every)
+    state.on_cluster_changed(lambda _source, _kind, _obj: keeper.nudge())
 
 
 def _nudger(keeper: Housekeeper, service: GangService,

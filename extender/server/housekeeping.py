@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 log = logging.getLogger("muster.housekeeping")
@@ -69,13 +69,20 @@ class Housekept(Protocol):
 
 
 class Housekeeper:
-    def __init__(self, service: Housekept, *, interval: float, gap: float = GAP) -> None:
+    """Runs ``service.housekeep()`` in its own thread every ``interval`` seconds, and
+    ``gap`` seconds after a nudge, spaced from the round before by ``pace(took)`` (default
+    :func:`spacing`). The forecaster runs on one too (:mod:`extender.server.forecaster`)."""
+
+    def __init__(self, service: Housekept, *, interval: float, gap: float = GAP,
+                 pace: Callable[[float], float] | None = None,
+                 name: str = "housekeeping") -> None:
         self._service = service
         self._interval = interval
         self._gap = min(gap, interval)
+        self._pace = pace or (lambda took: spacing(took, self._gap))
         self._stop = threading.Event()
         self._nudged = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="housekeeping", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self.rounds = 0
         """Rounds run so far (ticks and nudges alike)."""
 
@@ -98,7 +105,7 @@ class Housekeeper:
         while not self._stop.is_set():
             if self._nudged.wait(self._interval):
                 # Coalesce: what arrives within the gap is taken by this one round.
-                pause = max(self._gap, ended + spacing(took, self._gap) - time.monotonic())
+                pause = max(self._gap, ended + self._pace(took) - time.monotonic())
                 if self._stop.wait(pause):
                     return
                 self._nudged.clear()  # a change during the round nudges the next one

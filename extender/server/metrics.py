@@ -5,7 +5,8 @@ when ``/metrics`` is scraped, from callbacks the service and the store provide, 
 never stale; so are the age of the oldest waiting gang and the GPUs waiting gangs ask for
 (:func:`waiting_gangs`), which fire the "gangs wait long" alert for a gang that never starts.
 The gang wait time is observed from the events the service emits (:class:`GangWaitObserver`),
-so the service needs no metrics code of its own.
+so the service needs no metrics code of its own. The forecast gauges are set by the
+forecaster after each recompute (:meth:`Metrics.forecasted`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ VERBS = ("filter", "prioritize", "bind", "preempt")
 GANG_STATES = (*VIEW_STATES, "expired")
 """``muster_gangs{state}``: each state a gang view shows, and the plans expired so far."""
 LOOK_ANSWERS = ("planner", "bound")
+OUTLOOKS = ("starts", "unknown", "never")
+"""``muster_forecast_gangs{outlook}``: the forecast's outlooks (docs/forecast.md)."""
 
 # Filter adds straight to every scheduling cycle, so the buckets resolve sub-millisecond times;
 # bind holds at the barrier for up to --bind-timeout, hence the long tail.
@@ -74,6 +77,13 @@ class Metrics:
             "muster_gang_wait_seconds",
             "Time from the first Muster event on any pod of a gang to its admission",
             buckets=_WAIT_BUCKETS, registry=self.registry)
+        self.forecast_gangs = Gauge(
+            "muster_forecast_gangs", "Waiting gangs by their forecast: expected to start "
+            "(starts), waiting on workloads of unknown runtime (unknown), or on nothing that "
+            "ends (never)", ["outlook"], registry=self.registry)
+        self.forecast_seconds = Gauge(
+            "muster_forecast_seconds", "Wall seconds the last forecast recompute took",
+            registry=self.registry)
         Gauge("muster_build_info", "Muster's version and Python's; always 1",
               ["version", "python"], registry=self.registry).labels(
             version=extender.__version__, python=platform.python_version()).set(1)
@@ -81,6 +91,12 @@ class Metrics:
     def count(self, verb: str, outcome: str) -> None:
         """One answered request: ``muster_decisions_total{verb,outcome}``."""
         self.decisions.labels(verb=verb, outcome=outcome).inc()
+
+    def forecasted(self, outlooks: Mapping[str, int], took: float) -> None:
+        """The last forecast: waiting gangs by outlook, and the seconds it took."""
+        for outlook in OUTLOOKS:
+            self.forecast_gangs.labels(outlook=outlook).set(outlooks.get(outlook, 0))
+        self.forecast_seconds.set(took)
 
     def watch(self, *, gangs: Callable[[], Mapping[str, int]], reserved_gpus: Callable[[], float],
               binds_waiting: Callable[[], int], ready: Callable[[], bool]) -> None:
