@@ -11,7 +11,8 @@
 Each gang's state (Waiting, Planned, Admitted, Bound), the last reason, who holds what it
 needs, and the recent events on the workload and its pods: from the gang's Gang object
 (gangs.muster.dev) first, then, with --muster-url (or $MUSTER_URL), Muster's /inspect/gangs,
-then the events Muster writes on the workload.
+then the events Muster writes on the workload. A waiting gang's forecast (when it is
+expected to start, and what it waits for: docs/forecast.md) comes from its Gang object.
 
 Types match leniently: kind, plural, short name or kind.group, any case.
 """
@@ -28,6 +29,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from extender.cli.errors import EXIT_ERROR, EXIT_OK, CliError
+from extender.cli.forecast import status_sentence
 from extender.cli.gangread import read_gang_objects
 from extender.cli.gangstate import (
     event_rows,
@@ -132,10 +134,13 @@ def _extras(found: Found, conn: Connection | None, inspected: list[dict[str, Any
         events, problems = read_events(conn, found)
         for problem in problems:
             print(f"warning: {problem}", file=sys.stderr)
-    extra: dict[str, Any] = {
-        "age": age_of(found.raw, now),
-        "gangStates": gang_answers(found, events=events, inspected=inspected,
-                                   objects=objects)}
+    states = gang_answers(found, events=events, inspected=inspected, objects=objects)
+    for state in states:
+        status = ((objects or {}).get(state["gang"]) or {}).get("status") or {}
+        told = status_sentence(status.get("forecast") or {}, now.timestamp())
+        if told:
+            state["forecast"] = told
+    extra: dict[str, Any] = {"age": age_of(found.raw, now), "gangStates": states}
     if events is not None:  # from a file no event is known, not "none"
         extra["events"] = event_rows(events, now)
     return extra
@@ -250,6 +255,8 @@ def _gang_state(gang: dict[str, Any]) -> None:
               f"bound; {source})", markup=False)
     if gang["reason"]:
         out.print(f"  reason: {gang['reason']}", markup=False)
+    if gang.get("forecast"):
+        out.print(f"  forecast: {gang['forecast']}", markup=False)
     for holder in gang["heldBy"]:
         out.print(f"  held by: {holder_text(holder)}", markup=False)
 

@@ -9,9 +9,11 @@ With neither --snapshot nor --context, the live cluster of the kubeconfig's curr
 is asked. A snapshot is what ``kubectl get nodes,pods -A -o yaml`` prints (a List or a
 multi-document stream): Nodes with ``status.allocatable`` and the pods that hold resources.
 Gangs are placed in the workload's order, each seeing the capacity the ones before it took;
-capacity is per node, never summed. Exit 0 if the workload fits in at least one cluster, 1 if
-in none, 2 if it fits in none and some cluster could not be reached (the answer there is
-unknown).
+capacity is per node, never summed. Where it does not fit a live cluster now, fit also says
+when each gang would be expected to start if submitted now, and what it would wait for
+(``muster forecast``'s replay with the workload added, docs/forecast.md). Exit 0 if the
+workload fits in at least one cluster, 1 if in none, 2 if it fits in none and some cluster
+could not be reached (the answer there is unknown).
 """
 
 from __future__ import annotations
@@ -19,9 +21,11 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from extender.cli.errors import EXIT_NO, EXIT_OK, EXIT_UNANSWERED, CliError
+from extender.cli.forecast import gang_data, sentence
 from extender.cli.livefind import current_context
 from extender.cli.options import (
     add_descriptor_flags,
@@ -29,6 +33,7 @@ from extender.cli.options import (
     add_output_flag,
     duration,
 )
+from extender.cli.record import record
 from extender.cli.render import console, emit_data, table
 from extender.cli.workloads import (
     Descriptors,
@@ -41,9 +46,14 @@ from extender.core.decide.fit import FitResult, fit_workload
 from extender.core.devices.attach import is_device_object, lower_objects
 from extender.core.model.snapshot import ClusterSnapshot
 from extender.core.workloads.cluster import build_snapshot
+from extender.core.workloads.expressions import WorkloadError
+from extender.core.workloads.workload import workload_ref
 from extender.files.snapshot import SnapshotFileError, load_snapshot
 from extender.kube.client import KubeError
 from extender.kube.reader import device_objects, list_workloads, nodes_and_pods, owner_objects
+from extender.server.durations import parse_seconds
+from simulator.forecast import Outlook, forecast
+from simulator.snapshot_replay import ReplayInputError
 
 
 def register(subparsers: Any) -> None:
@@ -125,6 +135,45 @@ def snapshot_from_cluster(args: argparse.Namespace, context: str | None,
                           catalog=descriptors.catalog), devices
 
 
+def _submitted(found: Found, now: datetime) -> dict[str, Any]:
+    """The workload of the file as the API server would hold it once created now."""
+    obj = dict(found.raw)
+    ref = found.tree.ref
+    obj["metadata"] = {**(obj.get("metadata") or {}), "namespace": ref.namespace,
+                       "creationTimestamp": now.strftime("%Y-%m-%dT%H:%M:%SZ")}
+    obj["metadata"].setdefault("uid", f"muster-fit-{ref.namespace}-{ref.name}")
+    return obj
+
+
+def forecast_live(args: argparse.Namespace, context: str | None, descriptors: Descriptors,
+                  found: Found) -> list[dict[str, Any]]:
+    """When each of the workload's gangs would start if it were submitted now: the cluster
+    recorded as ``muster forecast`` reads it, the workload added (unless it exists already)
+    and replayed forward (docs/forecast.md)."""
+    conn = connection(args, context=context or "")
+    now = datetime.now(UTC)
+    try:
+        objects = record(conn, descriptors.catalog.descriptors, now=now)["items"]
+    except KubeError as err:
+        raise CliError(str(err), cluster=True) from None
+    key = found.tree.ref.key
+    if not any(_key_of(o) == key for o in objects):
+        objects.append(_submitted(found, now))
+    try:
+        result = forecast(objects, now=now.timestamp(), catalog=descriptors.catalog,
+                          parse_duration=parse_seconds)
+    except ReplayInputError as err:
+        raise CliError(f"cannot forecast: {err}") from None
+    return [gang_data(g) for g in result.gangs if g.workload == key]
+
+
+def _key_of(obj: Mapping[str, Any]) -> str | None:
+    try:
+        return workload_ref(obj).key
+    except WorkloadError:
+        return None
+
+
 def cluster_data(name: str, result: FitResult) -> dict[str, Any]:
     return {
         "name": name,
@@ -174,6 +223,9 @@ def run(args: argparse.Namespace) -> int:
             clusters.append(unreachable_data(name, str(err)))
             continue
         clusters.append(cluster_data(name, fit_workload(here.tree, snapshot)))
+        if not clusters[-1]["fits"]:
+            clusters[-1]["forecast"] = _forecast_or_warn(args, context, descriptors, found,
+                                                         name=name)
     data = {"workload": found.tree.ref.key, "descriptor": found.tree.descriptor,
             "pods": found.tree.pods, "gpus": found.tree.gpus, "clusters": clusters}
     if args.output != "table":
@@ -183,6 +235,16 @@ def run(args: argparse.Namespace) -> int:
     if any(c["fits"] for c in clusters):
         return EXIT_OK
     return EXIT_UNANSWERED if unreachable else EXIT_NO
+
+
+def _forecast_or_warn(args: argparse.Namespace, context: str | None, descriptors: Descriptors,
+                      found: Found, *, name: str) -> list[dict[str, Any]]:
+    """:func:`forecast_live`, or none and a warning: the placement is answered either way."""
+    try:
+        return forecast_live(args, context, descriptors, found)
+    except CliError as err:
+        print(f"warning: context {name}: no forecast: {err}", file=sys.stderr)
+        return []
 
 
 def _plan_text(plan: Mapping[str, Mapping[str, int]]) -> str:
@@ -204,3 +266,9 @@ def render(data: dict[str, Any]) -> None:
             rows.append((c["name"], verdict, g["name"], g["minMember"], g["placed"],
                          detail or "-"))
     out.print(table(("CLUSTER", "FITS", "GANG", "MIN", "PLACED", "PLAN OR REASON"), rows))
+    for c in data["clusters"]:
+        for g in c.get("forecast") or ():
+            told = sentence(Outlook(g["outlook"]), g["startSeconds"],
+                            upper_bound=g["upperBound"], waits_for=g["waitsFor"],
+                            unknown=g["unknownRuntimes"])
+            out.print(f"{c['name']}: gang {g['gang']} {told}", markup=False)

@@ -29,6 +29,7 @@ from extender.files.snapshot import SnapshotFileError, parse_snapshot
 from extender.files.yamlsafe import load_all
 from extender.kube.client import KubeError
 from extender.server.durations import parse_seconds
+from extender.server.forecaster import waits_clause
 from simulator.forecast import Forecast, GangForecast, Outlook, forecast
 from simulator.snapshot_replay import ReplayInputError
 
@@ -103,14 +104,49 @@ def waits_text(gang: GangForecast) -> str:
     return ", ".join(gang.waits_for) or "-"
 
 
+def gang_data(g: GangForecast) -> dict[str, Any]:
+    """One gang as scripts read it: its outlook, start (seconds from now, or null), whether
+    that start is an upper bound, what it waits for, and the unknown runtimes it rests on."""
+    return {"gang": g.gang, "workload": g.workload, "outlook": g.outlook.value,
+            "startSeconds": g.start, "upperBound": g.upper_bound,
+            "waitsFor": list(g.waits_for), "unknownRuntimes": list(g.unknown)}
+
+
 def forecast_data(found: Forecast) -> dict[str, Any]:
-    """The JSON scripts read: per waiting gang, its outlook, start (seconds from now, or
-    null), whether that start is an upper bound, what it waits for, and the unknown
-    runtimes it rests on."""
-    return {"gangs": [{"gang": g.gang, "workload": g.workload, "outlook": g.outlook.value,
-                       "startSeconds": g.start, "upperBound": g.upper_bound,
-                       "waitsFor": list(g.waits_for), "unknownRuntimes": list(g.unknown)}
-                      for g in found.gangs]}
+    """The JSON scripts read: :func:`gang_data` per waiting gang."""
+    return {"gangs": [gang_data(g) for g in found.gangs]}
+
+
+def sentence(outlook: Outlook, start: float | None, *, upper_bound: bool = False,
+             waits_for: Sequence[str] = (), unknown: Sequence[str] = ()) -> str:
+    """What ``describe`` and ``fit`` say of a waiting gang: ``expected to start in about 12m,
+    when ml/train-3 finishes``; ``start`` is seconds from now."""
+    clause = waits_clause(outlook, waits_for, unknown)
+    if outlook is Outlook.NEVER:
+        return f"not expected to start: {clause}"
+    if outlook is Outlook.UNKNOWN or start is None:
+        return f"start unknown: {clause}"
+    when = ("now" if start <= 0 else
+            f"{'within' if upper_bound else 'in about'} {human_age(start)}")
+    return f"expected to start {when}" + (f", {clause}" if clause else "")
+
+
+_OUTLOOKS = {"Unknown": Outlook.UNKNOWN, "Never": Outlook.NEVER}
+
+
+def status_sentence(status: Mapping[str, Any], now: float) -> str:
+    """:func:`sentence` of a Gang object's ``status.forecast`` at ``now`` (epoch seconds);
+    empty when it holds none (the gang is not waiting, or no forecast was made yet)."""
+    start = str(status.get("start") or "")
+    if not start:
+        return ""
+    outlook = _OUTLOOKS.get(start, Outlook.STARTS)
+    at = None if outlook is not Outlook.STARTS else (
+        now if start == "Now" else timestamp(start) or None)
+    return sentence(outlook, None if at is None else at - now,
+                    upper_bound=bool(status.get("upperBound")),
+                    waits_for=[str(w) for w in status.get("waitsFor") or ()],
+                    unknown=[str(w) for w in status.get("unknownRuntimes") or ()])
 
 
 def rows(found: Forecast) -> Sequence[tuple[str, str, str]]:
