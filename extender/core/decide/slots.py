@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from extender.core.decide.settings import CoreSettings
+from extender.core.gang.freeview import short_node
 from extender.core.gang.ledger import Ledger
 from extender.core.gang.narrowed import kept_for_others, left_out, narrower, own_nodes
 from extender.core.gang.placement import Plan
@@ -180,14 +181,16 @@ def _subgroup_domain(pod: PodInfo, gang: Gang, plan: Plan,
 def plan_lost_room(
     member: PlannedMember, *, snapshot: ClusterSnapshot, ledger: Ledger, settings: CoreSettings,
 ) -> bool:
-    """Whether the plan has slots of the member's role open for its pod but none of their
-    nodes has room for it any more (capacity taken behind Muster's back since the plan was
-    made)."""
+    """Whether capacity the plan counts on was taken behind Muster's back since it was
+    made: its slots of the member's role open for its pod have no room for it any more, or
+    some node of the plan cannot hold the slots still open on it
+    (:func:`~extender.core.gang.freeview.short_node`)."""
     slots = open_slots(member, snapshot=snapshot, ledger=ledger, settings=settings)
-    return bool(slots) and all(
-        lack_of_room(member.pod, n, snapshot=snapshot, ledger=ledger,
-                     gpu=settings.gpu_resource, exclude=member.gang.key) is not None
-        for n in sorted(slots))
+    if slots and all(lack_of_room(member.pod, n, snapshot=snapshot, ledger=ledger,
+                                  gpu=settings.gpu_resource, exclude=member.gang.key) is not None
+                     for n in sorted(slots)):
+        return True
+    return short_node(member.plan, snapshot, ledger, gpu=settings.gpu_resource) is not None
 
 
 def _where(pod: PodInfo, ledger: Ledger) -> NodeName | None:

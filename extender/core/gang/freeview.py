@@ -26,6 +26,7 @@ from extender.core.model.values import Gang, GangKey, NodeName
 
 if TYPE_CHECKING:
     from extender.core.gang.ledger import Ledger
+    from extender.core.gang.plans import Plan
 
 
 def _placed(
@@ -254,12 +255,56 @@ def _charges(snapshot: ClusterSnapshot, ledger: Ledger, base: Mapping[NodeName, 
     by_node: dict[NodeName, list[Charge]] = {}
     nodes_of: dict[GangKey, dict[NodeName, None]] = {}
     for gang, res in [*ledger.reservations(), *ledger.holds()]:
-        placed = ledger.placed(gang, snapshot, gpu=gpu)
-        for node, role, count in res.plan.slots:
-            left = count - placed.get((node, role), 0)
-            shape = res.plan.shape(role)
-            if left <= 0 or shape is None or node not in base:
+        for node, demand, left in unfilled(res.plan, snapshot, ledger, gpu=gpu):
+            if node not in base:
                 continue
-            by_node.setdefault(node, []).append((gang, demand_of(shape, gpu=gpu), left))
+            by_node.setdefault(node, []).append((gang, demand, left))
             nodes_of.setdefault(gang, {})[node] = None
     return Charges(by_node, nodes_of)
+
+
+def unfilled(plan: Plan, snapshot: ClusterSnapshot, ledger: Ledger, *,
+             gpu: str) -> Iterator[tuple[NodeName, Demand, int]]:
+    """The plan's slots no member fills yet (bound or in flight), in the plan's order:
+    ``(node, demand of one pod, how many)``. A slot kept for a member not placed yet
+    (:attr:`Plan.kept_for`) is charged with that member's own pod, what it takes there: a
+    claim left allocated for no pod is out of the node's supply already, and its role's
+    template would charge those devices a second time."""
+    placed = ledger.placed(plan.gang, snapshot, gpu=gpu)
+    kept: dict[tuple[NodeName, str], list[Demand]] = {}
+    if plan.kept_for:
+        flying = ledger.in_flight()
+        for uid, node, role in plan.kept_for:
+            pod = snapshot.pods.get(uid)
+            if pod is not None and pod.node_name is None and uid not in flying:
+                kept.setdefault((node, role), []).append(demand_of(pod.shape, gpu=gpu))
+    for node, role, count in plan.slots:
+        left = count - placed.get((node, role), 0)
+        shape = plan.shape(role)
+        if left <= 0 or shape is None:
+            continue
+        own = kept.get((node, role), [])[:left]
+        for demand in own:
+            yield node, demand, 1
+        if left > len(own):
+            yield node, demand_of(shape, gpu=gpu), left - len(own)
+
+
+def short_node(plan: Plan, snapshot: ClusterSnapshot, ledger: Ledger, *,
+               gpu: str) -> NodeName | None:
+    """A node of the plan that can no longer hold the slots still open on it, with every
+    other gang's promises charged (``None`` when all can): capacity was taken there behind
+    Muster's back since the plan was made (a pod another scheduler bound, devices DRA
+    allocated to a pod filtered before the plan). Members sent to the rest of the plan
+    would wait at the barrier for a member that has nowhere to go."""
+    free = free_capacity(snapshot, ledger, gpu=gpu, exclude=plan.gang)
+    caps: dict[NodeName, NodeCapacity] = {}
+    for node, demand, left in unfilled(plan, snapshot, ledger, gpu=gpu):
+        cap = caps.get(node) or free.get(node)
+        if cap is None:
+            return node
+        caps[node] = take(cap, demand, left, force=True)
+    for node, cap in caps.items():
+        if cap.oversubscribed():
+            return node
+    return None

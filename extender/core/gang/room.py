@@ -13,7 +13,10 @@ Pure: reads the snapshot and the ledger, changes nothing.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from extender.core.gang.capacity import Demand, NodeCapacity, demand_of, fits, index_of, take
+from extender.core.gang.freeview import unfilled
 from extender.core.gang.ledger import Ledger, in_flight_demands
 from extender.core.model.quantity import format_quantity
 from extender.core.model.resources import GPU, MEMORY
@@ -30,12 +33,9 @@ def _reserved_on(
     for gang, res in ledger.reservations():
         if gang == exclude or not res.plan.uses(node):
             continue
-        placed = ledger.placed(gang, snapshot, gpu=gpu)
-        for n, role, count in res.plan.slots:
-            shape = res.plan.shape(role)
-            left = count - placed.get((n, role), 0)
-            if n == node and left > 0 and shape is not None:
-                out.append((gang, demand_of(shape, gpu=gpu), left))
+        out += [(gang, demand, left)
+                for n, demand, left in unfilled(res.plan, snapshot, ledger, gpu=gpu)
+                if n == node]
     return out
 
 
@@ -80,9 +80,14 @@ def lack_of_room(
     """``None`` if ``pod`` fits on ``node`` now, else why not (a sentence naming the pod).
 
     ``exclude`` is the pod's own gang: its reservation is the pod's to use. The pod itself is
-    left out of the pods in flight, so a retried bind is not counted twice.
+    left out of the pods in flight, so a retried bind is not counted twice. Devices DRA has
+    allocated to the pod already (:attr:`PodInfo.held`) are not checked: the allocator gave
+    them, and refusing the bind would not free them (kube-scheduler leaves the claim
+    allocated), only keep them from everyone until the pod's next scheduling cycle.
     """
-    demand = demand_of(pod.shape, gpu=gpu)
+    shape = replace(pod.shape, requests=pod.shape.requests - pod.held) if pod.held \
+        else pod.shape
+    demand = demand_of(shape, gpu=gpu)
     reserved = _reserved_on(node, snapshot, ledger, gpu=gpu, exclude=exclude)
     unreserved, cap = _free_on(node, snapshot, ledger, gpu=gpu, reserved=reserved,
                                without=pod.uid)

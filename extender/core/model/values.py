@@ -244,6 +244,10 @@ class PodInfo:
     gates: tuple[str, ...] = ()
     """Names of its ``spec.schedulingGates``: while any is left, kube-scheduler keeps the pod
     out of its queue (no filter, no bind)."""
+    held: Resources = EMPTY
+    """Of ``shape.requests``, what DRA has allocated to this pod already (its claims
+    allocated and reserved for it): those devices are the pod's on the claims' node whatever
+    Muster answers, so a check of room before a bind leaves them out."""
 
     @property
     def key(self) -> str:

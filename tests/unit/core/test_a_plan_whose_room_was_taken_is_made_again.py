@@ -36,8 +36,11 @@ def test_a_member_whose_planned_node_was_filled_by_hand_is_planned_again_elsewhe
     assert (second.outcome, second.passed) == (FilterOutcome.PLANNED, (spare,)), second.reason
 
 
-def test_a_member_whose_planned_node_still_has_room_stays_pinned_to_it() -> None:
-    gang = make_gang("g", roles=[("worker", 2, make_shape(gpus=4))])
+def _planned_then_squatted(squatter_gpus: int) -> tuple[FilterOutcome, set[str], set[str]]:
+    """Two 2-GPU workers planned together on one node, then a pod of another scheduler
+    takes ``squatter_gpus`` of that node's 8: worker 1's outcome, what it was passed, and the
+    plan's nodes."""
+    gang = make_gang("g", roles=[("worker", 2, make_shape(gpus=2))])
     ledger = Ledger()
     names = [NodeName(n.name) for n in NODES]
     snap = make_snapshot(NODES, gangs=[gang])
@@ -45,9 +48,24 @@ def test_a_member_whose_planned_node_still_has_room_stays_pinned_to_it() -> None
                           ledger=ledger, now=0.0, settings=SETTINGS)
     assert first.plan is not None
     slots = {n for n, _, _ in first.plan.slots}
-    # A 4-GPU squatter leaves the planned node room for the member's 4 GPUs.
-    squatter = make_pod("squatter", shape=make_shape(gpus=4), node=sorted(slots)[0], ns="o")
+    assert len(slots) == 1
+    squatter = make_pod("squatter", shape=make_shape(gpus=squatter_gpus),
+                        node=sorted(slots)[0], ns="o")
     after = make_snapshot(NODES, gangs=[gang], pods=[squatter])
     second = decide_filter(after.pods[uid(gang, "worker", 1)], names, snapshot=after,
                            ledger=ledger, now=1.0, settings=SETTINGS)
-    assert second.outcome is FilterOutcome.PINNED and set(second.passed) <= slots
+    return second.outcome, set(second.passed), slots
+
+
+def test_a_member_whose_planned_node_still_has_room_stays_pinned_to_it() -> None:
+    # 4 of 8 GPUs taken: the node still holds both planned workers.
+    outcome, passed, slots = _planned_then_squatted(4)
+    assert outcome is FilterOutcome.PINNED and passed <= slots
+
+
+def test_a_plan_whose_node_holds_only_some_of_its_open_slots_is_made_again() -> None:
+    # 6 of 8 GPUs taken: the node holds worker 1 but not worker 0 beside it. Pinning worker
+    # 1 there as planned would leave worker 0 nowhere: the gang is planned again, whole,
+    # in what is free now.
+    outcome, passed, _ = _planned_then_squatted(6)
+    assert outcome is FilterOutcome.PLANNED and len(passed) == 1
