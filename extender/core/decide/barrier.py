@@ -84,7 +84,7 @@ def decide_bind(
                                                               settings=settings):
         return withdraw(gang.key, ledger=ledger, also=(pod_uid, node))
     lack = lack_of_room(pod, node, snapshot=snapshot, ledger=ledger,
-                        gpu=settings.gpu_resource, exclude=key)
+                        gpu=settings.gpu_resource, exclude=key, prebound=True)
     if lack is not None:
         return _no_room(pod, gang, node, lack, snapshot=snapshot, ledger=ledger)
     fenced = None if gang is None else _fenced(gang, pod_uid, node, snapshot=snapshot,
@@ -268,7 +268,8 @@ def _held_without_room(gang: GangKey, arriving: str, *, snapshot: ClusterSnapsho
         cap = free.get(node)
         if uid == arriving or pod is None or (cap is not None and not cap.oversubscribed()):
             continue
-        lack = lack_of_room(pod, node, snapshot=snapshot, ledger=ledger, gpu=gpu, exclude=gang)
+        lack = lack_of_room(pod, node, snapshot=snapshot, ledger=ledger, gpu=gpu, exclude=gang,
+                            prebound=True)
         if lack is not None:
             return (f"gang {gang}: held member {lack.removeprefix('pod ')}; the gang is "
                     "planned again")

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from extender.core.decide.settings import CoreSettings
-from extender.core.gang.freeview import short_node
 from extender.core.gang.ledger import Ledger
 from extender.core.gang.narrowed import kept_for_others, left_out, narrower, own_nodes
 from extender.core.gang.placement import Plan
@@ -190,7 +189,7 @@ def plan_lost_room(
                                   gpu=settings.gpu_resource, exclude=member.gang.key) is not None
                      for n in sorted(slots)):
         return True
-    return short_node(member.plan, snapshot, ledger, gpu=settings.gpu_resource) is not None
+    return ledger.plan_short_on(member.plan, snapshot, gpu=settings.gpu_resource) is not None
 
 
 def _where(pod: PodInfo, ledger: Ledger) -> NodeName | None:

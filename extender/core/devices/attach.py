@@ -21,7 +21,7 @@ from extender.core.devices.lowering import (
     signatures_of,
 )
 from extender.core.model.objects import DEVICE_SUPPLY
-from extender.core.model.podspec import DEVICE_DEMAND, DEVICE_HELD
+from extender.core.model.podspec import DEVICE_DEMAND
 
 RawObject = Mapping[str, Any]
 
@@ -149,9 +149,6 @@ class DeviceLowering:
         spec = dict(pod.get("spec") or {})
         if demand:
             spec[DEVICE_DEMAND] = demand
-            held = self._view.pod_held(pod)
-            if held:
-                spec[DEVICE_HELD] = held
         if pinned:
             spec["affinity"] = _pinned_affinity(spec.get("affinity"), pinned)
         return {**pod, "spec": spec}

@@ -257,33 +257,6 @@ class DeviceView:
             name = statuses.get(str(entry.get("name")))
         return self.claims.get(f"{namespace}/{name}") if isinstance(name, str) and name else None
 
-    def pod_held(self, pod: Mapping[str, Any]) -> dict[str, int]:
-        """Of :meth:`pod_demand`, what the pod's claims allocated and reserved for it alone
-        ask (milli-units): devices the allocator has given it already. kube-scheduler's
-        DynamicResources PreBind writes them before it asks an extender to bind, and they
-        stay held by the pod whatever the bind's answer (a refused bind leaves the claim
-        allocated until the pod's next failed scheduling cycle)."""
-        spec = as_mapping(pod.get("spec"))
-        entries = spec.get("resourceClaims")
-        meta = _meta(pod)
-        uid = str(meta.get("uid") or "")
-        if not isinstance(entries, list) or not entries or not uid:
-            return {}
-        namespace = str(meta.get("namespace") or DEFAULT_NAMESPACE)
-        statuses = _claim_statuses(pod)
-        out: dict[str, int] = {}
-        for raw in entries[:_MAX_POD_CLAIMS]:
-            claim = self._existing(namespace, as_mapping(raw), statuses)
-            if claim is None or not _allocation(claim) or _reserved_for(claim) != uid:
-                continue
-            found = self._read(f"claim {_key(claim)}", as_mapping(claim.get("spec")),
-                               f"ResourceClaim {_key(claim)}")
-            if isinstance(found, str):
-                continue
-            for request in found.requests:
-                self._charge(self._first_published(request), out)
-        return out
-
     def pod_node_terms(self, pod: Mapping[str, Any]) -> tuple[tuple[Mapping[str, Any], ...], ...]:
         """For each of the pod's claims already allocated to node-local devices, the
         ``nodeSelectorTerms`` of its ``status.allocation.nodeSelector``: kube-scheduler's

@@ -34,6 +34,7 @@ from extender.core.gang.freeview import (
     placed_counts,
     placed_in_of,
     placed_subgroups,
+    short_node,
 )
 from extender.core.gang.ledgerview import LedgerView
 from extender.core.gang.lifecycle import GangRecord, GangState, InFlight, Reservation, Transition
@@ -52,6 +53,8 @@ __all__ = [
 
 INFLIGHT_TTL = 120.0
 """Seconds a pod stays in flight without being observed bound before it is forgotten."""
+_SHORT_MEMO_MAX = 4096
+"""Plans whose shortness is remembered at once (one per gang planned; cleared past it)."""
 
 
 class Ledger(LedgerView):
@@ -200,6 +203,21 @@ class Ledger(LedgerView):
         counts = placed_counts(gang, snapshot, self, gpu=gpu)
         self._placed_memo[gang] = (snapshot, self.version, counts)
         return counts
+
+    def plan_short_on(self, plan: Plan, snapshot: ClusterSnapshot, *,
+                      gpu: str) -> NodeName | None:
+        """:func:`~extender.core.gang.freeview.short_node`, asked again only when the
+        snapshot or the plan changes: what makes a plan short is the cluster taking room
+        behind Muster's back, which comes with a new snapshot (the ledger's own changes
+        never plan over a plan). Every planned member's filter asks it."""
+        memo = self._short_memo.get(plan.gang)
+        if memo is not None and memo[0] is snapshot and memo[1] is plan:
+            return memo[2]
+        if len(self._short_memo) > _SHORT_MEMO_MAX:
+            self._short_memo.clear()
+        found = short_node(plan, snapshot, self, gpu=gpu)
+        self._short_memo[plan.gang] = (snapshot, plan, found)
+        return found
 
     # pods in flight ------------------------------------------------------------------------
     def mark_bind_requested(

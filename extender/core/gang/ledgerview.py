@@ -37,6 +37,7 @@ class LedgerView:
             tuple[NodeName, str], int]]] = {}
         self._capacity_memo: tuple[ClusterSnapshot | None, int, CapacityMemo] = (
             None, -1, CapacityMemo({}, {}))
+        self._short_memo: dict[GangKey, tuple[ClusterSnapshot, Plan, NodeName | None]] = {}
 
     def capacity_memo(self, snapshot: ClusterSnapshot) -> CapacityMemo:
         """Free-capacity changes derived from this snapshot and this ledger, kept until either

@@ -75,18 +75,21 @@ def _lack(demand: Demand, cap: NodeCapacity, *, gpu: str) -> str:
 
 def lack_of_room(
     pod: PodInfo, node: NodeName, *, snapshot: ClusterSnapshot, ledger: Ledger,
-    gpu: str = GPU, exclude: GangKey | None = None,
+    gpu: str = GPU, exclude: GangKey | None = None, prebound: bool = False,
 ) -> str | None:
     """``None`` if ``pod`` fits on ``node`` now, else why not (a sentence naming the pod).
 
     ``exclude`` is the pod's own gang: its reservation is the pod's to use. The pod itself is
-    left out of the pods in flight, so a retried bind is not counted twice. Devices DRA has
-    allocated to the pod already (:attr:`PodInfo.held`) are not checked: the allocator gave
-    them, and refusing the bind would not free them (kube-scheduler leaves the claim
-    allocated), only keep them from everyone until the pod's next scheduling cycle.
+    left out of the pods in flight, so a retried bind is not counted twice.
+
+    ``prebound``: the pod has passed kube-scheduler's PreBind (a bind request, a member held
+    at the barrier), so the devices its claims ask (:attr:`PodInfo.claimed`) are allocated to
+    it on ``node`` already and are not checked. Refusing the bind would not free them
+    (kube-scheduler's Unreserve leaves a claim allocated), only keep them from everyone until
+    the pod's next scheduling cycle; the snapshot may not show the allocation yet.
     """
-    shape = replace(pod.shape, requests=pod.shape.requests - pod.held) if pod.held \
-        else pod.shape
+    shape = replace(pod.shape, requests=pod.shape.requests - pod.claimed) \
+        if prebound and pod.claimed else pod.shape
     demand = demand_of(shape, gpu=gpu)
     reserved = _reserved_on(node, snapshot, ledger, gpu=gpu, exclude=exclude)
     unreserved, cap = _free_on(node, snapshot, ledger, gpu=gpu, reserved=reserved,

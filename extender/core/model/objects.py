@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from extender.core.model.errors import ModelError
-from extender.core.model.podspec import DEVICE_HELD, PodSpecError, shape_of
+from extender.core.model.podspec import DEVICE_DEMAND, PodSpecError, shape_of
 from extender.core.model.quantity import QuantityError
 from extender.core.model.resources import Resources
 from extender.core.model.values import (
@@ -153,7 +153,7 @@ def pod_from_api(obj: Mapping[str, Any]) -> PodInfo:
         created=timestamp(meta.get("creationTimestamp")),
         deleting=meta.get("deletionTimestamp") is not None,
         gates=scheduling_gates(spec),
-        held=_extra(spec, DEVICE_HELD),
+        claimed=_extra(spec, DEVICE_DEMAND),
     )
 
 

@@ -29,11 +29,6 @@ DEVICE_DEMAND = "muster.dev/device-demand"
 takes devices through ResourceClaims: resource -> milli-units its claims still ask, lowered by
 :mod:`extender.core.devices.lowering`. API objects never have it."""
 
-DEVICE_HELD = "muster.dev/device-held"
-"""Key the state store adds beside :data:`DEVICE_DEMAND` when some of the pod's claims are
-allocated and reserved for it: resource -> milli-units of that demand the allocator has given
-the pod already (:meth:`~extender.core.devices.lowering.DeviceView.pod_held`)."""
-
 #: Annotations that ask for a share of one GPU device.
 GPU_FRACTION_ANNOTATIONS = ("gpu-fraction", "muster.dev/gpu-fraction")
 GPU_MILLI_ANNOTATION = "muster.dev/gpu-milli"

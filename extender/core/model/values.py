@@ -244,10 +244,11 @@ class PodInfo:
     gates: tuple[str, ...] = ()
     """Names of its ``spec.schedulingGates``: while any is left, kube-scheduler keeps the pod
     out of its queue (no filter, no bind)."""
-    held: Resources = EMPTY
-    """Of ``shape.requests``, what DRA has allocated to this pod already (its claims
-    allocated and reserved for it): those devices are the pod's on the claims' node whatever
-    Muster answers, so a check of room before a bind leaves them out."""
+    claimed: Resources = EMPTY
+    """Of ``shape.requests``, what the pod's ResourceClaims ask (lowered by
+    :mod:`~extender.core.devices`). By the time kube-scheduler asks an extender to bind the
+    pod, its DynamicResources PreBind has allocated all of them on that node, and they stay
+    the pod's whatever the bind's answer."""
 
     @property
     def key(self) -> str:

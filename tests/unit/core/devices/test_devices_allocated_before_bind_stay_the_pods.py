@@ -53,13 +53,19 @@ def _member(index: int) -> dict[str, Any]:
     return pod
 
 
-def _snapshot(solo_claim: dict[str, Any]) -> ClusterSnapshot:
+def _snapshot(solo_claim: dict[str, Any], *, solo_cpu: str = "1") -> ClusterSnapshot:
+    """dra-0 and dra-1 (8 GPUs, 64 cpu each); a JobSet of two workers of 8 GPUs and 40 cpu;
+    ``solo``, a pod of no gang taking 8 GPUs through its own claim."""
     nodes = [node(n) for n in NODES]
     js = jobset("train", workers=2, gpus=0)
     js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"][
         "resourceClaims"] = [{"name": "gpus", "resourceClaimTemplateName": "gpus"}]
     solo = claim_pod("solo", claim_name="solo-gpus", namespace="ml")
     pods = [_member(0), _member(1), solo]
+    solo["spec"]["containers"][0]["resources"] = {"requests": {"cpu": solo_cpu}}
+    for spec in (js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"],
+                 *(p["spec"] for p in pods[:2])):
+        spec["containers"][0]["resources"]["requests"]["cpu"] = "40"
     dra = [device_class(), template("gpus", "ml", count=8),
            *(gpu_node_slice(n) for n in NODES), solo_claim]
     lowered = lower_objects([*nodes, *pods, js, job_of("train"), *dra])
@@ -80,8 +86,17 @@ def test_a_pod_whose_claim_prebind_allocated_binds_where_a_gang_was_planned_sinc
     ledger = Ledger()
     _plan_gang_over_both_nodes(_snapshot(_solo_claim(allocated_on=None, reserved=False)), ledger)
     after = _snapshot(_solo_claim(allocated_on="dra-0", reserved=True))
-    assert after.pods["uid-solo"].held, "the allocated claim's devices are the pod's"
     decision = decide_bind("uid-solo", NodeName("dra-0"), snapshot=after, ledger=ledger,
+                           now=1.0, settings=SETTINGS)
+    assert decision.outcome is BindOutcome.BIND, decision.reason
+
+
+def test_the_bind_does_not_wait_for_the_snapshot_to_show_the_allocation() -> None:
+    # The bind request can come before Muster's watch delivers the claim PreBind wrote.
+    snapshot = _snapshot(_solo_claim(allocated_on=None, reserved=False))
+    ledger = Ledger()
+    _plan_gang_over_both_nodes(snapshot, ledger)
+    decision = decide_bind("uid-solo", NodeName("dra-0"), snapshot=snapshot, ledger=ledger,
                            now=1.0, settings=SETTINGS)
     assert decision.outcome is BindOutcome.BIND, decision.reason
 
@@ -98,20 +113,20 @@ def test_the_gang_that_lost_the_room_is_planned_again_and_waits() -> None:
     assert member.outcome is FilterOutcome.WAITING and member.passed == (), member.reason
 
 
-def test_a_pod_whose_claim_is_not_allocated_yet_is_still_refused_the_gangs_room() -> None:
-    snapshot = _snapshot(_solo_claim(allocated_on=None, reserved=False))
+def test_what_the_pods_claims_do_not_ask_is_still_checked_against_the_gangs_room() -> None:
+    # Its cpu: the gang's reservation keeps 40 of dra-0's 64, and solo asks 30.
+    snapshot = _snapshot(_solo_claim(allocated_on=None, reserved=False), solo_cpu="30")
     ledger = Ledger()
     _plan_gang_over_both_nodes(snapshot, ledger)
-    assert not snapshot.pods["uid-solo"].held
     decision = decide_bind("uid-solo", NodeName("dra-0"), snapshot=snapshot, ledger=ledger,
                            now=1.0, settings=SETTINGS)
     assert decision.outcome is BindOutcome.REJECT
     assert "reserved for gang ml/train" in decision.reason, decision.reason
 
 
-def test_a_claim_left_allocated_for_no_pod_is_held_by_no_pod() -> None:
+def test_a_claim_left_allocated_for_no_pod_is_asked_by_no_pod() -> None:
     # After a refused bind the claim is allocated and reserved for nobody: its devices are
-    # out of the supply and in no pod's demand, so nothing is held twice.
+    # out of the supply and in no pod's demand, so nothing is counted twice.
     snapshot = _snapshot(_solo_claim(allocated_on="dra-0", reserved=False))
-    assert not snapshot.pods["uid-solo"].held
-    assert snapshot.pods["uid-solo"].shape.requests.get("nvidia.com/gpu", 0) == 0
+    solo = snapshot.pods["uid-solo"]
+    assert not solo.claimed and solo.shape.requests.get("nvidia.com/gpu", 0) == 0
