@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol, runtime_checkable
@@ -158,6 +158,22 @@ def counts(found: Mapping[GangKey, Expected]) -> dict[str, int]:
     return out
 
 
+def priority_classes(pods: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The PriorityClasses the store does not watch, as its pods show them: admission wrote
+    the value of the ``priorityClassName`` a pod names into its ``spec.priority``, and the
+    replay needs it for the templates that name the same class."""
+    seen: dict[str, int] = {}
+    for pod in pods:
+        spec = pod.get("spec")
+        if not isinstance(spec, Mapping):
+            continue
+        name, value = spec.get("priorityClassName"), spec.get("priority")
+        if isinstance(name, str) and isinstance(value, int) and not isinstance(value, bool):
+            seen.setdefault(name, value)
+    return [{"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+             "metadata": {"name": name}, "value": value} for name, value in sorted(seen.items())]
+
+
 def _always() -> bool:
     return True
 
@@ -221,7 +237,7 @@ class Forecaster:
         raw = self._state.raw()
         snapshot = self._state.snapshot()
         now = self._clock()
-        objects = [*raw.nodes, *raw.pods, *raw.objects]
+        objects = [*priority_classes(raw.pods), *raw.nodes, *raw.pods, *raw.objects]
         try:
             found = forecast(objects, now=now, catalog=self._catalog(),
                              parse_duration=parse_seconds)

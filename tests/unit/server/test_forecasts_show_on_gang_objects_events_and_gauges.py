@@ -107,6 +107,22 @@ def test_a_gang_waiting_on_an_unknown_runtime_names_it_on_its_object() -> None:
         "unknownRuntimes": ["JobSet/ml/train"]}
 
 
+def test_a_workload_naming_a_priority_class_is_forecast_from_its_pods_priority() -> None:
+    """The store holds no PriorityClass: the pods admission gave the class's value tell it."""
+    waiting = jobset("next", created=T0 + 60, priority_class="high")
+    pending = []
+    for pod in running_pods("next", "n0", "n1"):
+        del pod["spec"]["nodeName"]
+        pod["spec"].update(priorityClassName="high", priority=1000)
+        pod["status"] = {"phase": "Pending"}
+        pending.append(pod)
+    world = World([node("n0"), node("n1"), jobset("train", runtime="10m"),
+                   *running_pods("train", "n0", "n1"), waiting, *pending])
+    found = world.forecaster.recompute()
+    assert found is not None
+    assert forecast_status(found[GangKey("ml/next")])["start"] == stamp(NOW + 360)
+
+
 def test_the_workload_is_told_only_when_its_start_moves_past_the_margin() -> None:
     world = World(_cluster("10m"))
     world.forecaster.recompute()
