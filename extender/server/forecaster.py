@@ -216,8 +216,13 @@ class Forecaster:
         """The last forecast computed."""
 
     def housekeep(self) -> int:
-        """One round: recompute when the cluster changed since the last recompute, or
-        :data:`STALE` seconds passed; returns the gangs forecast (0 when not due)."""
+        """One round: while this replica leads, recompute when the cluster changed since
+        the last recompute, or :data:`STALE` seconds passed; returns the gangs forecast (0
+        when not due)."""
+        if not self._may_act():  # a standby spends no CPU on what it would not write
+            self._told.clear()  # a new leader's first forecast is nobody's move
+            self._seen = (-1, float("-inf"))
+            return 0
         revision, begun = self._state.revision, time.monotonic()
         if revision == self._seen[0] and begun - self._seen[1] < STALE:
             return 0
@@ -250,9 +255,6 @@ class Forecaster:
         return expected
 
     def _show(self, expected: Mapping[GangKey, Expected], snapshot: ClusterSnapshot) -> None:
-        if not self._may_act():
-            self._told.clear()  # a new leader's first forecast is nobody's move
-            return
         if self._sink is not None:
             self._sink.show_forecasts({object_key(e): forecast_status(e)
                                        for e in expected.values()}, absent=ABSENT)

@@ -137,6 +137,20 @@ def test_the_workload_is_told_only_when_its_start_moves_past_the_margin() -> Non
                              f"(was at {stamp(NOW + 360)}), when ml/train finishes")
 
 
+def test_a_standby_computes_nothing_and_recomputes_when_it_leads_or_the_cluster_changes(
+        ) -> None:
+    world = World(_cluster())
+    leading = [False]
+    forecaster = Forecaster(world.store, catalog=packaged_catalog, clock=lambda: world.now,
+                            shown=Shown(events=world.events), may_act=lambda: leading[0])
+    assert forecaster.housekeep() == 0 and forecaster.last is None
+    leading[0] = True
+    assert forecaster.housekeep() == 1
+    assert forecaster.housekeep() == 0  # nothing changed since
+    world.store.load(_cluster("20m"))
+    assert forecaster.housekeep() == 1
+
+
 def test_the_gauges_count_waiting_gangs_by_outlook() -> None:
     world = World(_cluster())
     world.forecaster.recompute()
