@@ -3,10 +3,12 @@ real kube-apiserver (a sandbox of its own: a forecast reads the whole cluster, a
 other tests leave in a shared sandbox would rightly change it): a JobSet annotated with its
 expected runtime fills the cluster, a gang waits behind it, and the waiting gang's Gang object
 says when it is expected to start and that it waits for the JobSet; ``kubectl get gangs``
-shows the start in its Expected Start column."""
+shows the start in its Expected Start column, ``muster describe`` says it, and ``muster fit``
+says a third JobSet would wait for the same one."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import time
 from collections.abc import Iterator
@@ -14,7 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
+from extender.cli.main import main
 from extender.core.model.objects import timestamp
 from extender.core.workloads.catalog import Catalog
 from extender.kube.client import Connection, NotFound
@@ -77,7 +81,8 @@ def _forecast(conn: Connection, namespace: str, name: str) -> dict[str, Any]:
 
 
 def test_a_waiting_gangs_object_says_when_it_starts_and_names_the_jobset_it_waits_for(
-        own_box: Sandbox, own_ns: str, catalog: Catalog) -> None:
+        own_box: Sandbox, own_ns: str, catalog: Catalog, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
     sandbox, namespace = own_box, own_ns
     conn = sandbox.connection()
     submitted = time.time()
@@ -110,3 +115,20 @@ def test_a_waiting_gangs_object_says_when_it_starts_and_names_the_jobset_it_wait
     row = next(line for line in listed if line.startswith("jobset-next "))
     at = header.index("EXPECTED START")
     assert row[at:].split()[0] == forecast["start"], listed
+
+    # muster describe reads it from the Gang object.
+    capsys.readouterr()
+    assert main(["describe", "jobset/next", "-n", namespace,
+                 "--kubeconfig", info.kubeconfig]) == 0
+    said = capsys.readouterr().out
+    assert "forecast: expected to start in about" in said, said
+    assert f"when {namespace}/train finishes" in said, said
+
+    # muster fit -f, before submitting: a third JobSet would wait for the same JobSet.
+    later = tmp_path / "later.yaml"
+    later.write_text(yaml.safe_dump(_jobset(namespace, "later", pods=2)))
+    assert main(["fit", "-f", str(later), "--kubeconfig", info.kubeconfig, "-o", "json"]) == 1
+    [cluster] = json.loads(capsys.readouterr().out)["clusters"]
+    [gang] = cluster["forecast"]
+    assert (gang["gang"], gang["outlook"]) == (f"{namespace}/later", "starts"), gang
+    assert gang["waitsFor"] == [f"JobSet/{namespace}/train"], gang
