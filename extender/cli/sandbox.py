@@ -21,11 +21,11 @@ def register(subparsers: Any) -> None:
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "sandbox", help="a local real control plane (etcd, kube-apiserver, kube-scheduler, "
                         "kube-controller-manager, KWOK, the JobSet, LWS, KubeRay, MPI and "
-                        "Kubeflow Trainer operators, Muster)",
+                        "Kubeflow Trainer operators, Kueue, Muster)",
         description="Start, stop or inspect a local control plane on loopback with fake GPU "
                     "nodes that KWOK runs pods on, and the real JobSet, LeaderWorkerSet, "
-                    "KubeRay, MPI and Kubeflow Trainer operators. Binaries are built from "
-                    "pinned Go modules on first use and cached under ~/.cache/muster.")
+                    "KubeRay, MPI and Kubeflow Trainer operators and Kueue. Binaries are built "
+                    "from pinned Go modules on first use and cached under ~/.cache/muster.")
     sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     up = sub.add_parser("up", help="start the sandbox")
     up.add_argument("--nodes", type=int, default=None,
@@ -78,7 +78,11 @@ def register(subparsers: Any) -> None:
                             "port 8080 free)",
             "trainer": "Kubeflow Trainer v2.1.0 with its CRDs, webhooks and the "
                        "torch-distributed ClusterTrainingRuntime: TrainJobs applied with "
-                       "kubectl get their JobSets (only with --jobset)"}
+                       "kubectl get their JobSets (only with --jobset)",
+            "kueue": "Kueue v0.17.0 with its CRDs, webhooks and a ClusterQueue 'gpus' (the "
+                     "default sandbox's 32 GPUs) with a LocalQueue 'gpus' in namespace "
+                     "default: Jobs and JobSets labelled kueue.x-k8s.io/queue-name wait "
+                     "suspended until it admits them (docs/kueue.md)"}
     for name, what in real.items():
         up.add_argument(f"--{name}", action=argparse.BooleanOptionalAction, default=True,
                         help=f"run {what} (default: on; --no-{name} leaves it out, and its kind "
@@ -135,7 +139,8 @@ def _spec(args: argparse.Namespace) -> SandboxSpec:
         bind_timeout=args.bind_timeout, extra_descriptor_dirs=tuple(args.descriptors),
         controller_manager=not args.no_controller_manager, kwok=not args.no_kwok,
         jobset=args.jobset, lws=args.lws, kuberay=args.kuberay,
-        mpi_operator=args.mpi_operator, trainer=args.trainer and args.jobset, image=args.image,
+        mpi_operator=args.mpi_operator, trainer=args.trainer and args.jobset,
+        kueue=args.kueue, image=args.image,
         gating=args.gating, gate_by=GateBy(args.gate_by), gpu_model=model,
         dra_nodes=args.dra_nodes, dra_partitions=args.dra_partitions,
     )

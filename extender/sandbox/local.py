@@ -20,12 +20,14 @@ class SandboxError(RuntimeError):
 #: Everything a sandbox writes into its directory; ``up`` removes only these, so whatever
 #: else the directory holds survives ``up`` and ``down``.
 COMPONENTS = ("etcd", "kube-apiserver", "kwok", "kube-controller-manager", "jobset", "lws",
-              "kuberay", "mpi-operator", "trainer", "muster", "kube-scheduler")
+              "kuberay", "mpi-operator", "trainer", "kueue", "muster", "kube-scheduler")
 #: ``jobset-certs`` is where earlier releases kept the webhook certificates; ``trainer-tmp``
-#: is Trainer's TMPDIR, where it finds them.
+#: is Trainer's TMPDIR, where it finds them; ``kueue-etc`` the overlay on /etc that shows
+#: Kueue its metrics certificate.
 OWN_ENTRIES = ("etcd", "pki", "sa.key", "tokens.csv", "kubeconfig", "scheduler.yaml",
                "processes.json", "sandbox.json", "webhook-certs", "jobset-certs",
                "jobset-config.yaml", "lws-config.yaml", "trainer-config.yaml", "trainer-tmp",
+               "kueue-config.yaml", "kueue-etc",
                "muster-image", *(f"{c}.log" for c in COMPONENTS))
 
 

@@ -1,5 +1,5 @@
 """The real operators a sandbox can run: the JobSet controller, LeaderWorkerSet, KubeRay, the
-MPI operator and Kubeflow Trainer.
+MPI operator, Kubeflow Trainer and Kueue.
 
 Each is the unmodified upstream command of a pinned release (``build.sh`` builds it and copies
 the release's CRDs, webhook configurations, webhook patches and cluster objects such as
@@ -8,21 +8,25 @@ loopback: the sandbox makes one CA and one serving certificate for 127.0.0.1 wit
 points every webhook at ``https://127.0.0.1:PORT`` with that CA, and applies the patches the
 release's kustomization applies (they narrow the pod webhooks to the operator's own pods). The
 CRDs the sandbox installs for an operator carry :data:`OPERATOR_LABEL`, which is how
-:mod:`submit` knows no stand-in must run for that kind.
+:mod:`submit` knows no stand-in must run for that kind. Objects of an operator's kinds that
+the sandbox itself ships (Kueue's queues, ``manifests/sandbox/``) are created with the
+release's.
 """
 
 from __future__ import annotations
 
 import base64
 import subprocess
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from extender.files.shipped import manifests_dir
 from extender.files.yamlsafe import load_all
+from extender.sandbox import mountns
 from extender.sandbox.config import Ports
 from extender.sandbox.local import SandboxError
 
@@ -58,6 +62,18 @@ class Operator:
     objects: tuple[str, ...] = ()
     """Release files of cluster-scoped objects of its own kinds, created once its webhooks
     are installed (the runtimes its default installation ships)."""
+    sandbox_objects: tuple[str, ...] = ()
+    """Files of ``manifests/sandbox/`` with objects of its kinds the sandbox creates after
+    :attr:`objects` (Kueue's ResourceFlavor, ClusterQueue and LocalQueue)."""
+    settings: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    """Keys of its Configuration besides those every operator gets (Kueue's integrations)."""
+    webhook_groups: tuple[str, ...] = ()
+    """The API groups whose webhooks are installed, those of the kinds it runs for here;
+    empty: every webhook of the release."""
+    fixed_cert_dir: str | None = None
+    """A directory under ``/etc`` it reads a certificate from at start, with no setting to
+    move it: it runs in a mount namespace of its own where that path shows the sandbox's
+    certificates (:mod:`.mountns`)."""
 
     @property
     def option(self) -> str:
@@ -108,7 +124,29 @@ TRAINER = Operator(
     webhooks_file="trainer-webhooks.yaml", config_api="config.trainer.kubeflow.org/v1alpha1",
     cert_management="certManagement", cert_dir_in_config=False,
     objects=("trainer-runtime-torch-distributed.yaml",))
-OPERATORS = (JOBSET, LWS, KUBERAY, MPI_OPERATOR, TRAINER)
+#: Kueue's controller manager: quota and admission for workloads labelled
+#: ``kueue.x-k8s.io/queue-name`` (docs/kueue.md), configured as a platform team beside a gang
+#: scheduler would: the Job and JobSet integrations only, workloads without a queue left
+#: alone, no waitForPodsReady (its key absent), no visibility API server (it would listen on
+#: :8082 of every interface and needs an APIService). With its certificate rotation off,
+#: v0.17.0 reads a metrics certificate from /etc/kueue/metrics/certs even with no metrics
+#: server, or exits. Only the webhooks of its own kinds, Jobs and JobSets are installed: the
+#: release's others (pods, Deployments, StatefulSets, other operators' kinds) would call
+#: handlers of integrations that are off.
+KUEUE = Operator(
+    name="kueue", release="Kueue v0.17.0",
+    crd_files=tuple(f"kueue-crd-{plural}.yaml" for plural in (
+        "admissionchecks", "clusterqueues", "cohorts", "localqueues", "multikueueclusters",
+        "multikueueconfigs", "provisioningrequestconfigs", "resourceflavors", "topologies",
+        "workloadpriorityclasses", "workloads")),
+    webhooks_file="kueue-webhooks.yaml", config_api="config.kueue.x-k8s.io/v1beta2",
+    sandbox_objects=("kueue/queues.yaml",),
+    settings={"manageJobsWithoutQueueName": False,
+              "integrations": {"frameworks": ["batch/job", "jobset.x-k8s.io/jobset"]},
+              "featureGates": {"VisibilityOnDemand": False}},
+    webhook_groups=("kueue.x-k8s.io", "batch", "jobset.x-k8s.io"),
+    fixed_cert_dir="kueue/metrics/certs")
+OPERATORS = (JOBSET, LWS, KUBERAY, MPI_OPERATOR, TRAINER, KUEUE)
 
 
 def make_certs(directory: Path) -> Path:
@@ -152,6 +190,10 @@ def config_file(op: Operator, directory: Path, *, webhook_port: int, health_port
         "health": {"healthProbeBindAddress": f"127.0.0.1:{health_port}"},
         "metrics": {"bindAddress": "0"},
     }
+    clash = config.keys() & op.settings.keys()
+    if clash:
+        raise ValueError(f"{op.release}: settings {sorted(clash)} are the sandbox's own")
+    config.update(op.settings)
     path = directory / f"{op.name}-config.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     return path
@@ -160,7 +202,10 @@ def config_file(op: Operator, directory: Path, *, webhook_port: int, health_port
 def environment(op: Operator, directory: Path, *, cert_dir: Path) -> dict[str, str]:
     """What its process needs in its environment: for an operator whose Configuration names
     no certificate directory, a ``TMPDIR`` whose ``k8s-webhook-server/serving-certs`` is the
-    sandbox's (controller-runtime's default place)."""
+    sandbox's (controller-runtime's default place). For one with a :attr:`fixed_cert_dir`, it
+    also makes the overlay that shows the sandbox's certificates there."""
+    if op.fixed_cert_dir is not None:
+        mountns.prepare(directory, op.name, at=op.fixed_cert_dir, target=cert_dir)
     if op.cert_dir_in_config or op.webhooks_file is None:
         return {}
     tmp = directory / f"{op.name}-tmp"
@@ -187,9 +232,16 @@ def loopback_ports(op: Operator, ports: Ports,
 
 def argv(op: Operator, bin_dir: Path, *, kubeconfig: Path, config: Path | None,
          health_port: int) -> list[str]:
+    """Its command line; with a :attr:`fixed_cert_dir`, in its mount namespace, whose overlay
+    :func:`environment` made beside its Configuration (in the sandbox's directory)."""
     given = [f"--config={config}"] if config is not None else []
-    return [str(bin_dir / op.name), *given, f"{op.kubeconfig_flag}={kubeconfig}",
-            *(flag.format(health=health_port) for flag in op.flags)]
+    command = [str(bin_dir / op.name), *given, f"{op.kubeconfig_flag}={kubeconfig}",
+               *(flag.format(health=health_port) for flag in op.flags)]
+    if op.fixed_cert_dir is None:
+        return command
+    if config is None:
+        raise ValueError(f"{op.release}: a fixed certificate directory needs a Configuration")
+    return mountns.wrapped(command, config.parent, op.name)
 
 
 def _docs(path: Path) -> list[dict[str, Any]]:
@@ -212,16 +264,23 @@ def crds(op: Operator, bin_dir: Path) -> list[dict[str, Any]]:
 
 def release_objects(op: Operator, bin_dir: Path) -> list[tuple[str, dict[str, Any]]]:
     """``(API path, object)`` of each cluster-scoped object the release ships with, of a kind
-    one of its CRDs defines (Trainer's ``torch-distributed`` ClusterTrainingRuntime)."""
+    one of its CRDs defines (Trainer's ``torch-distributed`` ClusterTrainingRuntime), then of
+    each object of its :attr:`sandbox_objects` (namespaced ones in the namespace they name)."""
     kinds = {crd["spec"]["names"]["kind"]: crd for crd in crds(op, bin_dir)}
+    files = [(bin_dir / name, True) for name in op.objects] + [
+        (manifests_dir() / "sandbox" / name, False) for name in op.sandbox_objects]
     made = []
-    for name in op.objects:
-        for doc in _docs(bin_dir / name):
+    for path, cluster_only in files:
+        for doc in _docs(path):
             crd = kinds.get(str(doc.get("kind")))
-            if crd is None or crd["spec"].get("scope") != "Cluster":
-                raise SandboxError(f"{bin_dir / name}: {doc.get('kind')} is no cluster-scoped "
-                                   f"kind of {op.release}")
-            made.append((f"/apis/{doc['apiVersion']}/{crd['spec']['names']['plural']}", doc))
+            if crd is None or (cluster_only and crd["spec"].get("scope") != "Cluster"):
+                raise SandboxError(f"{path}: {doc.get('kind')} is no "
+                                   f"{'cluster-scoped ' if cluster_only else ''}kind of "
+                                   f"{op.release}")
+            where = f"/namespaces/{doc['metadata'].get('namespace', 'default')}" \
+                if crd["spec"].get("scope") == "Namespaced" else ""
+            made.append((f"/apis/{doc['apiVersion']}{where}/{crd['spec']['names']['plural']}",
+                          doc))
     return made
 
 
@@ -237,11 +296,19 @@ def webhook_configurations(op: Operator, bin_dir: Path, *, port: int,
     bundle = base64.b64encode(ca).decode()
     for config in configs:
         config["metadata"]["name"] = f"{op.name}-{config['metadata']['name']}"
+        if op.webhook_groups:
+            config["webhooks"] = [hook for hook in config.get("webhooks", [])
+                                  if _groups(hook) <= set(op.webhook_groups)]
         for hook in config.get("webhooks", []):
             path = hook["clientConfig"]["service"]["path"]
             hook["clientConfig"] = {"url": f"https://127.0.0.1:{port}{path}",
                                     "caBundle": bundle}
     return configs
+
+
+def _groups(hook: dict[str, Any]) -> set[str]:
+    """The API groups a webhook's rules name (``""`` for the core group)."""
+    return {str(g) for rule in hook.get("rules", []) for g in rule.get("apiGroups", [])}
 
 
 def _patch(configs: list[dict[str, Any]], path: Path) -> None:

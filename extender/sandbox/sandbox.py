@@ -128,7 +128,7 @@ class Sandbox:
             raise SandboxError(f"{bin_dir} lacks {', '.join(missing)}; rebuild with "
                                "bash tests/e2e/controlplane/build.sh, or leave them out "
                                "(--no-kwok, --no-controller-manager, --no-jobset, --no-lws, "
-                               "--no-kuberay, --no-mpi-operator, --no-trainer)")
+                               "--no-kuberay, --no-mpi-operator, --no-trainer, --no-kueue)")
         if self.dir.exists() and not self.dir.is_dir():
             raise SandboxError(f"{self.dir} is not a directory")
         clear_own(self.dir)  # a previous run's state, never anything else in the directory

@@ -66,6 +66,10 @@ class SandboxSpec:
     """Run Kubeflow Trainer (its TrainJob and runtime CRDs and webhooks, and the
     ``torch-distributed`` ClusterTrainingRuntime): it makes a TrainJob's JobSet, which only
     :attr:`jobset` gives pods."""
+    kueue: bool = False
+    """Run Kueue (its CRDs and webhooks, and the queues of ``manifests/sandbox/kueue``): it
+    holds Jobs and JobSets labelled ``kueue.x-k8s.io/queue-name`` suspended until their
+    ClusterQueue's quota admits them (docs/kueue.md)."""
 
     gating: bool = False
     """Gate new gang pods until their gang is planned, by :attr:`gate_by`. Off here and on

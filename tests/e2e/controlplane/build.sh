@@ -2,15 +2,15 @@
 # Build Muster's local Kubernetes control plane binaries (etcd, kube-apiserver,
 # kube-scheduler, kube-controller-manager, kubectl) from the Go module pinned in this folder,
 # and KWOK and the real operators (JobSet, LeaderWorkerSet, KubeRay, the MPI operator, Kubeflow
-# Trainer) each from its own module (kwok/, jobset/, lws/, kuberay/, mpi/, trainer/; see
-# README.md for why separate modules).
+# Trainer, Kueue) each from its own module (kwok/, jobset/, lws/, kuberay/, mpi/, trainer/,
+# kueue/; see README.md for why separate modules).
 #
 #   bash tests/e2e/controlplane/build.sh         # build if needed
 #   BIN=$(bash tests/e2e/controlplane/build.sh)  # last stdout line = bin dir
 #
 # Output:  $MUSTER_CACHE_DIR/controlplane/<k8s version>/bin/{etcd,kube-apiserver,kube-scheduler,
-#          kube-controller-manager,kubectl,kwok,jobset,lws,kuberay,mpi-operator,trainer,helm} and the
-#          operators' release files
+#          kube-controller-manager,kubectl,kwok,jobset,lws,kuberay,mpi-operator,trainer,kueue,helm}
+#          and the operators' release files
 # Caches:  $MUSTER_CACHE_DIR/go/{mod,build}  (GOMODCACHE, GOCACHE)
 # MUSTER_CACHE_DIR defaults to ${XDG_CACHE_HOME:-$HOME/.cache}/muster.
 #
@@ -23,7 +23,7 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cache="${MUSTER_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/muster}"
 binaries=(etcd kube-apiserver kube-scheduler kube-controller-manager kubectl kwok jobset lws kuberay
-          mpi-operator trainer helm)
+          mpi-operator trainer kueue helm)
 
 log() { printf '[controlplane] %s\n' "$*" >&2; }
 die() { printf '[controlplane] ERROR: %s\n' "$*" >&2; exit 1; }
@@ -54,6 +54,7 @@ recipe() {
     kuberay) echo "kuberay github.com/ray-project/kuberay/ray-operator own" ;;
     mpi-operator) echo "mpi github.com/kubeflow/mpi-operator/cmd/mpi-operator own" ;;
     trainer) echo "trainer github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager own" ;;
+    kueue) echo "kueue sigs.k8s.io/kueue/cmd/kueue own" ;;
     helm) echo "helm helm.sh/helm/v4/cmd/helm helm" ;;
     *) echo ". ./cmd/$1 kubernetes" ;;
   esac
@@ -86,6 +87,19 @@ release_files() {
       "manifests/base/crds/trainer.kubeflow.org_clustertrainingruntimes.yaml=trainer-crd-clustertrainingruntimes.yaml" \
       "manifests/base/webhook/manifests.yaml=trainer-webhooks.yaml" \
       "manifests/base/runtimes/torch_distributed.yaml=trainer-runtime-torch-distributed.yaml" ;;
+    kueue) echo "kueue sigs.k8s.io/kueue" \
+      "config/components/crd/bases/kueue.x-k8s.io_admissionchecks.yaml=kueue-crd-admissionchecks.yaml" \
+      "config/components/crd/bases/kueue.x-k8s.io_clusterqueues.yaml=kueue-crd-clusterqueues.yaml" \
+      "config/components/crd/bases/kueue.x-k8s.io_cohorts.yaml=kueue-crd-cohorts.yaml" \
+      "config/components/crd/bases/kueue.x-k8s.io_localqueues.yaml=kueue-crd-localqueues.yaml" \
+      "config/components/crd/bases/kueue.x-k8s.io_multikueueclusters.yaml=kueue-crd-multikueueclusters.yaml" \
+      "config/components/crd/bases/kueue.x-k8s.io_multikueueconfigs.yaml=kueue-crd-multikueueconfigs.yaml" \
+      "config/components/crd/bases/kueue.x-k8s.io_provisioningrequestconfigs.yaml=kueue-crd-provisioningrequestconfigs.yaml" \
+      "config/components/crd/bases/kueue.x-k8s.io_resourceflavors.yaml=kueue-crd-resourceflavors.yaml" \
+      "config/components/crd/bases/kueue.x-k8s.io_topologies.yaml=kueue-crd-topologies.yaml" \
+      "config/components/crd/bases/kueue.x-k8s.io_workloadpriorityclasses.yaml=kueue-crd-workloadpriorityclasses.yaml" \
+      "config/components/crd/bases/kueue.x-k8s.io_workloads.yaml=kueue-crd-workloads.yaml" \
+      "config/components/webhook/manifests.yaml=kueue-webhooks.yaml" ;;
   esac
 }
 

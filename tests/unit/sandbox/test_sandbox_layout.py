@@ -38,6 +38,7 @@ from extender.sandbox.nodes import FAKE_NODE_ANNOTATION, fake_node
 from extender.sandbox.operators import (
     JOBSET,
     KUBERAY,
+    KUEUE,
     LWS,
     MPI_OPERATOR,
     OPERATOR_LABEL,
@@ -281,10 +282,11 @@ def test_sandbox_up_runs_every_real_operator_unless_one_is_left_out_by_name() ->
         return _spec(build_parser().parse_args(["sandbox", "up", "--dir", "/x", *flags])
                      ).real_operators()
 
-    assert operators() == (JOBSET, LWS, KUBERAY, MPI_OPERATOR, TRAINER)
-    assert operators("--lws") == (JOBSET, LWS, KUBERAY, MPI_OPERATOR, TRAINER)
-    assert operators("--no-lws") == (JOBSET, KUBERAY, MPI_OPERATOR, TRAINER)
-    assert operators("--no-jobset", "--no-lws", "--no-kuberay", "--no-mpi-operator") == ()
+    assert operators() == (JOBSET, LWS, KUBERAY, MPI_OPERATOR, TRAINER, KUEUE)
+    assert operators("--lws") == (JOBSET, LWS, KUBERAY, MPI_OPERATOR, TRAINER, KUEUE)
+    assert operators("--no-lws") == (JOBSET, KUBERAY, MPI_OPERATOR, TRAINER, KUEUE)
+    assert operators("--no-jobset", "--no-lws", "--no-kuberay", "--no-mpi-operator",
+                     "--no-kueue") == ()
     # Programs (the e2e suite, the demo, the benchmark) ask for them by name.
     assert SandboxSpec().real_operators() == ()
 

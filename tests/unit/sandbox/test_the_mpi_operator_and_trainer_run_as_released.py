@@ -16,6 +16,7 @@ from extender.sandbox.local import SandboxError, clear_own, free_ports
 from extender.sandbox.operators import (
     JOBSET,
     KUBERAY,
+    KUEUE,
     LWS,
     MPI_OPERATOR,
     OPERATORS,
@@ -120,10 +121,10 @@ def test_sandbox_up_runs_the_mpi_operator_and_trainer_unless_left_out_and_traine
         return _spec(build_parser().parse_args(["sandbox", "up", "--dir", "/x", *flags])
                      ).real_operators()
 
-    assert operators() == (JOBSET, LWS, KUBERAY, MPI_OPERATOR, TRAINER)
-    assert operators("--no-mpi-operator", "--no-trainer") == (JOBSET, LWS, KUBERAY)
+    assert operators() == (JOBSET, LWS, KUBERAY, MPI_OPERATOR, TRAINER, KUEUE)
+    assert operators("--no-mpi-operator", "--no-trainer", "--no-kueue") == (JOBSET, LWS, KUBERAY)
     # Trainer's TrainJobs become JobSets: without the JobSet controller they get no pods.
-    assert operators("--no-jobset") == (LWS, KUBERAY, MPI_OPERATOR)
+    assert operators("--no-jobset", "--no-kueue") == (LWS, KUBERAY, MPI_OPERATOR)
     assert SandboxSpec(trainer=True, jobset=True).real_operators() == (JOBSET, TRAINER)
 
 
