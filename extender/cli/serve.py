@@ -1,7 +1,7 @@
 """``muster serve``: the extender kube-scheduler calls, from a live cluster or a snapshot file.
 
 Settings come from flags over ``MUSTER_*`` variables and are validated before anything starts;
-the app (and, live, its informers) is built inside gunicorn's worker process.
+the app (and, live, its informers) is built inside the HTTP server's worker process.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from extender.core.workloads.descriptor import Descriptor
 from extender.files.catalog import CatalogError, load_descriptors, packaged_catalog
 from extender.files.snapshot import SnapshotFileError, load_snapshot
 from extender.server.app import create_app
-from extender.server.runner import serve
+from extender.server.runner import SERVERS, serve
 from extender.server.service import core_settings
 from extender.server.settings import Settings, SettingsError, build_settings
 from extender.server.surface import CertFiles, SurfaceError, check_tls
@@ -96,6 +96,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--max-request-bytes", type=int, metavar="N",
                    help="largest request body accepted (default 32 MiB)")
     p.add_argument("--threads", type=int, help="worker threads (default 32)")
+    p.add_argument("--server", choices=SERVERS, help="the HTTP server: gunicorn (the default; "
+                   "a rotated TLS certificate is used without a restart) or granian (less CPU "
+                   "per request; reads its certificate once, at start) (MUSTER_SERVER)")
     p.add_argument("--switch-interval", type=duration, metavar="DURATION",
                    help="how long a thread holds the interpreter before a waiting one may "
                         "take it: 1ms, 500us (default 1ms; Python's own is 5ms)")
@@ -227,7 +230,7 @@ def stop_on_exit(elector: Any) -> None:
 
 def check_kubeconfig(settings: Settings) -> None:
     """Load the kubeconfig (no network) so that a wrong path or context fails here, with a
-    message and exit code, instead of inside gunicorn's worker. An API server that is down
+    message and exit code, instead of inside the server's worker. An API server that is down
     is not an error at start: the extender reports not-ready until its informers sync."""
     from extender.kube.client import KubeError, connect  # noqa: PLC0415 - live mode only
 
@@ -235,6 +238,15 @@ def check_kubeconfig(settings: Settings) -> None:
         connect(settings.kubeconfig, settings.context)
     except KubeError as err:
         raise CliError(str(err), exit_code=EXIT_ERROR) from err
+
+
+def server_of(args: argparse.Namespace, env: dict[str, str]) -> str:
+    """The HTTP server: ``--server`` over ``MUSTER_SERVER`` over gunicorn."""
+    server = getattr(args, "server", None) or env.get("MUSTER_SERVER") or SERVERS[0]
+    if server not in SERVERS:
+        raise CliError(f"invalid setting MUSTER_SERVER={server!r}: expected one of "
+                       f"{', '.join(SERVERS)}", exit_code=EXIT_ERROR)
+    return server
 
 
 def tls_files(settings: Settings) -> tuple[str, str, str] | None:
@@ -251,6 +263,7 @@ def tls_files(settings: Settings) -> tuple[str, str, str] | None:
 
 def run(args: argparse.Namespace) -> int:
     settings = settings_from(args, dict(os.environ))
+    server = server_of(args, dict(os.environ))
     configure_logging(settings.log_level)
     catalog = base_catalog(settings)
     tls = tls_files(settings)
@@ -264,9 +277,9 @@ def run(args: argparse.Namespace) -> int:
 
         def factory() -> Flask:
             return live_app(settings, catalog)
-    log.info("event=start mode=%s host=%s port=%d tls=%s probe_port=%d bind_timeout=%g "
-             "plan_ttl=%g descriptors=%d builtin=%s leader_elect=%s webhook_port=%d",
-             "live" if settings.live else "snapshot",
+    log.info("event=start mode=%s server=%s host=%s port=%d tls=%s probe_port=%d "
+             "bind_timeout=%g plan_ttl=%g descriptors=%d builtin=%s leader_elect=%s "
+             "webhook_port=%d", "live" if settings.live else "snapshot", server,
              settings.host, settings.port, "client-certificates" if tls else "off",
              settings.probe_port, settings.bind_timeout, settings.plan_ttl, len(catalog),
              str(not settings.no_builtin).lower(), str(settings.leader_elect).lower(),
@@ -281,7 +294,8 @@ def run(args: argparse.Namespace) -> int:
         serve(factory, host=settings.host, port=settings.port, threads=settings.threads,
               log_level=settings.log_level, tls=tls, probe=probe, webhook=webhook,
               switch_interval=settings.switch_interval,
-              webhook_process=(lambda app, sock: _webhook_process(settings, app, sock)))
+              webhook_process=(lambda app, sock: _webhook_process(settings, app, sock)),
+              server=server)
     except SurfaceError as err:
         raise CliError(str(err), exit_code=EXIT_ERROR) from err
     return 0

@@ -1,8 +1,13 @@
-"""Serve a WSGI app with gunicorn, embedded through ``BaseApplication``.
+"""Serve a WSGI app with gunicorn (embedded through ``BaseApplication``) or granian
+(:mod:`extender.server.granian_serving`), the app built in the one worker process.
 
-One process (the cluster state and the gang ledger live in its memory) with the threaded
-``gthread`` worker: bind requests wait at the gang barrier on a condition variable, each
-holding one thread, while filter calls keep being answered on the others.
+One worker (the cluster state and the gang ledger live in its memory) answering on threads:
+bind requests wait at the gang barrier on a condition variable, each holding one thread, while
+filter calls keep being answered on the others. gunicorn's worker is ``gthread``.
+
+gunicorn is the default: it builds its TLS context for each new connection, so a rotated
+certificate (a Secret cert-manager renews) is used without a restart; granian reads its
+certificate once, at start. granian spends less CPU per request (``docs/benchmarks.md``).
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import os
 import socket
 import sys
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from gunicorn.app.base import BaseApplication
@@ -45,7 +51,8 @@ def tune_gc() -> None:
 
 
 class EmbeddedGunicorn(BaseApplication):  # type: ignore[misc]
-    """gunicorn with our app; ``factory`` runs inside the worker process, after the fork.
+    """gunicorn with our app; the worker's start runs inside the worker process, after the
+    fork.
 
     Threads do not survive ``fork``: informers and event writers must start in the process
     that serves, so the app (and everything it starts) is built there, never preloaded.
@@ -57,13 +64,10 @@ class EmbeddedGunicorn(BaseApplication):  # type: ignore[misc]
                  switch_interval: float | None = None,
                  webhook_process: Callable[[WSGIApp, socket.socket], object] | None = None,
                  ) -> None:
-        self._factory = factory
-        self._switch_interval = switch_interval
-        self._webhook_process = webhook_process
+        self._worker = WorkerStart(factory, probe=probe, verb_port=verb_port, webhook=webhook,
+                                   switch_interval=switch_interval,
+                                   webhook_process=webhook_process)
         self._options = dict(options)
-        self._probe = probe
-        self._webhook = webhook
-        self._verb_port = verb_port
         super().__init__()
 
     def load_config(self) -> None:
@@ -72,15 +76,31 @@ class EmbeddedGunicorn(BaseApplication):  # type: ignore[misc]
                 self.cfg.set(key, value)
 
     def load(self) -> WSGIApp:
-        if self._switch_interval is not None:  # in the worker, before any of its threads
-            sys.setswitchinterval(self._switch_interval)
-        app = self._factory()
-        if self._probe is not None:  # in the worker: the probes must see its state
-            serve_probes(app, self._probe, verb_port=self._verb_port)
-        if self._webhook is not None and self._webhook_process is not None:
-            self._webhook_process(app, self._webhook[0])  # its own process, on this socket
-        elif self._webhook is not None:
-            serve_webhook(app, *self._webhook)
+        return self._worker.load()
+
+
+@dataclass(frozen=True)
+class WorkerStart:
+    """What the worker does once forked, whichever server runs it: the app built there (its
+    threads, informers and writers with it), the side ports served from its state."""
+
+    factory: Callable[[], WSGIApp]
+    probe: socket.socket | None = None
+    verb_port: int = 0
+    webhook: tuple[socket.socket, CertFiles] | None = None
+    switch_interval: float | None = None
+    webhook_process: Callable[[WSGIApp, socket.socket], object] | None = None
+
+    def load(self) -> WSGIApp:
+        if self.switch_interval is not None:  # in the worker, before any of its threads
+            sys.setswitchinterval(self.switch_interval)
+        app = self.factory()
+        if self.probe is not None:  # in the worker: the probes must see its state
+            serve_probes(app, self.probe, verb_port=self.verb_port)
+        if self.webhook is not None and self.webhook_process is not None:
+            self.webhook_process(app, self.webhook[0])  # its own process, on this socket
+        elif self.webhook is not None:
+            serve_webhook(app, *self.webhook)
         tune_gc()
         return app
 
@@ -110,28 +130,42 @@ def gunicorn_options(*, host: str, port: int, threads: int, log_level: str) -> d
     }
 
 
+SERVERS = ("gunicorn", "granian")
+"""The HTTP servers ``muster serve`` runs the app on; the first is the default."""
+
+
 def serve(factory: Callable[[], WSGIApp], *, host: str, port: int, threads: int,
           log_level: str, tls: tuple[str, str, str] | None = None,
           probe: tuple[str, int] | None = None,
           webhook: tuple[str, int, CertFiles] | None = None,
           switch_interval: float | None = None,
-          webhook_process: Callable[[WSGIApp, socket.socket], object] | None = None) -> None:
+          webhook_process: Callable[[WSGIApp, socket.socket], object] | None = None,
+          server: str = SERVERS[0]) -> None:
     """Run until SIGTERM/SIGINT; blocks. ``tls`` (certificate, key, client CA) puts the verb
     port on TLS that requires client certificates; ``probe`` (host, port) adds the probe
     port; ``webhook`` (host, port, certificate files) the admission webhook's TLS port;
     ``switch_interval`` the worker's ``sys.setswitchinterval`` (Python's default if None);
     ``webhook_process``, given the worker's app and the webhook's bound socket, serves the
-    webhook from another process (else a thread of the worker serves it).
+    webhook from another process (else a thread of the worker serves it); ``server`` one of
+    :data:`SERVERS`.
     Raises :class:`~extender.server.surface.SurfaceError` before serving when a side port
     cannot be bound or the webhook's certificate cannot be used."""
-    options = gunicorn_options(host=host, port=port, threads=threads, log_level=log_level)
-    if tls is not None:
-        options.update(tls_options(*tls))
     sock = bind_probe_socket(*probe) if probe is not None else None
     hook = None
     if webhook is not None:
         host_, port_, certs = webhook
         certs.context()  # a certificate that cannot be used fails here, not at the first pod
         hook = (bind_probe_socket(host_, port_, what="the webhook port"), certs)
+    worker = WorkerStart(factory, probe=sock, verb_port=port, webhook=hook,
+                         switch_interval=switch_interval, webhook_process=webhook_process)
+    if server == "granian":
+        from extender.server.granian_serving import serve_granian  # noqa: PLC0415
+
+        serve_granian(worker.load, bind=(host, port), threads=threads, log_level=log_level,
+                      tls=tls)
+        return
+    options = gunicorn_options(host=host, port=port, threads=threads, log_level=log_level)
+    if tls is not None:
+        options.update(tls_options(*tls))
     EmbeddedGunicorn(factory, options, probe=sock, verb_port=port, webhook=hook,
                      switch_interval=switch_interval, webhook_process=webhook_process).run()
