@@ -8,8 +8,10 @@ pod is already assigned, we read the pod back and succeed when it sits on the sa
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
-from extender.kube.client import Connection, KubeError
+from extender.core.devices.reservation import not_allocated_to, reserved_for
+from extender.kube.client import Conflict, Connection, KubeError
 from extender.state.ports import BindError, PodRef
 
 log = logging.getLogger("muster.binder")
@@ -33,6 +35,36 @@ class KubeBinder:
                 log.info("pod=%s node=%s outcome=already-bound", pod.key, node)
                 return
             raise BindError(str(err)) from err
+
+    def reserve_claims(self, pod: PodRef, node: str, claims: Sequence[str]) -> None:
+        """Put the pod back in each claim's ``status.reservedFor`` before Muster binds it
+        itself (kube-scheduler's Unreserve took it out when the pod's request was refused),
+        as kube-scheduler's PreBind would. A claim kube-scheduler deallocated or moved
+        meanwhile (its PostFilter frees an unreserved claim) fails the bind: the pod would
+        be bound with devices nobody holds for it. Once reserved, the claim is no longer one
+        PostFilter frees. (kube-controller-manager also reserves an allocated claim for a pod
+        found bound, but only after the Binding.) The write carries the claim's
+        ``resourceVersion``: a claim changed meanwhile is read again, twice at most."""
+        for name in claims:
+            path = f"/apis/resource.k8s.io/v1/namespaces/{pod.namespace}/resourceclaims/{name}"
+            for attempt in range(3):
+                try:
+                    claim = self.conn.request("GET", path) or {}
+                    why = not_allocated_to(claim, node)
+                    if why is not None:
+                        raise BindError(f"not binding {pod.key} to {node}: {why}")
+                    body = reserved_for(claim, name=pod.name, uid=pod.uid)
+                    if body is not None:
+                        self.conn.request("PUT", path + "/status", body=body)
+                        log.info("pod=%s claim=%s node=%s outcome=reserved", pod.key, name, node)
+                    break
+                except Conflict as err:
+                    if attempt == 2:
+                        raise BindError(f"reserving ResourceClaim {pod.namespace}/{name} for "
+                                        f"{pod.key}: {err}") from err
+                except (KubeError, ValueError) as err:
+                    raise BindError(f"reserving ResourceClaim {pod.namespace}/{name} for "
+                                    f"{pod.key}: {err}") from err
 
     def _already_on(self, pod: PodRef, node: str) -> bool:
         try:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 
 from extender.core.decide.effects import BindParked, BindStep, Step
+from extender.core.devices.reservation import pod_claim_names
 from extender.core.model.values import NodeName
 from extender.server.service_parts import ServiceParts
 from extender.server.wire import BindingArgs, ExtenderBindingResultJSON, binding_result
@@ -108,12 +109,18 @@ class BindVerbs(ServiceParts):
                 session.close(ticket)
 
     def _bind_parked(self, ref: PodRef, node: str) -> None:
-        """Bind a parked member of a gang that just completed (on the bind pool)."""
+        """Bind a parked member of a gang that just completed (on the bind pool), only
+        while its ResourceClaims are still allocated to ``node``, and reserved for it first
+        (kube-scheduler unreserved them when the member's request was refused)."""
         if not self._may_act():
             self._count("bind", "parked_not_leader")
             log.warning("verb=bind pod=%s node=%s outcome=parked-not-leader", ref.key, node)
             return
         try:
+            raw = self._state.pod(ref.namespace, ref.name)
+            claims = pod_claim_names(raw) if raw is not None else []
+            if claims:
+                self._binder.reserve_claims(ref, node, claims)
             self._binder.bind(ref, node)
         except BindError as err:
             with self._cond:

@@ -49,6 +49,12 @@ class Binder(Protocol):
 
         Must succeed when the pod is already bound to ``node`` (kube-scheduler retries)."""
 
+    def reserve_claims(self, pod: PodRef, node: str, claims: Sequence[str]) -> None:
+        """Reserve the pod's ResourceClaims ``claims`` (in its namespace) for it, as
+        kube-scheduler's DynamicResources PreBind does, before a bind Muster makes itself;
+        raise :class:`BindError` when one is no longer allocated to ``node``. Succeeds when
+        they are reserved for the pod already."""
+
 
 class EventSink(Protocol):
     def emit(self, event: AnyEvent) -> None:

@@ -200,7 +200,7 @@ class DeviceView:
         allocated yet, and those allocated and reserved for this pod alone (counted through
         the pod, as a device plugin's GPUs are: they go back when the pod goes)."""
         meta = _meta(pod)
-        statuses = _claim_statuses(pod)
+        statuses = claim_statuses(pod)
         namespace = str(meta.get("namespace") or DEFAULT_NAMESPACE)
         return self.spec_demand(namespace, as_mapping(pod.get("spec")), statuses=statuses,
                                 who=f"pod {namespace}/{meta.get('name')}",
@@ -215,7 +215,7 @@ class DeviceView:
         if not isinstance(entries, list) or not entries:
             return {}
         out: dict[str, int] = {}
-        for index, raw in enumerate(entries[:_MAX_POD_CLAIMS]):
+        for index, raw in enumerate(entries[:MAX_POD_CLAIMS]):
             entry = as_mapping(raw)
             where = f"{who}: spec.resourceClaims[{index}]"
             claim_spec = self._claim_of(namespace, entry, statuses or {}, where, pod_uid)
@@ -269,9 +269,9 @@ class DeviceView:
             return ()
         meta = _meta(pod)
         namespace = str(meta.get("namespace") or DEFAULT_NAMESPACE)
-        statuses = _claim_statuses(pod)
+        statuses = claim_statuses(pod)
         out = []
-        for raw in entries[:_MAX_POD_CLAIMS]:
+        for raw in entries[:MAX_POD_CLAIMS]:
             claim = self._existing(namespace, as_mapping(raw), statuses)
             selector = as_mapping(_allocation(claim).get("nodeSelector")) if claim else {}
             terms = selector.get("nodeSelectorTerms")
@@ -327,7 +327,8 @@ class DeviceView:
             out[resource] = out.get(resource, 0) + count * per_device * MILLI
 
 
-_MAX_POD_CLAIMS = 128
+MAX_POD_CLAIMS = 128
+"""Entries of a pod's ``spec.resourceClaims`` read (the API server allows 32)."""
 _MAX_TERMS = 8
 _NAME_MAX = 300
 _SPEC_CACHE = 100_000
@@ -359,7 +360,7 @@ def _used(claims: Iterable[Mapping[str, Any]], live_pods: frozenset[str]) -> set
     return used
 
 
-def _claim_statuses(pod: Mapping[str, Any]) -> dict[str, object]:
+def claim_statuses(pod: Mapping[str, Any]) -> dict[str, object]:
     """A pod's ``status.resourceClaimStatuses``: its claim entry's name -> the claim made."""
     return {str(as_mapping(s).get("name")): as_mapping(s).get("resourceClaimName")
             for s in as_mapping(pod.get("status")).get("resourceClaimStatuses") or ()

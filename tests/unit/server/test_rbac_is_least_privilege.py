@@ -66,6 +66,12 @@ USES: dict[tuple[str, str, str], tuple[Use, ...]] = {
     ("muster.dev", "gangs", "delete"): (Use(
         "extender.kube.gangobjects:KubeGangObjects._write",
         'self.conn.request("DELETE", f"{base}/{name}")'),),
+    ("resource.k8s.io", "resourceclaims", "get"): (Use(
+        "extender.kube.binder:KubeBinder.reserve_claims",
+        'claim = self.conn.request("GET", path)'),),
+    ("resource.k8s.io", "resourceclaims/status", "update"): (Use(
+        "extender.kube.binder:KubeBinder.reserve_claims",
+        'self.conn.request("PUT", path + "/status", body=body)'),),
     ("", "events", "create"): (Use(
         "extender.kube.events:KubeEvents._write",
         '"POST", f"/api/v1/namespaces/{namespace}/events"'),),
