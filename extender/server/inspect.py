@@ -48,7 +48,10 @@ def describe_gangs(snapshot: ClusterSnapshot, ledger: Ledger, *,
                    last_reason: Mapping[GangKey, str],
                    waiting: Mapping[str, GangKey | None],
                    holders: Mapping[GangKey, Sequence[Holder]] | None = None,
-                   scheduler_names: Collection[str] | None = None) -> list[dict[str, Any]]:
+                   scheduler_names: Collection[str] | None = None,
+                   wall_offset: float = 0.0) -> list[dict[str, Any]]:
+    """The gangs as ``/inspect/gangs`` shows them; ``wall_offset`` (the wall clock less the
+    session's) turns a deadline into the wall-clock time a person reads."""
     out = []
     held: dict[GangKey | None, int] = {}
     for gang_key in waiting.values():
@@ -88,7 +91,8 @@ def describe_gangs(snapshot: ClusterSnapshot, ledger: Ledger, *,
             ],
             "plan": [{"node": n, "role": r, "pods": c} for n, r, c in plan.slots]
                     if plan is not None else None,
-            "reservationDeadline": reservation.deadline if reservation is not None else None,
+            "reservationDeadline": (reservation.deadline + wall_offset
+                                    if reservation is not None else None),
             "reservedGpus": reserved,
             "lastReason": last_reason.get(key, ""),
             "heldBy": [h.as_dict() for h in (holders or {}).get(key, ())],

@@ -18,6 +18,7 @@ does) nor do network I/O under the lock (ports and the bind pool do it).
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -66,6 +67,15 @@ def _always() -> bool:
     return True
 
 
+def session_clock(clock: Clock, monotonic: Clock | None) -> Clock:
+    """The clock the session's deadlines run on: ``monotonic`` when given; else the system's
+    monotonic clock when ``clock`` is the system's wall clock (as ``muster serve`` gives it),
+    and ``clock`` itself otherwise (a test's or a replay's, which nothing steps)."""
+    if monotonic is not None:
+        return monotonic
+    return time.monotonic if clock is time.time else clock
+
+
 def core_settings(settings: Settings) -> CoreSettings:
     """The session's settings from the server's: every held bind takes a gunicorn thread,
     so at most the threads less those kept free for filters may hold one."""
@@ -87,7 +97,10 @@ class GangService(FilterVerbs, BindVerbs):
                  session: GangSession | None = None,
                  may_act: Callable[[], bool] | None = None,
                  ungater: Ungater | None = None,
-                 gang_objects: GangObjectSink | None = None) -> None:
+                 gang_objects: GangObjectSink | None = None,
+                 monotonic: Clock | None = None) -> None:
+        """``clock`` is the wall clock; the session runs on ``monotonic``
+        (:func:`session_clock`)."""
         self._state = state
         self._count = count
         self._requeuer: Requeuer = requeuer or MemoryRequeuer()
@@ -99,7 +112,8 @@ class GangService(FilterVerbs, BindVerbs):
         self._ungater: Ungater = ungater or MemoryUngater()
         self._binds = ThreadPoolExecutor(max_workers=4, thread_name_prefix="parked-bind")
         self._settings = settings
-        self._clock = clock
+        self._clock = session_clock(clock, monotonic)
+        self._wall = clock
         self._binder = binder
         self._cond = threading.Condition()
         self.session = session or GangSession(core_settings(settings))
@@ -183,6 +197,7 @@ class GangService(FilterVerbs, BindVerbs):
             snapshot, now = self._state.snapshot(), self._clock()
             effects = self.session.tick(snapshot, now=now, trusted=ready)
             if ready:  # gated gangs are planned only on a state that can be trusted
+                self.session.gates.wall_offset = self._wall() - now
                 effects += self.session.ungate(snapshot, now=now)
             parked = self._apply(effects)
             objects = self._gang_objects_due(snapshot, now)
@@ -218,7 +233,8 @@ class GangService(FilterVerbs, BindVerbs):
         session = self.session
         return describe_gangs(snapshot, session.ledger, last_reason=dict(session.last_reason),
                               waiting=session.open_requests(), holders=dict(session.holders),
-                              scheduler_names=self._settings.scheduler_names)
+                              scheduler_names=self._settings.scheduler_names,
+                              wall_offset=self._wall() - self._clock())
 
     def gang_looks(self) -> Mapping[str, int]:
         """Gangs left gated that ungating looks planned (the planner ran, whether or not it

@@ -33,6 +33,11 @@ class ServiceParts:
     _state: StateStore
     _settings: Settings
     _clock: Clock
+    """The session's clock (its ``now``), monotonic: every TTL and deadline runs on it, so
+    stepping the wall clock neither expires nor extends one."""
+    _wall: Clock
+    """The wall clock: API timestamps (a pod's ``creationTimestamp``) are read against it,
+    and ``/inspect`` shows deadlines in its time; it times nothing."""
     _count: Count
     _binder: Binder
     _binds: ThreadPoolExecutor

@@ -87,6 +87,11 @@ class GateBook:
     """(revision, snapshot identity, ledger version) of the last look."""
     due: float = float("inf")
     """The earliest time a look may decide something although nothing changed."""
+    wall_offset: float = 0.0
+    """The wall clock's reading less ``now``, set by an adapter whose session runs on a
+    monotonic clock before each look: an API timestamp (a pod's ``creationTimestamp``) less
+    this is the same instant on the session's clock. 0: ``now`` is wall time (the
+    simulator's virtual clock)."""
     evaluated: int = 0
     """Gangs planned (or tried) by looks so far: what the tests count to see a gang looked at
     once."""
@@ -182,7 +187,7 @@ def decide_ungates(snapshot: ClusterSnapshot, *, now: float, ledger: Ledger,
         if why is None:
             loose.setdefault("the pod is in no gang", []).append(ref)
             continue
-        start = min(since, pod.created) if pod.created > 0 else since
+        start = min(since, pod.created - book.wall_offset) if pod.created > 0 else since
         if now >= start + settings.gate_bound:
             loose.setdefault(f"no gang resolved within {settings.gate_bound:g}s ({why}); "
                              "filter and bind still decide for it", []).append(ref)

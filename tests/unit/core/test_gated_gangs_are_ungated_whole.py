@@ -356,6 +356,18 @@ def test_a_pod_in_no_gang_is_ungated_at_once_and_one_never_resolved_after_the_bo
     assert step.decision.outcome is FilterOutcome.WAITING and not step.decision.passed
 
 
+def test_an_unresolved_pods_bound_counts_from_its_creation_on_the_sessions_own_clock() -> None:
+    # The session runs on a monotonic clock (now=100) while the wall clock reads 1,000,100:
+    # the pod, created on the wall clock 50 s ago, is ungated 60 s after that, at 110.
+    orphan = replace(gated(make_pod("orphan", shape=make_shape(gpus=1))), created=1_000_050.0)
+    snap = ClusterSnapshot.of(NODES, [orphan], revision=1,
+                              unresolved={orphan.uid: "its owner Job ml/x is not observed yet"})
+    session = GangSession(SETTINGS)
+    session.gates.wall_offset = 1_000_000.0
+    assert ungated_names(session.ungate(snap, now=100.0)) == []
+    assert ungated_names(session.ungate(snap, now=110.0)) == ["orphan"]
+
+
 def test_pods_of_other_schedulers_and_pods_without_musters_gate_are_left_alone() -> None:
     other = gated(make_pod("theirs"), scheduler="default-scheduler")
     foreign = replace(make_pod("foreign"), gates=("other.io/keep",), scheduler_name="muster")
