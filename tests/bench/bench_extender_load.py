@@ -3,8 +3,11 @@
 Run: ``.venv/bin/python tests/bench/bench_extender_load.py`` (about two minutes; loopback only).
 
 For each cluster size (1,000 and 5,000 nodes of 8 GPUs, nodeCacheCapable bodies naming every
-node, as with percentageOfNodesToScore: 100) it starts two real servers on free loopback ports,
-both gunicorn gthread with one process and the same Flask app and routes:
+node, as with percentageOfNodesToScore: 100) it first compares the HTTP servers ``muster
+serve`` can run (``--servers gunicorn,granian``): on each, Muster and the baseline below, all
+in the same interleaved rounds, and prints each one's CPU per planned member's filter (median
+round, min-max) and its ratio to the first server's. Then, on the first server, it starts two
+real servers on free loopback ports, one process each, the same Flask app and routes:
 
 * Muster: ``muster serve --snapshot FILE`` over a synthetic cluster with pending JobSet gangs;
 * the baseline: the same app with the pass-through decider (filter answers with its input).
@@ -14,8 +17,8 @@ It then measures, client-side over keep-alive connections with concurrent client
 * filter of a *planned member* (its gang was planned by an earlier member's filter), Muster
   and baseline interleaved in rounds so machine noise hits both alike; Muster / baseline ratio
   at p50 and p99 is Muster's own cost (target: <= 1.3 at p50 and <= 2.0 at p99, 5,000 nodes);
-  each server's CPU per filter over those rounds (``/proc``): the baseline's is what gunicorn,
-  Flask and the wire cost alone;
+  each server's CPU per filter over those rounds (``/proc``): the baseline's is what the HTTP
+  server, Flask and the wire cost alone;
 * the planning filter (first member of each gang), for information;
 * bind with hundreds of members held at the barrier at once, released by each gang's last
   member, against the baseline's immediate bind;
@@ -24,7 +27,9 @@ and, in the same run, JSON decode+encode of the 5,000-node body with orjson and 
 then, in process, what one pod event costs the next filter (the snapshot Muster keeps current).
 
 ``--events 1000,5000,10000`` runs only the background-event mode: clusters of 10 bound pods
-per node, the cost of one pod event (applied to the store and the next snapshot made), and a
+per node, the resident memory each size's state adds to the process (target: under 2 GiB with
+Python's at 10,000 nodes and 100,000 pods), the cost of one pod event (applied to the store
+and the next snapshot made; target: within 1.5x from the smallest size to the largest), and a
 planned member's filter quiet and with 200 pod events per second arriving from another thread;
 ratios in the same run.
 """
@@ -32,6 +37,7 @@ ratios in the same run.
 from __future__ import annotations
 
 import argparse
+import gc
 import http.client
 import json
 import os
@@ -120,8 +126,8 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def run_baseline_server(port: int, threads: int) -> None:
-    """The do-nothing extender: same app factory, routes, wire code and gunicorn settings."""
+def run_baseline_server(port: int, threads: int, server: str) -> None:
+    """The do-nothing extender: same app factory, routes, wire code and server settings."""
     from extender.core.model.snapshot import ClusterSnapshot  # noqa: PLC0415
     from extender.server.app import create_app  # noqa: PLC0415
     from extender.server.decider import PassThrough  # noqa: PLC0415
@@ -133,7 +139,8 @@ def run_baseline_server(port: int, threads: int) -> None:
         store = StateStore(lambda raw: ClusterSnapshot.of((), ()))
         return create_app(Settings(), store, time.time, decider=PassThrough())
 
-    serve(factory, host="127.0.0.1", port=port, threads=threads, log_level="warning")
+    serve(factory, host="127.0.0.1", port=port, threads=threads, log_level="warning",
+          server=server)
 
 
 class Server:
@@ -162,7 +169,7 @@ class Server:
         raise RuntimeError(f"server on port {self.port} not ready in 120s")
 
     def cpu(self) -> float:
-        """CPU seconds the server has used so far: gunicorn's arbiter and its worker (its
+        """CPU seconds the server has used so far: its main process and its worker (its
         session's processes, threads included)."""
         return cpu_pinning.cpu_by_name({"server": self.proc.pid}).get("server", 0.0)
 
@@ -249,41 +256,137 @@ def json_costs(body: bytes, result: bytes, repeats: int = 200) -> tuple[float, f
     return run(orjson.loads, orjson.dumps), run(json.loads, std_dumps)
 
 
+def decode_costs(body: bytes, repeats: int = 200) -> tuple[float, float]:
+    """Seconds per parse of a filter body: the wire's (msgspec over the top level, the names
+    type-checked as they are read) and orjson reading the whole body, the names' types then
+    checked in one pass through a set."""
+    from extender.server.wire import parse_extender_args  # noqa: PLC0415
+
+    def whole(b: bytes) -> tuple[str, ...]:
+        names = orjson.loads(b)["NodeNames"]
+        if not set(map(type, names)) <= {str}:
+            raise ValueError("a name is not a string")
+        return tuple(names)
+
+    def run(parse: Callable[[bytes], object]) -> float:
+        best = float("inf")
+        for _ in range(3):  # the best of three: the machine is shared
+            started = time.perf_counter()
+            for _ in range(repeats):
+                parse(body)
+            best = min(best, (time.perf_counter() - started) / repeats)
+        return best
+
+    return run(parse_extender_args), run(whole)
+
+
 # --- one cluster size --------------------------------------------------------------------------
 
-def bench(nodes: int, *, gangs: int, members: int, clients: int, rounds: int,
-          threads: int, workdir: Path) -> dict[str, float]:
+def write_cluster(workdir: Path, nodes: int, *, gangs: int, members: int) -> Path:
     snapshot = workdir / f"cluster-{nodes}.yaml"
-    items = [node(i) for i in range(nodes)]
-    for g in range(gangs):
-        items += gang_objects(g, members)
-    snapshot.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": items},
-                                       sort_keys=False))
-    names = [f"gpu-{i:05d}" for i in range(nodes)]
+    if not snapshot.exists():
+        items = [node(i) for i in range(nodes)]
+        for g in range(gangs):
+            items += gang_objects(g, members)
+        snapshot.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List",
+                                            "items": items}, sort_keys=False))
+    return snapshot
+
+
+def start_pair(snapshot: Path, *, server: str, threads: int) -> tuple[Server, Server]:
+    """Muster over ``snapshot`` and the do-nothing baseline, both on ``server``."""
     m_port, b_port = free_port(), free_port()
-    env_argv = [sys.executable, "-m", "extender.cli.main", "serve", "--snapshot", str(snapshot),
-                "--port", str(m_port), "--threads", str(threads), "--bind-timeout", "60",
-                "--plan-ttl", "600", "--log-level", "warning", "--max-request-bytes",
-                str(64 << 20)]
-    muster = Server(env_argv, m_port)
+    muster = Server([sys.executable, "-m", "extender.cli.main", "serve", "--snapshot",
+                     str(snapshot), "--port", str(m_port), "--threads", str(threads),
+                     "--bind-timeout", "60", "--plan-ttl", "600", "--log-level", "warning",
+                     "--max-request-bytes", str(64 << 20), "--server", server], m_port)
     try:
         baseline = Server([sys.executable, __file__, "--baseline-server", str(b_port),
-                           "--threads", str(threads)], b_port)
+                           "--threads", str(threads), "--servers", server], b_port)
     except BaseException:  # in its own session, nothing else would stop it
         muster.stop()
         raise
+    return muster, baseline
+
+
+def filter_bodies(nodes: int, *, gangs: int, members: int) -> dict[tuple[int, int], bytes]:
+    names = [f"gpu-{i:05d}" for i in range(nodes)]
+    return {(g, i): orjson.dumps({"Pod": member_pod(g, i), "Nodes": None, "NodeNames": names})
+            for g in range(gangs) for i in range(members)}
+
+
+def plan_every_gang(port: int, bodies: dict[tuple[int, int], bytes], gangs: int) -> list[float]:
+    """The first member's filter of each gang, which plans the whole gang; seconds each."""
+    plan_times: list[float] = []
+    for g in range(gangs):
+        elapsed, data = timed(port, "/filter", bodies[(g, 0)])
+        result = orjson.loads(data)
+        if result["Error"] or not result["NodeNames"]:
+            raise RuntimeError(f"gang {g} was not planned: {result['Error'] or result}")
+        plan_times.append(elapsed)
+    return plan_times
+
+
+def timed_into(samples: list[float], port: int, body: bytes) -> Callable[[], None]:
+    """A job: one filter of ``body``, its seconds appended to ``samples``."""
+    def job() -> None:
+        samples.append(timed(port, "/filter", body)[0])  # list.append is atomic
+    return job
+
+
+def compare_servers(nodes: int, servers: Sequence[str], *, gangs: int, members: int,
+                    clients: int, rounds: int, threads: int, workdir: Path) -> None:
+    """CPU per planned member's filter, Muster and the baseline on each server, all in the
+    same rounds (interleaved, so the machine's load hits every server alike)."""
+    snapshot = write_cluster(workdir, nodes, gangs=gangs, members=members)
+    bodies = filter_bodies(nodes, gangs=gangs, members=members)
+    planned = [k for k in sorted(bodies) if k[1] > 0]
+    pairs: dict[str, tuple[Server, Server]] = {}
+    try:
+        for server in servers:
+            pairs[server] = start_pair(snapshot, server=server, threads=threads)
+            plan_every_gang(pairs[server][0].port, bodies, gangs)
+        cpu: dict[tuple[str, str], list[float]] = {}
+        lat: dict[tuple[str, str], list[float]] = {}
+        for _ in range(rounds):
+            for server, pair in pairs.items():
+                for who, target in zip(("muster", "baseline"), pair, strict=True):
+                    samples: list[float] = []
+                    before = target.cpu()
+                    concurrently([timed_into(samples, target.port, bodies[k]) for k in planned],
+                                 clients)
+                    cpu.setdefault((server, who), []).append(
+                        (target.cpu() - before) / len(planned))
+                    lat.setdefault((server, who), []).extend(samples)
+    finally:
+        for pair in pairs.values():
+            for target in pair:
+                target.stop()
+    print(f"\n{nodes} nodes, a planned member's filter, {rounds} rounds x {len(planned)} "
+          f"filters per server, {clients} concurrent clients: server CPU per filter, the "
+          "median round (min-max over rounds)")
+    first = servers[0]
+    for server in servers:
+        for who in ("muster", "baseline"):
+            per = sorted(cpu[(server, who)])
+            mid = pct(per, 0.5)
+            vs = (f"  x{mid / pct(cpu[(first, who)], 0.5):.2f} of {first}"
+                  if server != first else "")
+            print(f"  {server:<9} {who:<9} {mid * 1e3:6.2f} ms ({per[0] * 1e3:.2f}-"
+                  f"{per[-1] * 1e3:.2f})  p50 {pct(lat[(server, who)], 0.5) * 1e3:6.2f} ms  "
+                  f"p99 {pct(lat[(server, who)], 0.99) * 1e3:6.2f} ms{vs}")
+
+
+def bench(nodes: int, *, server: str, gangs: int, members: int, clients: int, rounds: int,
+          threads: int, workdir: Path) -> dict[str, float]:
+    snapshot = write_cluster(workdir, nodes, gangs=gangs, members=members)
+    names = [f"gpu-{i:05d}" for i in range(nodes)]
+    muster, baseline = start_pair(snapshot, server=server, threads=threads)
+    m_port, b_port = muster.port, baseline.port
     out: dict[str, float] = {}
     try:
-        bodies = {(g, i): orjson.dumps({"Pod": member_pod(g, i), "Nodes": None,
-                                        "NodeNames": names})
-                  for g in range(gangs) for i in range(members)}
-        plan_times: list[float] = []
-        for g in range(gangs):  # the first member's filter plans the whole gang
-            elapsed, data = timed(m_port, "/filter", bodies[(g, 0)])
-            result = orjson.loads(data)
-            if result["Error"] or not result["NodeNames"]:
-                raise RuntimeError(f"gang {g} was not planned: {result['Error'] or result}")
-            plan_times.append(elapsed)
+        bodies = filter_bodies(nodes, gangs=gangs, members=members)
+        plan_times = plan_every_gang(m_port, bodies, gangs)
         for _ in range(2):  # warm both servers' connections and caches
             timed(m_port, "/filter", bodies[(0, 1)])
             timed(b_port, "/filter", bodies[(0, 1)])
@@ -394,7 +497,7 @@ def bench(nodes: int, *, gangs: int, members: int, clients: int, rounds: int,
               f"p99 x{p99:.2f} (target <= 2.0)")
         per = {who: cpu[who] / len(samples[who]) for who in cpu}
         print(f"  {'server CPU per filter':<34} Muster {per['muster'] * 1e3:.2f} ms, "
-              f"baseline {per['baseline'] * 1e3:.2f} ms (gunicorn, Flask and the wire alone; "
+              f"baseline {per['baseline'] * 1e3:.2f} ms ({server}, Flask and the wire alone; "
               f"Muster x{per['muster'] / per['baseline']:.2f})")
         print(row("filter, a pod of no gang (Muster)", lone["muster"]))
         print(row("filter, a pod of no gang (baseline)", lone["baseline"]))
@@ -415,6 +518,10 @@ def bench(nodes: int, *, gangs: int, members: int, clients: int, rounds: int,
         print(f"  JSON decode+encode of this body: orjson {orj * 1e3:.3f} ms, stdlib json "
               f"{std * 1e3:.3f} ms (stdlib x{std / orj:.1f}; "
               f"{(std - orj) / pct(samples['baseline'], 0.5):.0%} of the baseline p50)")
+        fast, whole = decode_costs(bodies[(0, 1)])
+        print(f"  this body parsed: the wire's msgspec pass {fast * 1e3:.3f} ms, orjson over "
+              f"the whole body and the names' types checked through a set {whole * 1e3:.3f} "
+              f"ms (x{whole / fast:.2f})")
     finally:
         muster.stop()
         baseline.stop()
@@ -516,6 +623,14 @@ class Events:
         new = small_pod(i, self.nodes, self.version[i])
         new["spec"]["nodeName"] = f"gpu-{(i + self.k) % self.nodes:05d}"
         self.store.apply(PODS, "ADDED", new)
+
+
+def resident_mib(field: str = "VmRSS") -> float:
+    """This process's resident memory (``VmRSS``) or its peak (``VmHWM``), in MiB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no {field} in /proc/self/status")
 
 
 HOUSEKEEPING = 1.0
@@ -622,8 +737,15 @@ def events_mode(sizes: Sequence[int], args: argparse.Namespace) -> int:
     sys.setswitchinterval(Settings().switch_interval)
     print(f"interpreter switch interval {sys.getswitchinterval() * 1e3:g} ms, "
           "as muster serve sets it")
-    worlds = {n: EventWorld(n, pods_per_node=args.pods_per_node, gangs=args.gangs,
-                            members=args.members) for n in sizes}
+    base = resident_mib()
+    worlds: dict[int, EventWorld] = {}
+    added: dict[int, float] = {}
+    for n in sizes:  # what each size's store, snapshot and app keep, measured as they load
+        before = resident_mib()
+        worlds[n] = EventWorld(n, pods_per_node=args.pods_per_node, gangs=args.gangs,
+                               members=args.members)
+        gc.collect()
+        added[n] = resident_mib() - before
     for world in worlds.values():
         world.event_costs(100)  # warm
         world.costs.clear()
@@ -636,12 +758,19 @@ def events_mode(sizes: Sequence[int], args: argparse.Namespace) -> int:
         print(f"\n{n} nodes, {world.pods} bound pods ({args.pods_per_node} per node), "
               f"{args.gangs} planned gangs, in process (no HTTP); state loaded in "
               f"{world.loaded:.1f} s")
+        print(f"  {'resident memory':<34} this size added {added[n]:.0f} MiB to the "
+              f"process (Python and Muster's modules alone: {base:.0f} MiB)")
         print(row("one pod event (applied + snapshot)", world.costs)
               + f"  mean={mean * 1e3:6.3f} ms")
         print(row("filter, planned member, quiet", quiet))
         print(row(f"filter, {achieved:.0f} pod events/s behind", busy))
         print(f"  {'under events / quiet':<34} p50 x{pct(busy, 0.5) / pct(quiet, 0.5):.2f}   "
               f"p99 x{pct(busy, 0.99) / pct(quiet, 0.99):.2f} (target <= 2.0)")
+    largest = max(sizes)
+    print(f"\nresident memory at {largest} nodes and {worlds[largest].pods} pods: "
+          f"{base + added[largest]:.0f} MiB, modules and that size alone (target < 2048 MiB); "
+          f"the process held every size at once: {resident_mib():.0f} MiB, "
+          f"peak {resident_mib('VmHWM'):.0f} MiB")
     small, large = worlds[min(sizes)].costs, worlds[max(sizes)].costs
     print(f"\none event at {max(sizes)} nodes / at {min(sizes)} nodes: p50 "
           f"x{pct(large, 0.5) / pct(small, 0.5):.2f}, mean "
@@ -662,23 +791,32 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "1000,5000,10000): one event's cost and filter p99 quiet vs under events")
     parser.add_argument("--pods-per-node", type=int, default=10)
     parser.add_argument("--rate", type=float, default=200.0, help="pod events per second")
+    parser.add_argument("--servers", default="gunicorn,granian",
+                        help="the HTTP servers compared, the first also measured in full")
+    parser.add_argument("--compare-rounds", type=int, default=6,
+                        help="interleaved rounds of the servers' comparison")
     parser.add_argument("--baseline-server", type=int, metavar="PORT", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    servers = args.servers.split(",")
     if args.baseline_server:
-        run_baseline_server(args.baseline_server, args.threads)
+        run_baseline_server(args.baseline_server, args.threads, servers[0])
         return 0
-    print(f"bench_extender_load: loopback, gunicorn gthread x{args.threads}, "
-          f"{os.cpu_count()} CPUs shared with whatever else runs")
+    print(f"bench_extender_load: loopback, {' and '.join(servers)} with {args.threads} "
+          f"threads, {os.cpu_count()} CPUs shared with whatever else runs")
     if args.events:
         return events_mode([int(x) for x in args.events.split(",")], args)
     with tempfile.TemporaryDirectory() as tmp:
         for n in (int(x) for x in args.nodes.split(",")):
-            bench(n, gangs=args.gangs, members=args.members, clients=args.clients,
-                  rounds=args.rounds, threads=args.threads, workdir=Path(tmp))
+            compare_servers(n, servers, gangs=args.gangs, members=args.members,
+                            clients=args.clients, rounds=args.compare_rounds,
+                            threads=args.threads, workdir=Path(tmp))
+        for n in (int(x) for x in args.nodes.split(",")):
+            bench(n, server=servers[0], gangs=args.gangs, members=args.members,
+                  clients=args.clients, rounds=args.rounds, threads=args.threads,
+                  workdir=Path(tmp))
         for n in (int(x) for x in args.nodes.split(",")):
             bench_churn(n, gangs=args.gangs, members=args.members, requests=60)
     return 0
-
 
 
 if __name__ == "__main__":
