@@ -17,8 +17,7 @@ from extender.core.gang.placement import plan_gang
 from extender.core.gang.plans import Infeasible
 from extender.core.model.resources import Resources
 from extender.core.model.values import NodeInfo, NodeName, PodPhase
-
-from .builders import make_gang, make_node, make_pod, make_shape, make_snapshot
+from tests.unit.core.builders import make_gang, make_node, make_pod, make_shape, make_snapshot
 
 
 def test_bound_pods_are_subtracted_but_terminal_and_pending_pods_are_not() -> None:
@@ -156,6 +155,6 @@ def test_a_capacity_is_one_key_by_value_in_this_process_and_in_another() -> None
         "node='n1')])\n"
         "print({here: 'class'}.get(sent), sent.whole_free)\n")
     done = subprocess.run([sys.executable, "-c", script], input=pickle.dumps(one),
-                          capture_output=True, check=True, cwd=Path(__file__).parents[3],
+                          capture_output=True, check=True, cwd=Path(__file__).parents[4],
                           env={**os.environ, "PYTHONHASHSEED": "12345"})
     assert done.stdout.decode().split() == ["class", "4"]

@@ -7,8 +7,7 @@ from extender.core.decide.decisions import BindOutcome, FilterOutcome, decide_bi
 from extender.core.decide.settings import CoreSettings
 from extender.core.gang.ledger import Ledger
 from extender.core.model.values import NodeName, TopologyConstraint
-
-from .builders import make_gang, make_node, make_pod, make_shape, make_snapshot, uid
+from tests.unit.core.builders import make_gang, make_node, make_pod, make_shape, make_snapshot, uid
 
 # Two racks of two 8-GPU nodes.
 RACKS = [make_node(f"{r}{i}", gpus=8, labels={"rack": r}) for r in "xy" for i in range(2)]

@@ -14,8 +14,7 @@ from extender.core.gang.placement import plan_gang
 from extender.core.gang.plans import Plan
 from extender.core.model.snapshot import ClusterSnapshot
 from extender.core.model.values import Gang, NodeName
-
-from .builders import make_gang, make_node, make_shape, make_snapshot, uid
+from tests.unit.core.builders import make_gang, make_node, make_shape, make_snapshot, uid
 
 NODES = [make_node("n1", gpus=8), make_node("n2", gpus=8)]
 GANG = make_gang("g", roles=[("worker", 2, make_shape(gpus=8))])
@@ -284,5 +283,5 @@ def test_the_drawn_state_machine_names_every_ledger_state_and_transition_and_doc
                  and "Transition" in str(f.__annotations__.get("return", ""))}
     changing = {"admit", "withdraw", "expire", "settle", "forget_pod"}
     assert {m for m in returning | changing if not re.search(rf"\b{m}\b", drawn)} == set()
-    docs = (Path(__file__).resolve().parents[3] / "docs" / "architecture.md").read_text()
+    docs = (Path(__file__).resolve().parents[4] / "docs" / "architecture.md").read_text()
     assert _drawing(docs) == drawn

@@ -14,8 +14,7 @@ from extender.core.decide.settings import CoreSettings
 from extender.core.gang.ledger import Ledger
 from extender.core.model.snapshot import ClusterSnapshot
 from extender.core.model.values import Gang, SubgroupKind, SubgroupTopology
-
-from .builders import gang_pods, make_gang, make_node, make_shape, tree_of, uid
+from tests.unit.core.builders import gang_pods, make_gang, make_node, make_shape, tree_of, uid
 
 # Three racks of two 8-GPU nodes.
 RACKS = [make_node(f"{r}{i}", gpus=8, labels={"rack": r}) for r in "xyz" for i in range(2)]

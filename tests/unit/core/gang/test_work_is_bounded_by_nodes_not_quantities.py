@@ -21,8 +21,7 @@ from extender.core.gang.nodecapacity import (
 )
 from extender.core.model.resources import EMPTY
 from extender.core.model.values import NodeName
-
-from .builders import make_gang, make_node, make_pod, make_shape, make_snapshot, uid
+from tests.unit.core.builders import make_gang, make_node, make_pod, make_shape, make_snapshot, uid
 
 BILLION = 10**9
 SETTINGS = CoreSettings(plan_ttl=30, bind_timeout=30)

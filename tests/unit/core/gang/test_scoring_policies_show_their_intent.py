@@ -11,8 +11,7 @@ from extender.core.gang.placement import plan_gang
 from extender.core.gang.plans import Plan
 from extender.core.gang.scoring import Policy, node_score
 from extender.core.model.values import NodeName, TopologyConstraint
-
-from .builders import make_gang, make_node, make_pod, make_shape, make_snapshot, uid
+from tests.unit.core.builders import make_gang, make_node, make_pod, make_shape, make_snapshot, uid
 
 # n1 is fuller (2 of 4 GPUs taken whole); n2 has one device half taken by a sharing pod.
 NODES = [make_node("n1", gpus=4), make_node("n2", gpus=4)]

@@ -10,8 +10,15 @@ from extender.core.decide.graph import deadlocks, wait_for_graph, yielder
 from extender.core.gang.ledger import Ledger
 from extender.core.gang.plans import Plan
 from extender.core.model.values import GangKey, NodeName, Taint
-
-from .builders import make_gang, make_node, make_pod, make_shape, make_snapshot, tree_of, uid
+from tests.unit.core.builders import (
+    make_gang,
+    make_node,
+    make_pod,
+    make_shape,
+    make_snapshot,
+    tree_of,
+    uid,
+)
 
 
 def test_two_gangs_holding_each_others_nodes_deadlock_and_the_younger_yields() -> None:

@@ -15,8 +15,7 @@ from extender.core.gang.placement import plan_gang
 from extender.core.gang.plans import Infeasible, Plan
 from extender.core.gang.subgroups import Fit, assign_domains, units_of
 from extender.core.model.values import Gang, NodeName, SubgroupKind, SubgroupTopology
-
-from .builders import make_gang, make_node, make_shape, make_snapshot, uid
+from tests.unit.core.builders import make_gang, make_node, make_shape, make_snapshot, uid
 
 # Three racks of two 8-GPU nodes.
 RACKS = [make_node(f"{r}{i}", gpus=8, labels={"rack": r}) for r in "xyz" for i in range(2)]

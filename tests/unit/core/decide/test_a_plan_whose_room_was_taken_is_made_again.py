@@ -11,8 +11,7 @@ from __future__ import annotations
 from extender.core.decide.decisions import CoreSettings, FilterOutcome, decide_filter
 from extender.core.gang.ledger import Ledger
 from extender.core.model.values import NodeName
-
-from .builders import make_gang, make_node, make_pod, make_shape, make_snapshot, uid
+from tests.unit.core.builders import make_gang, make_node, make_pod, make_shape, make_snapshot, uid
 
 SETTINGS = CoreSettings(plan_ttl=60, bind_timeout=3)
 NODES = [make_node(f"n{i}", gpus=8) for i in range(3)]

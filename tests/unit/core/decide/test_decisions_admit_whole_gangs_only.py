@@ -21,8 +21,7 @@ from extender.core.decide.decisions import (
 from extender.core.gang.ledger import Ledger
 from extender.core.gang.scoring import UnknownPolicyError
 from extender.core.model.values import NodeName, PodPhase
-
-from .builders import make_gang, make_node, make_pod, make_shape, make_snapshot, uid
+from tests.unit.core.builders import make_gang, make_node, make_pod, make_shape, make_snapshot, uid
 
 SETTINGS = CoreSettings(plan_ttl=30, bind_timeout=30)
 TWO_BY_EIGHT = [make_node("n1", gpus=8), make_node("n2", gpus=8)]

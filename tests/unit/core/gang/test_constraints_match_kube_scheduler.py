@@ -18,8 +18,7 @@ from extender.core.model.values import (
     Taint,
     Toleration,
 )
-
-from .builders import make_node, make_shape
+from tests.unit.core.builders import make_node, make_shape
 
 
 @pytest.mark.parametrize(

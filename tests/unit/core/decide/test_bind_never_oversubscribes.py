@@ -15,8 +15,7 @@ from extender.core.decide.decisions import (
 )
 from extender.core.gang.ledger import Ledger, free_capacity
 from extender.core.model.values import NodeName
-
-from .builders import make_gang, make_node, make_pod, make_shape, make_snapshot, uid
+from tests.unit.core.builders import make_gang, make_node, make_pod, make_shape, make_snapshot, uid
 
 SETTINGS = CoreSettings(plan_ttl=30, bind_timeout=30)
 ONE_GPU = [make_node("n1", gpus=1)]

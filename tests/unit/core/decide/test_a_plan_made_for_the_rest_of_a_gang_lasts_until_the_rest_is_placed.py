@@ -19,8 +19,7 @@ from extender.core.decide.settings import CoreSettings
 from extender.core.gang.ledger import Ledger
 from extender.core.model.snapshot import ClusterSnapshot
 from extender.core.model.values import Gang, NodeName, PodInfo
-
-from .builders import (
+from tests.unit.core.builders import (
     gang_pods,
     make_gang,
     make_node,

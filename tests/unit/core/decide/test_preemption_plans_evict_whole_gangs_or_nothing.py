@@ -11,8 +11,15 @@ from extender.core.decide.settings import CoreSettings
 from extender.core.gang.ledger import Ledger
 from extender.core.model.snapshot import ClusterSnapshot
 from extender.core.model.values import Gang, NodeName
-
-from .builders import gang_pods, make_gang, make_node, make_pod, make_shape, make_snapshot, tree_of
+from tests.unit.core.builders import (
+    gang_pods,
+    make_gang,
+    make_node,
+    make_pod,
+    make_shape,
+    make_snapshot,
+    tree_of,
+)
 
 SETTINGS = CoreSettings(plan_ttl=30, bind_timeout=30)
 FOUR = [make_node(f"n{i}", gpus=8) for i in range(4)]

@@ -7,8 +7,7 @@ from extender.core.decide.decisions import CoreSettings, FilterOutcome, decide_f
 from extender.core.decide.holders import IN_FLIGHT, PLAN
 from extender.core.gang.ledger import Ledger
 from extender.core.model.values import NodeName
-
-from .builders import make_gang, make_node, make_pod, make_shape, make_snapshot, uid
+from tests.unit.core.builders import make_gang, make_node, make_pod, make_shape, make_snapshot, uid
 
 SETTINGS = CoreSettings(plan_ttl=30, bind_timeout=30)
 

@@ -17,8 +17,7 @@ from extender.core.gang.plans import Plan, RoleDemand
 from extender.core.gang.search import search
 from extender.core.model.resources import CPU, MEMORY, Resources
 from extender.core.model.values import NodeName
-
-from .builders import make_shape
+from tests.unit.core.builders import make_shape
 
 _roles = st.lists(st.tuples(st.integers(0, 3), st.integers(0, 6), st.integers(0, 2),
                             st.sampled_from([0, 0, 0, 250, 500])),

@@ -9,8 +9,7 @@ from extender.core.decide.settings import CoreSettings
 from extender.core.model.notices import EventType, PodRef, WorkloadEvent
 from extender.core.model.snapshot import ClusterSnapshot
 from extender.core.model.values import NodeName
-
-from .builders import make_gang, make_node, make_shape, make_snapshot, uid
+from tests.unit.core.builders import make_gang, make_node, make_shape, make_snapshot, uid
 
 SETTINGS = CoreSettings(plan_ttl=30, bind_timeout=3)
 

@@ -20,8 +20,15 @@ from extender.core.gang.plans import Infeasible, Plan, RoleDemand
 from extender.core.gang.scoring import Policy
 from extender.core.model.resources import Resources
 from extender.core.model.values import NodeName, PodInfo, Taint, TopologyConstraint
-
-from .builders import make_gang, make_node, make_pod, make_shape, make_snapshot, tree_of, uid
+from tests.unit.core.builders import (
+    make_gang,
+    make_node,
+    make_pod,
+    make_shape,
+    make_snapshot,
+    tree_of,
+    uid,
+)
 
 
 def _plan(gang, snapshot, **kw):  # type: ignore[no-untyped-def]

@@ -23,8 +23,7 @@ from extender.core.decide.yields import decide_yields
 from extender.core.gang.ledger import Ledger
 from extender.core.model.snapshot import ClusterSnapshot
 from extender.core.model.values import Gang, NodeName
-
-from .builders import make_gang, make_node, make_pod, make_shape, make_snapshot, uid
+from tests.unit.core.builders import make_gang, make_node, make_pod, make_shape, make_snapshot, uid
 
 SETTINGS = CoreSettings(plan_ttl=60, bind_timeout=60)
 NODES = [make_node(f"n{i}", gpus=8) for i in range(1, 5)]

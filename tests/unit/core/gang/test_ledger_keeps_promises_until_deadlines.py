@@ -7,8 +7,7 @@ from extender.core.gang.ledger import Ledger, free_capacity
 from extender.core.gang.placement import plan_gang
 from extender.core.gang.plans import Plan
 from extender.core.model.values import NodeName
-
-from .builders import make_gang, make_node, make_pod, make_shape, make_snapshot, uid
+from tests.unit.core.builders import make_gang, make_node, make_pod, make_shape, make_snapshot, uid
 
 NODES = [make_node("n1", gpus=8), make_node("n2", gpus=8)]
 

@@ -17,8 +17,7 @@ from extender.core.decide.settings import CoreSettings
 from extender.core.model.notices import PodRef
 from extender.core.model.snapshot import ClusterSnapshot
 from extender.core.model.values import NodeName
-
-from .builders import make_gang, make_node, make_pod, make_shape, make_snapshot, uid
+from tests.unit.core.builders import make_gang, make_node, make_pod, make_shape, make_snapshot, uid
 
 SETTINGS = CoreSettings(plan_ttl=60, bind_timeout=20)
 NODES = [make_node(f"n{i}", gpus=8) for i in range(3)]

@@ -45,8 +45,8 @@ from tests.unit.core.devices.dra_objects import (
     node,
     template,
 )
-from tests.unit.core.test_lws_subgroups_each_take_a_domain import NAMES as RACK_NODES
-from tests.unit.core.test_lws_subgroups_each_take_a_domain import RACKS, group, snapshot
+from tests.unit.core.gang.test_lws_subgroups_each_take_a_domain import NAMES as RACK_NODES
+from tests.unit.core.gang.test_lws_subgroups_each_take_a_domain import RACKS, group, snapshot
 from tests.unit.server.builders import job_of, jobset, jobset_pod, plain_pod
 
 SETTINGS = CoreSettings(plan_ttl=60, bind_timeout=3)
