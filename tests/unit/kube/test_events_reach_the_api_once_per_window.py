@@ -1,0 +1,89 @@
+"""KubeEvents posts an object's first Event of a reason at once and the newest held one when
+its window ends, by its own timer, with how often it was said."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from extender.kube.events import KubeEvents
+from extender.state.ports import EventType, WorkloadEvent
+
+
+class RecordingConnection:
+    def __init__(self) -> None:
+        self.requests: list[tuple[str, str, Any]] = []
+        self._lock = threading.Lock()
+
+    def request(self, method: str, path: str, *, body: Any = None,
+                query: dict[str, str] | None = None,
+                content_type: str = "application/json") -> Any:
+        with self._lock:
+            self.requests.append((method, path, body))
+        return body
+
+    def posted(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return [body for method, _, body in self.requests if method == "POST"]
+
+
+class Clock:
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def waiting(message: str) -> WorkloadEvent:
+    return WorkloadEvent("jobset.x-k8s.io/v1alpha2", "JobSet", "ml", "train", "js-uid",
+                         EventType.WARNING, "GangWaiting", message, gang="ml/train")
+
+
+def test_a_gang_whose_reason_changes_every_second_gets_one_event_a_window() -> None:
+    conn, clock = RecordingConnection(), Clock(1_800_000_000.0)
+    events = KubeEvents(conn, window=30.0, clock=clock)  # type: ignore[arg-type]
+    for second in range(90):
+        clock.now = 1_800_000_000.0 + second
+        events.write_due()
+        events.emit(waiting(f"{second % 7} of 8 pods fit"))
+    clock.now += 30
+    events.write_due()
+    events.flush()
+    messages = [body["message"] for body in conn.posted()]
+    # said at seconds 0, 29, 59 and 89: the first at once, each window's newest at its end
+    assert messages == ["0 of 8 pods fit", "1 of 8 pods fit", "3 of 8 pods fit",
+                        "5 of 8 pods fit"]
+    assert events.written == 4
+    assert events.suppressed == 86
+
+
+def test_a_held_event_carries_when_it_was_said_first_and_last_and_how_often() -> None:
+    conn, clock = RecordingConnection(), Clock(1_800_000_000.0)
+    events = KubeEvents(conn, window=30.0, clock=clock)  # type: ignore[arg-type]
+    events.emit(waiting("0 of 8 pods fit"))
+    for second in (5, 12, 20):
+        clock.now = 1_800_000_000.0 + second
+        events.emit(waiting("2 of 8 pods fit"))
+    clock.now = 1_800_000_030.0
+    assert events.write_due() == 1
+    events.flush()
+    first, held = conn.posted()
+    assert (first["count"], first["firstTimestamp"]) == (1, "2027-01-15T08:00:00Z")
+    assert (held["message"], held["count"]) == ("2 of 8 pods fit", 3)
+    assert (held["firstTimestamp"], held["lastTimestamp"]) == (
+        "2027-01-15T08:00:05Z", "2027-01-15T08:00:20Z")
+    assert held["metadata"]["name"] != first["metadata"]["name"]
+
+
+def test_the_timer_writes_a_held_event_when_its_window_ends() -> None:
+    conn = RecordingConnection()
+    events = KubeEvents(conn, window=0.05)  # type: ignore[arg-type]
+    events.emit(waiting("0 of 8 pods fit"))
+    events.emit(waiting("1 of 8 pods fit"))
+    deadline = time.monotonic() + 5
+    while len(conn.posted()) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert [body["message"] for body in conn.posted()] == ["0 of 8 pods fit",
+                                                           "1 of 8 pods fit"]
