@@ -191,6 +191,46 @@ def scratch_namespace(conn: Connection, prefix: str) -> Iterator[str]:
     assert not left, f"pods outlived namespace {name}: {[p['metadata']['name'] for p in left]}"
 
 
+def of(pods: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
+    """The pods of JobSet ``name``."""
+    return [p for p in pods
+            if p["metadata"].get("labels", {}).get("jobset.sigs.k8s.io/jobset-name") == name]
+
+
+def where(pods: list[dict[str, Any]]) -> list[tuple[str, str | None, str | None]]:
+    """Each pod's name, node and phase: what a failed assertion shows."""
+    return [(p["metadata"]["name"], p["spec"].get("nodeName"), p["status"].get("phase"))
+            for p in pods]
+
+
+def claims(box: Sandbox, namespace: str) -> list[dict[str, Any]]:
+    """The namespace's ResourceClaims."""
+    found = box.connection().request(
+        "GET", f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims")
+    items: list[dict[str, Any]] = found.get("items", [])
+    return items
+
+
+def allocated(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The claims among ``items`` that are allocated."""
+    return [c for c in items if (c.get("status") or {}).get("allocation")]
+
+
+def stays_unbound(box: Sandbox, namespace: str, *, seconds: float, claims_allocated: int,
+                  jobset: str | None = None) -> None:
+    """Assert, every half second for ``seconds``, that no pod of ``namespace`` (of JobSet
+    ``jobset`` only, when named) is bound and that exactly ``claims_allocated`` of the
+    namespace's ResourceClaims are allocated: a gang that does not fit waits whole, its own
+    claims left unallocated."""
+    conn = box.connection()
+    settle = time.monotonic() + seconds
+    while time.monotonic() < settle:
+        pods = pods_in(conn, namespace)
+        assert not bound(pods if jobset is None else of(pods, jobset)), where(pods)
+        assert len(allocated(claims(box, namespace))) == claims_allocated
+        time.sleep(0.5)
+
+
 def delete_pods(conn: Connection, namespace: str) -> None:
     for pod in pods_in(conn, namespace):
         with contextlib.suppress(NotFound):
@@ -199,6 +239,6 @@ def delete_pods(conn: Connection, namespace: str) -> None:
                          body={"gracePeriodSeconds": 0})
 
 
-__all__ = ["Submitted", "bound", "delete_pods", "describe", "load_example", "pods_in", "running",
-           "scheduled_message", "scratch_namespace", "start_sandbox", "submit", "wait_until",
-           "whole"]
+__all__ = ["Submitted", "allocated", "bound", "claims", "delete_pods", "describe", "load_example",
+           "of", "pods_in", "running", "scheduled_message", "scratch_namespace", "start_sandbox",
+           "stays_unbound", "submit", "wait_until", "where", "whole"]

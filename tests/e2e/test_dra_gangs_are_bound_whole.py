@@ -11,7 +11,6 @@ gang asking plain ``nvidia.com/gpu`` is served by the device plugin and, through
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -22,12 +21,17 @@ from extender.sandbox.config import SchedulerMode
 from extender.sandbox.dra import DRA_NODE_PREFIX, GPU_CLASS, GpuModel
 from extender.sandbox.sandbox import Sandbox
 from tests.e2e.conftest import (
+    allocated,
     bound,
+    claims,
+    of,
     pods_in,
     running,
     scratch_namespace,
     start_sandbox,
+    stays_unbound,
     wait_until,
+    where,
 )
 from tests.e2e.test_real_pod_lifecycle import kubectl, muster_gangs
 
@@ -89,22 +93,6 @@ def apply(box: Sandbox, *objects: dict[str, Any]) -> None:
     kubectl(box, "apply", "-f", "-", stdin=yaml.safe_dump_all(objects))
 
 
-def of(pods: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
-    return [p for p in pods
-            if p["metadata"].get("labels", {}).get("jobset.sigs.k8s.io/jobset-name") == name]
-
-
-def claims(box: Sandbox, namespace: str) -> list[dict[str, Any]]:
-    found = box.connection().request(
-        "GET", f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims")
-    items: list[dict[str, Any]] = found.get("items", [])
-    return items
-
-
-def allocated(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [c for c in items if (c.get("status") or {}).get("allocation")]
-
-
 def dra_nodes_in_use(box: Sandbox) -> list[str]:
     """Pods on DRA nodes and claims still allocated, anywhere in the cluster."""
     conn = box.connection()
@@ -113,11 +101,6 @@ def dra_nodes_in_use(box: Sandbox) -> list[str]:
             if (p["spec"].get("nodeName") or "").startswith(DRA_NODE_PREFIX)]
     found = conn.request("GET", "/apis/resource.k8s.io/v1/resourceclaims").get("items", [])
     return left + [c["metadata"]["name"] for c in allocated(found)]
-
-
-def where(pods: list[dict[str, Any]]) -> list[tuple[str, str | None, str | None]]:
-    return [(p["metadata"]["name"], p["spec"].get("nodeName"), p["status"].get("phase"))
-            for p in pods]
 
 
 def owned_claims(box: Sandbox, namespace: str, pod: dict[str, Any]) -> list[dict[str, Any]]:
@@ -181,11 +164,7 @@ def test_claim_gangs_bind_whole_or_not_at_all_where_kube_scheduler_alone_binds_p
     # Muster, over the same time and 8 s more: none of the second bound, its claims unallocated.
     conn = dra_box.connection()
     assert wait_until(lambda: len(of(pods_in(conn, ns), "second")) == 2, timeout=30)
-    settle = time.monotonic() + 8
-    while time.monotonic() < settle:
-        assert not bound(of(pods_in(conn, ns), "second")), where(pods_in(conn, ns))
-        assert len(allocated(claims(dra_box, ns))) == 2
-        time.sleep(0.5)
+    stays_unbound(dra_box, ns, seconds=8, claims_allocated=2, jobset="second")
     gang = next(g for key, g in muster_gangs(dra_box).items() if key.endswith("/second"))
     assert (gang["state"], gang["bound"]) == ("waiting", 0)
 
@@ -208,11 +187,7 @@ def test_a_claim_gang_larger_than_the_dra_nodes_is_bound_not_at_all(
     apply(dra_box, claim_template(ns, "eight", count=8), jobset(ns, "big", pods=4,
                                                                   claim="eight"))
     assert wait_until(lambda: len(of(pods_in(conn, ns), "big")) == 4, timeout=30)
-    settle = time.monotonic() + 10
-    while time.monotonic() < settle:
-        assert not bound(pods_in(conn, ns)), where(pods_in(conn, ns))
-        assert not allocated(claims(dra_box, ns))
-        time.sleep(0.5)
+    stays_unbound(dra_box, ns, seconds=10, claims_allocated=0)
     gang = next(g for key, g in muster_gangs(dra_box).items() if key.endswith("/big"))
     assert gang["state"] == "waiting" and gang["bound"] == 0
     assert "needs 8 gpu.nvidia.com devices on one node, the most free is 0" \

@@ -10,7 +10,6 @@ DynamicResources plugin and the real JobSet controller, on 3 DRA nodes of 8 GPUs
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,16 +17,20 @@ import pytest
 
 from extender.sandbox.dra import GPU_CLASS, PRODUCT, GpuModel
 from extender.sandbox.sandbox import Sandbox
-from tests.e2e.conftest import bound, pods_in, running, scratch_namespace, wait_until
+from tests.e2e.conftest import (
+    of,
+    pods_in,
+    running,
+    scratch_namespace,
+    stays_unbound,
+    wait_until,
+    where,
+)
 from tests.e2e.test_dra_gangs_are_bound_whole import (
-    allocated,
     apply,
     claim_template,
-    claims,
     jobset,
-    of,
     owned_claims,
-    where,
 )
 from tests.e2e.test_real_pod_lifecycle import kubectl, muster_gangs
 
@@ -82,11 +85,7 @@ def test_all_mode_pods_wait_whole_while_a_gpu_is_taken_then_take_a_node_each(
     # One GPU of one node taken: only 2 nodes have all 8 free, and the gang needs 3.
     apply(dra_box, jobset(ns, "whole-nodes", pods=3, claim="every"))
     assert wait_until(lambda: len(of(pods_in(conn, ns), "whole-nodes")) == 3, timeout=30)
-    settle = time.monotonic() + 10
-    while time.monotonic() < settle:
-        assert not bound(of(pods_in(conn, ns), "whole-nodes")), where(pods_in(conn, ns))
-        assert len(allocated(claims(dra_box, ns))) == 1
-        time.sleep(0.5)
+    stays_unbound(dra_box, ns, seconds=10, claims_allocated=1, jobset="whole-nodes")
     gang = next(g for key, g in muster_gangs(dra_box).items() if key.endswith("/whole-nodes"))
     assert (gang["state"], gang["bound"]) == ("waiting", 0)
 

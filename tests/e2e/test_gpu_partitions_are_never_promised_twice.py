@@ -6,22 +6,25 @@ whose counters are spent; when the partitions go, it is bound whole."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 
 import pytest
 
 from extender.sandbox.dra import GPU_CLASS, MIG_CLASS, GpuModel
 from extender.sandbox.sandbox import Sandbox
-from tests.e2e.conftest import bound, pods_in, running, scratch_namespace, wait_until
+from tests.e2e.conftest import (
+    of,
+    pods_in,
+    running,
+    scratch_namespace,
+    stays_unbound,
+    wait_until,
+    where,
+)
 from tests.e2e.test_dra_gangs_are_bound_whole import (
-    allocated,
     apply,
     claim_template,
-    claims,
     jobset,
-    of,
-    where,
 )
 from tests.e2e.test_real_pod_lifecycle import kubectl, muster_gangs
 
@@ -51,11 +54,7 @@ def test_a_whole_gpu_gang_waits_while_partitions_hold_a_gpu_then_binds_whole(
     # The partition draws on one GPU's counters: one node has 7 whole GPUs left, not 8.
     apply(dra_box, jobset(ns, "whole", pods=2, claim="eight"))
     assert wait_until(lambda: len(of(pods_in(conn, ns), "whole")) == 2, timeout=30)
-    settle = time.monotonic() + 10
-    while time.monotonic() < settle:
-        assert not bound(of(pods_in(conn, ns), "whole")), where(pods_in(conn, ns))
-        assert len(allocated(claims(dra_box, ns))) == 1
-        time.sleep(0.5)
+    stays_unbound(dra_box, ns, seconds=10, claims_allocated=1, jobset="whole")
     gang = next(g for key, g in muster_gangs(dra_box).items()
                 if key.endswith("/whole"))
     assert f"needs 8 {GPU_CLASS} devices on one node, the most free is 7" \
