@@ -166,6 +166,26 @@ def _free_fit(
                           outcome, reason, gang)
 
 
+def _one_for_claims(
+    pod: PodInfo, decided: FilterDecision, *, snapshot: ClusterSnapshot, ledger: Ledger,
+    now: float, settings: CoreSettings,
+) -> FilterDecision:
+    """A pod of no gang that takes devices through ResourceClaims goes to one node, the one
+    the policy scores best, and is counted there at once, in flight until it binds or the
+    plan TTL passes. kube-scheduler's PreBind allocates its claims before its bind comes,
+    and refusing that bind would not free them; a gang planned over the node meanwhile, from
+    a count that left the pod out, would find the devices gone. Such pods give up
+    kube-scheduler's scoring among the nodes Muster passes, as a gang's members do."""
+    scored = decide_prioritize(pod, decided.passed, snapshot=snapshot, ledger=ledger, now=now,
+                               settings=settings)
+    best = max(scored, key=lambda ns: ns[1])[0]  # the first of the best, in kube's order
+    ledger.mark_bind_requested(pod.uid, best, now=now, ttl=settings.plan_ttl)
+    others = f"Muster sent pod {pod.key} to {best}, where it is counted until it binds"
+    failed = {**decided.failed, **{n: others for n in decided.passed if n != best}}
+    return replace(decided, passed=(best,), failed=MappingProxyType(failed),
+                   reason=f"{decided.reason}; sent to {best}")
+
+
 def decide_filter(
     pod: PodInfo, candidates: Sequence[NodeName], *, snapshot: ClusterSnapshot, ledger: Ledger,
     now: float, settings: CoreSettings,
@@ -178,8 +198,10 @@ def decide_filter(
         return FilterDecision((), MappingProxyType(dict.fromkeys(candidates, why)), _NONE,
                               FilterOutcome.WAITING, why, None)
     if gang is None:
-        return _free_fit(pod, candidates, snapshot=snapshot, ledger=ledger, settings=settings,
+        free = _free_fit(pod, candidates, snapshot=snapshot, ledger=ledger, settings=settings,
                          outcome=FilterOutcome.NON_GANG, gang=None)
+        return _one_for_claims(pod, free, snapshot=snapshot, ledger=ledger, now=now,
+                               settings=settings) if pod.claimed and free.passed else free
     ledger.recheck_admitted(gang.key, snapshot, gpu=settings.gpu_resource)
     role = snapshot.memberships[pod.uid].role
     if gang.member(role) is None:

@@ -23,6 +23,7 @@ its minimum gets a plan for the rest.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 from extender.core.gang.capacity import gang_stamps, index_of
 from extender.core.gang.freeview import (
@@ -225,7 +226,11 @@ class Ledger(LedgerView):
     ) -> None:
         current = self._inflight.get(pod_uid)
         if current is not None and current.node == node:
-            return  # a retried bind of the same pod keeps its first timestamp
+            # A retried bind of the same pod (or the bind of a pod its filter sent there)
+            # keeps its first timestamp, and its deadline as far as either asks.
+            if current.deadline < now + ttl:
+                self._inflight[pod_uid] = replace(current, deadline=now + ttl)
+            return
         self._inflight[pod_uid] = InFlight(node=node, since=now, deadline=now + ttl)
         self.version += 1
 

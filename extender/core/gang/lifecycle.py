@@ -97,8 +97,9 @@ class Reservation:
 
 @dataclass(frozen=True, slots=True)
 class InFlight:
-    """A pod at bind the snapshot does not show bound yet: the node it was sent to, since
-    when, and until when the ledger charges it there."""
+    """A pod at bind the snapshot does not show bound yet (or a pod of no gang taking
+    devices through claims, from the filter that sent it to one node): the node it was sent
+    to, since when, and until when the ledger charges it there."""
 
     node: NodeName
     since: float

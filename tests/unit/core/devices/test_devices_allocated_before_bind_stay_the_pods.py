@@ -5,17 +5,21 @@ claim for the pod) before it asks the extender to bind. Refusing that bind does 
 devices: Unreserve takes the pod out of ``reservedFor`` and leaves the claim allocated until
 the pod's next failed scheduling cycle, and the pod's retry may go only to the claim's node.
 So a pod filtered onto a node before a gang was planned over it binds there; the gang, whose
-plan lost that room, is planned again; the room check still refuses what is not allocated yet.
+plan lost that room, is planned again; the room check still refuses what claims do not ask.
+And a pod of no gang with claims is sent to one node and counted there from its filter on, so
+a gang planned before its bind comes does not count on its devices.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from extender.core.decide.barrier import BindOutcome, decide_bind
 from extender.core.decide.decisions import CoreSettings, FilterOutcome, decide_filter
 from extender.core.devices.attach import lower_objects
 from extender.core.gang.ledger import Ledger
+from extender.core.model.resources import EMPTY
 from extender.core.model.snapshot import ClusterSnapshot
 from extender.core.model.values import NodeName
 from extender.core.workloads.cluster import build_snapshot
@@ -130,3 +134,32 @@ def test_a_claim_left_allocated_for_no_pod_is_asked_by_no_pod() -> None:
     snapshot = _snapshot(_solo_claim(allocated_on="dra-0", reserved=False))
     solo = snapshot.pods["uid-solo"]
     assert not solo.claimed and solo.shape.requests.get("nvidia.com/gpu", 0) == 0
+
+
+def test_a_pod_of_no_gang_with_claims_is_sent_to_one_node_and_counted_there() -> None:
+    # Filtered before any gang is planned, solo goes to one node and holds it from then on:
+    # the gang planned next does not count on solo's node, and waits for room.
+    snapshot = _snapshot(_solo_claim(allocated_on=None, reserved=False))
+    ledger = Ledger()
+    solo = decide_filter(snapshot.pods["uid-solo"], [NodeName(n) for n in NODES],
+                         snapshot=snapshot, ledger=ledger, now=0.0, settings=SETTINGS)
+    assert solo.outcome is FilterOutcome.NON_GANG and len(solo.passed) == 1, solo.reason
+    [other] = [n for n in NODES if n not in solo.passed]
+    assert "sent pod ml/solo to" in solo.failed[NodeName(other)]
+    gang = decide_filter(snapshot.pods["uid-train-0"], [NodeName(n) for n in NODES],
+                         snapshot=snapshot, ledger=ledger, now=1.0, settings=SETTINGS)
+    assert gang.outcome is FilterOutcome.WAITING and gang.passed == (), gang.reason
+    # Its bind there passes, and the pod is counted there until it is seen bound.
+    bound = decide_bind("uid-solo", solo.passed[0], snapshot=snapshot, ledger=ledger, now=2.0,
+                        settings=SETTINGS)
+    assert bound.outcome is BindOutcome.BIND, bound.reason
+    assert ledger.in_flight()["uid-solo"].node == solo.passed[0]
+
+
+def test_a_pod_of_no_gang_without_claims_keeps_every_candidate_that_fits() -> None:
+    snapshot = _snapshot(_solo_claim(allocated_on=None, reserved=False))
+    plain = replace(snapshot.pods["uid-solo"], claimed=EMPTY,
+                    shape=replace(snapshot.pods["uid-solo"].shape, claims=False))
+    decision = decide_filter(plain, [NodeName(n) for n in NODES], snapshot=snapshot,
+                             ledger=Ledger(), now=0.0, settings=SETTINGS)
+    assert decision.passed == tuple(NODES)
