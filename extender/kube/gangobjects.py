@@ -6,6 +6,12 @@ slow API server never holds a decision. A gang has at most one write queued at a
 publication while it waits replaces what that write carries, so a slow API server gets
 each gang's latest state once, not every state it passed through.
 
+A change of a gang's reason or holders alone (``status.reason``, ``status.heldBy``: text whose
+counts move with the cluster while the gang waits) is written at most once per
+:data:`TEXT_WINDOW` seconds after the gang's last write, the latest when the window ends (a
+timer publishes again then). Every other change (its state, counts, forecast, a new object, a
+deletion) is written at once and carries the latest text with it.
+
 A write is the object's creation when this process has not written it yet (a POST; it
 exists already after a restart: then a merge patch), and a merge patch after that (a POST
 again if it was deleted behind Muster's back). A gang gone is deleted (its workload's
@@ -24,7 +30,8 @@ import contextlib
 import datetime
 import logging
 import threading
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from extender.kube.client import Conflict, Connection, NotFound
@@ -36,12 +43,30 @@ Key = tuple[str, str]
 PATH = "/apis/muster.dev/v1alpha1/namespaces/{namespace}/gangs"
 _GONE = None
 """What a pending write carries for a gang to delete."""
+TEXT_WINDOW = 10.0
+"""Seconds after a gang's last write before a change of its reason or holders alone is
+written (``tests/unit/kube/test_gang_objects_write_a_changing_reason_once_a_window.py``)."""
+_TEXT = frozenset({"reason", "heldBy"})
+
+
+def _without_text(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    return {**obj, "status": {k: v for k, v in obj["status"].items() if k not in _TEXT}}
 
 
 class KubeGangObjects:
-    def __init__(self, conn: Connection, *, capacity: int = 10_000) -> None:
+    def __init__(self, conn: Connection, *, capacity: int = 10_000,
+                 text_window: float = TEXT_WINDOW,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.conn = conn
+        self._clock = clock
+        self._text_window = text_window
         self._lock = threading.Lock()
+        self._text_due = threading.Condition(self._lock)
+        """Notified when a change of text alone waits (the timer may wait less)."""
+        self._due: float | None = None
+        """When the earliest change of text alone held back may be written."""
+        self._queued_at: dict[Key, float] = {}
+        """Key -> when its last write was queued."""
         self._written: dict[Key, Mapping[str, Any]] = {}
         """Key -> the object last published (written, or queued to be), forecast included."""
         self._objects: Mapping[Key, Mapping[str, Any]] = {}
@@ -56,6 +81,7 @@ class KubeGangObjects:
         self._writer: QueueWriter[Key] = QueueWriter(
             self._take, name="gangs", capacity=capacity, log=log,
             describe=lambda key: f"gang={key[0]}/{key[1]}")
+        threading.Thread(target=self._run_timer, name="gangs-timer", daemon=True).start()
 
     @property
     def written(self) -> int:
@@ -88,13 +114,27 @@ class KubeGangObjects:
     def _publish(self) -> None:
         queue: list[Key] = []
         with self._lock:
+            now = self._clock()
             objects = {k: self._forecast(k, o) for k, o in self._objects.items()}
-            changed = [(k, o) for k, o in objects.items() if self._written.get(k) != o]
+            changed, held = [], []
+            for key, obj in objects.items():
+                last = self._written.get(key)
+                if last == obj:
+                    continue
+                due = self._queued_at.get(key, now) + self._text_window
+                if last is not None and due > now and _without_text(last) == _without_text(obj):
+                    held.append(due)
+                else:
+                    changed.append((key, obj))
             gone = [k for k in self._written if k not in objects]
             for key, obj in changed:
                 self._written[key] = obj
+                self._queued_at[key] = now
             for key in gone:
                 del self._written[key]
+                self._queued_at.pop(key, None)
+            self._due = min(held, default=None)
+            self._text_due.notify()
             for key, item in [*sorted(changed, key=lambda c: c[0]),
                               *((k, _GONE) for k in sorted(gone))]:
                 if key not in self._pending:
@@ -107,7 +147,17 @@ class KubeGangObjects:
                     self._written.pop(key, None)
 
     def flush(self, timeout: float = 5.0) -> None:
+        """Wait until every queued write was attempted (a change of text held stays held)."""
         self._writer.flush(timeout)
+
+    def _run_timer(self) -> None:
+        while True:
+            with self._text_due:
+                while self._due is None or self._due > self._clock():
+                    self._text_due.wait(None if self._due is None
+                                        else self._due - self._clock())
+                self._due = None
+            self._publish()
 
     def _take(self, key: Key) -> None:
         with self._lock:

@@ -3,37 +3,11 @@ its window ends, by its own timer, with how often it was said."""
 
 from __future__ import annotations
 
-import threading
 import time
-from typing import Any
 
 from extender.kube.events import KubeEvents
 from extender.state.ports import EventType, WorkloadEvent
-
-
-class RecordingConnection:
-    def __init__(self) -> None:
-        self.requests: list[tuple[str, str, Any]] = []
-        self._lock = threading.Lock()
-
-    def request(self, method: str, path: str, *, body: Any = None,
-                query: dict[str, str] | None = None,
-                content_type: str = "application/json") -> Any:
-        with self._lock:
-            self.requests.append((method, path, body))
-        return body
-
-    def posted(self) -> list[dict[str, Any]]:
-        with self._lock:
-            return [body for method, _, body in self.requests if method == "POST"]
-
-
-class Clock:
-    def __init__(self, now: float) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
+from tests.unit.kube.recording import Clock, RecordingConnection
 
 
 def waiting(message: str) -> WorkloadEvent:
@@ -51,7 +25,7 @@ def test_a_gang_whose_reason_changes_every_second_gets_one_event_a_window() -> N
     clock.now += 30
     events.write_due()
     events.flush()
-    messages = [body["message"] for body in conn.posted()]
+    messages = [body["message"] for body in conn.bodies("POST")]
     # said at seconds 0, 29, 59 and 89: the first at once, each window's newest at its end
     assert messages == ["0 of 8 pods fit", "1 of 8 pods fit", "3 of 8 pods fit",
                         "5 of 8 pods fit"]
@@ -69,7 +43,7 @@ def test_a_held_event_carries_when_it_was_said_first_and_last_and_how_often() ->
     clock.now = 1_800_000_030.0
     assert events.write_due() == 1
     events.flush()
-    first, held = conn.posted()
+    first, held = conn.bodies("POST")
     assert (first["count"], first["firstTimestamp"]) == (1, "2027-01-15T08:00:00Z")
     assert (held["message"], held["count"]) == ("2 of 8 pods fit", 3)
     assert (held["firstTimestamp"], held["lastTimestamp"]) == (
@@ -83,7 +57,7 @@ def test_the_timer_writes_a_held_event_when_its_window_ends() -> None:
     events.emit(waiting("0 of 8 pods fit"))
     events.emit(waiting("1 of 8 pods fit"))
     deadline = time.monotonic() + 5
-    while len(conn.posted()) < 2 and time.monotonic() < deadline:
+    while len(conn.bodies("POST")) < 2 and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert [body["message"] for body in conn.posted()] == ["0 of 8 pods fit",
+    assert [body["message"] for body in conn.bodies("POST")] == ["0 of 8 pods fit",
                                                            "1 of 8 pods fit"]
