@@ -84,9 +84,12 @@ def register(subparsers: Any) -> None:
                      "default: Jobs and JobSets labelled kueue.x-k8s.io/queue-name wait "
                      "suspended until it admits them (docs/kueue.md)"}
     for name, what in real.items():
+        # Without its operator a workload kind is stored but gets no pods; Kueue's queues and
+        # Workloads are no workload kind: without Kueue they are not served at all.
+        gone = "its kinds are then not served" if name == "kueue" else \
+            "its kind is then stored but gets no pods"
         up.add_argument(f"--{name}", action=argparse.BooleanOptionalAction, default=True,
-                        help=f"run {what} (default: on; --no-{name} leaves it out, and its kind "
-                             "is then stored but gets no pods)")
+                        help=f"run {what} (default: on; --no-{name} leaves it out, and {gone})")
     up.add_argument("--gating", action=argparse.BooleanOptionalAction, default=True,
                     help="gate new gang pods until their gang is planned, by --gate-by "
                          "(default: on; --no-gating leaves pods ungated, decided by filter "
