@@ -35,8 +35,7 @@ EXPECTED_RUNTIME = "muster.dev/expected-runtime"
 
 DurationParser = Callable[[str], float]
 """Seconds of a Go duration or a bare number of seconds; raises ``ValueError`` on anything
-else (the extender's own parser, ``extender.server.durations.parse_seconds``, is passed in by
-the adapters: the simulator imports the core alone)."""
+else (the callers pass the one parser, ``extender.core.model.durations.parse_seconds``)."""
 
 
 class RuntimeSource(StrEnum):

@@ -44,6 +44,7 @@ from extender.cli.workloads import (
 )
 from extender.core.decide.fit import FitResult, fit_workload
 from extender.core.devices.attach import is_device_object, lower_objects
+from extender.core.model.durations import parse_seconds
 from extender.core.model.snapshot import ClusterSnapshot
 from extender.core.workloads.cluster import build_snapshot
 from extender.core.workloads.expressions import WorkloadError
@@ -51,7 +52,6 @@ from extender.core.workloads.workload import workload_ref
 from extender.files.snapshot import SnapshotFileError, load_snapshot
 from extender.kube.client import KubeError
 from extender.kube.reader import device_objects, list_workloads, nodes_and_pods, owner_objects
-from extender.server.durations import parse_seconds
 from simulator.forecast import Outlook, forecast
 from simulator.snapshot_replay import ReplayInputError
 

@@ -23,12 +23,12 @@ from extender.cli.options import add_cluster_flags, add_descriptor_flags, add_ou
 from extender.cli.record import RECORDED_AT, record
 from extender.cli.render import console, emit_data, table
 from extender.cli.workloads import base_descriptors, cluster_error, connect_with_descriptors
+from extender.core.model.durations import parse_seconds
 from extender.core.model.objects import timestamp
 from extender.core.workloads.catalog import Catalog
 from extender.files.snapshot import SnapshotFileError, parse_snapshot
 from extender.files.yamlsafe import load_all
 from extender.kube.client import KubeError
-from extender.server.durations import parse_seconds
 from extender.server.forecaster import waits_clause
 from simulator.forecast import Forecast, GangForecast, Outlook, forecast
 from simulator.snapshot_replay import ReplayInputError

@@ -9,7 +9,7 @@ import sys
 from typing import Any, NoReturn
 
 from extender.cli.errors import EXIT_ERROR
-from extender.server.durations import DurationError, parse_seconds
+from extender.core.model.durations import DurationError, parse_seconds
 
 OUTPUTS = ("table", "json", "yaml")
 DYNAMIC_FUNCTION = "_muster_dynamic"

@@ -23,11 +23,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol, runtime_checkable
 
+from extender.core.model.durations import parse_seconds
 from extender.core.model.notices import EventType, WorkloadEvent
 from extender.core.model.snapshot import ClusterSnapshot
 from extender.core.model.values import GangKey
 from extender.core.workloads.catalog import Catalog
-from extender.server.durations import parse_seconds
 from extender.server.gangobjects import object_name
 from extender.server.housekeeping import Housekeeper
 from extender.state.ports import Clock, EventSink

@@ -15,8 +15,8 @@ from typing import Any
 
 from extender.core.decide.settings import CoreSettings
 from extender.core.gang.scoring import Policy
+from extender.core.model.durations import DurationError, format_seconds, parse_seconds
 from extender.core.workloads.workload import DEFAULT_LIMITS, WorkloadLimits
-from extender.server.durations import DurationError, format_seconds, parse_seconds
 from extender.state.election import ElectionTiming
 
 LOG_LEVELS = ("debug", "info", "warning", "error")

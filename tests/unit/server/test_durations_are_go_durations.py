@@ -7,7 +7,7 @@ import pytest
 
 from extender.cli.main import build_parser, main
 from extender.cli.serve import settings_from
-from extender.server.durations import (
+from extender.core.model.durations import (
     DurationError,
     format_seconds,
     parse_go_duration,

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 import yaml
 
+from extender.core.model.durations import parse_seconds
 from extender.core.workloads.admission import may_join_a_gang
 from extender.files.catalog import packaged_catalog
-from extender.server.durations import parse_seconds
 from extender.server.settings import Settings
 
 MANIFESTS = Path(__file__).resolve().parents[3] / "manifests"

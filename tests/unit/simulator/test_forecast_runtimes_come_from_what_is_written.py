@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from extender.server.durations import parse_seconds
+from extender.core.model.durations import parse_seconds
 from simulator.forecast_runtimes import (
     Runtime,
     RuntimeSource,

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from extender.core.model.durations import parse_seconds
 from extender.core.workloads.catalog import Catalog
 from extender.files.catalog import packaged_catalog
-from extender.server.durations import parse_seconds
 from simulator.forecast import Forecast, GangForecast, Outlook, forecast
 from tests.unit.simulator.forecast_snapshots import NOW, T0, jobset, node, running_pods
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
+from extender.core.model.errors import ModelError
+
 NANOSECONDS: dict[str, int] = {
     "ns": 1,
     "us": 1_000,
@@ -30,7 +32,7 @@ _TERM = re.compile(r"([0-9]*)(?:\.([0-9]*))?([^0-9.]*)")
 _BARE = re.compile(r"[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)")
 
 
-class DurationError(ValueError):
+class DurationError(ModelError):
     """Not a duration; the message quotes the value and says what is wrong."""
 
 
