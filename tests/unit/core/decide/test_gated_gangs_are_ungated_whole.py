@@ -242,8 +242,8 @@ def test_room_that_grew_but_cannot_hold_the_gang_does_not_plan_it_again() -> Non
     assert session.gates.evaluated == 1 and session.gates.bounded == 1
     assert ungates(effects) == []
     [said] = workload_events(effects, "GangWaiting")
-    assert said.message == ("gang ml/big: does not fit: it needs 16 more whole GPUs and 8 are "
-                            "free outside other gangs' plans")
+    assert said.message.startswith("gang ml/big: does not fit: it needs 16 more whole GPUs and "
+                                   "8 are free outside other gangs' plans")
     assert session.last_reason[gang.key] == said.message
     # Nothing changed since: neither planned nor bounded again.
     session.ungate(world([gang], extra=[blocker], revision=2), now=2.0)
@@ -274,7 +274,7 @@ def test_room_on_nodes_the_gang_may_not_use_does_not_plan_it_again() -> None:
     [said] = workload_events(effects, "GangWaiting")
     assert said.message == ("gang ml/a100-job: does not fit: it needs 16 more whole GPUs and 8 "
                             "are free on the 2 nodes its pods may use, outside other gangs' "
-                            "plans")
+                            "plans; held by ml/busy (8 GPUs on a100-1)")
     # The busy A100 node frees: planned and ungated whole.
     effects = session.ungate(world([gang], nodes=nodes, revision=3), now=2.0)
     assert (session.gates.evaluated, session.gates.bounded) == (2, 1)

@@ -1,12 +1,14 @@
-"""A gang waiting for capacity Muster promised elsewhere says who holds it, not only
-"the largest free is 0"."""
+"""A gang waiting for capacity says who holds it, not only "the largest free is 0": the
+running workloads bound on the nodes it may use, and what Muster promised elsewhere."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from extender.core.decide.decisions import CoreSettings, FilterOutcome, decide_filter
-from extender.core.decide.holders import IN_FLIGHT, PLAN
+from extender.core.decide.holders import IN_FLIGHT, PLAN, RUNNING
 from extender.core.gang.ledger import Ledger
-from extender.core.model.values import NodeName
+from extender.core.model.values import NodeName, OwnerRef
 from tests.unit.core.builders import make_gang, make_node, make_pod, make_shape, make_snapshot, uid
 
 SETTINGS = CoreSettings(plan_ttl=30, bind_timeout=30)
@@ -45,9 +47,12 @@ def test_plan_and_pods_in_flight_are_both_named_largest_first() -> None:
     ledger.mark_bind_requested(uid(c, "worker", 0), NodeName("n2"), now=0.5)  # c at bind on n2
     waiting = _filter(snap, ledger, uid(b, "worker", 0), now=1.0)
     # Without a's plan and c's pod, b's two 8-GPU pods still do not fit: a running pod uses
-    # half of n2. Nothing held stands in the way of what cannot fit anyway: nobody is named.
-    assert waiting.outcome is FilterOutcome.WAITING and waiting.holders == ()
-    assert "held" not in waiting.reason
+    # half of n2. Nothing Muster promised stands in the way of what cannot fit anyway: only
+    # the running pod is named.
+    assert waiting.outcome is FilterOutcome.WAITING
+    assert [(h.kind, h.name) for h in waiting.holders] == [(RUNNING, "ml/running")]
+    assert "held for" not in waiting.reason and "in flight" not in waiting.reason
+    assert waiting.reason.endswith("; held by ml/running (4 GPUs on n2)")
     big = make_snapshot([make_node("n1"), make_node("n2")], gangs=[a, c, b])
     ledger = Ledger()
     _filter(big, ledger, uid(a, "worker", 0))
@@ -108,3 +113,55 @@ def test_asking_who_holds_leaves_the_ledger_as_it_was() -> None:
     before = (ledger.reservations(), dict(ledger.in_flight()), ledger.version)
     _filter(snap, ledger, uid(b, "worker", 0), now=1.0)
     assert (ledger.reservations(), dict(ledger.in_flight()), ledger.version) == before
+
+
+def _serving(name: str, node: str, *, gpus: int = 8):  # type: ignore[no-untyped-def]
+    """A pod of no gang, owned by a ReplicaSet ``serve-7d``."""
+    pod = make_pod(name, shape=make_shape(gpus=gpus), node=node)
+    return replace(pod, owners=(OwnerRef("apps/v1", "ReplicaSet", "serve-7d", controller=True),))
+
+
+def test_a_waiting_gangs_reason_names_the_bound_jobset_holding_its_gpus() -> None:
+    train = make_gang("train", roles=[("worker", 2, make_shape(gpus=8))], created=1.0)
+    x = make_gang("x", roles=[("worker", 2, make_shape(gpus=8))], created=2.0)
+    nodes = [make_node(f"n{i}") for i in range(1, 5)]
+    snap = make_snapshot(nodes, gangs=[train, x], pods=[_serving("serve-a", "n3")],
+                         bound={"train-worker-0": "n1", "train-worker-1": "n2"})
+    waiting = _filter(snap, Ledger(), uid(x, "worker", 0))
+    assert waiting.outcome is FilterOutcome.WAITING
+    assert waiting.reason.endswith("; held by ml/train (16 GPUs on 2 nodes) and ml/serve-7d "
+                                   "(8 on n3)")
+    train_holder = waiting.holders[0]
+    assert (train_holder.kind, train_holder.gang, train_holder.nodes, train_holder.pods) == (
+        RUNNING, "ml/train", ("n1", "n2"), 2)
+
+
+def test_running_workloads_on_nodes_the_gang_may_not_use_are_not_named() -> None:
+    x = make_gang("x", roles=[("worker", 2, make_shape(gpus=8, selector={"pool": "a"}))])
+    nodes = [make_node("a1", labels={"pool": "a"}), make_node("a2", labels={"pool": "a"}),
+             make_node("b1", labels={"pool": "b"})]
+    elsewhere = make_pod("other", shape=make_shape(gpus=8), node="b1")
+    snap = make_snapshot(nodes, gangs=[x], pods=[_serving("serve-a", "a2"), elsewhere])
+    waiting = _filter(snap, Ledger(), uid(x, "worker", 0))
+    assert [h.name for h in waiting.holders] == ["ml/serve-7d"]
+    assert "ml/other" not in waiting.reason
+
+
+def test_many_running_workloads_are_named_largest_first_a_few_at_a_time() -> None:
+    x = make_gang("x", roles=[("worker", 1, make_shape(gpus=8))])
+    nodes = [make_node(f"n{i}") for i in range(5)]
+    pods = [make_pod(f"p{i}", shape=make_shape(gpus=i + 4), node=f"n{i}") for i in range(5)]
+    snap = make_snapshot(nodes, gangs=[x], pods=pods)
+    waiting = _filter(snap, Ledger(), uid(x, "worker", 0))
+    assert waiting.reason.endswith("; held by ml/p4 (8 GPUs on n4), ml/p3 (7 on n3), ml/p2 "
+                                   "(6 on n2) and 2 more")
+    assert len(waiting.holders) == 5
+
+
+def test_the_waiting_gangs_own_bound_members_are_not_its_holders() -> None:
+    x = make_gang("x", roles=[("worker", 3, make_shape(gpus=8))])
+    snap = make_snapshot([make_node("n1"), make_node("n2"), make_node("n3")], gangs=[x],
+                         pods=[_serving("serve-a", "n3")], bound={"x-worker-0": "n1"})
+    waiting = _filter(snap, Ledger(), uid(x, "worker", 1))
+    assert waiting.outcome is FilterOutcome.WAITING
+    assert [h.name for h in waiting.holders] == ["ml/serve-7d"]
