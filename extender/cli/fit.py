@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -43,9 +44,12 @@ from extender.cli.workloads import (
     workloads_in_file,
 )
 from extender.core.decide.fit import FitResult, fit_workload
+from extender.core.decide.holders import fit_reason
+from extender.core.decide.settings import CoreSettings
 from extender.core.devices.attach import is_device_object, lower_objects
 from extender.core.model.durations import parse_seconds
 from extender.core.model.snapshot import ClusterSnapshot
+from extender.core.model.values import Gang, WorkloadTree
 from extender.core.workloads.cluster import build_snapshot
 from extender.core.workloads.expressions import WorkloadError
 from extender.core.workloads.workload import workload_ref
@@ -174,6 +178,18 @@ def _key_of(obj: Mapping[str, Any]) -> str | None:
         return None
 
 
+def fit_told(tree: WorkloadTree, snapshot: ClusterSnapshot) -> FitResult:
+    """:func:`fit_workload`'s answer, each gang that does not fit saying who runs on what it
+    needs in the words its events would use (:func:`fit_reason`)."""
+    settings = CoreSettings()
+    result = fit_workload(tree, snapshot, settings=settings)
+    gangs: dict[str, Gang] = {g.key: g for g in tree.gangs}
+    told = tuple(g if g.fits or g.name not in gangs else replace(
+        g, reason=fit_reason(gangs[g.name], g.reason, snapshot=snapshot, settings=settings))
+        for g in result.gangs)
+    return replace(result, gangs=told)
+
+
 def cluster_data(name: str, result: FitResult) -> dict[str, Any]:
     return {
         "name": name,
@@ -209,7 +225,7 @@ def run(args: argparse.Namespace) -> int:
         snapshot = snapshot_from_file(path, descriptors, objects)
         # The workload's claims read against this cluster's DeviceClasses and slices.
         _, here = _workload(args, base, devices=[o for o in objects if is_device_object(o)])
-        clusters.append(cluster_data(path, fit_workload(here.tree, snapshot)))
+        clusters.append(cluster_data(path, fit_told(here.tree, snapshot)))
     for context in contexts:
         name = context or current_context(args.kubeconfig)
         try:
@@ -222,7 +238,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"warning: context {name}: {err}", file=sys.stderr)
             clusters.append(unreachable_data(name, str(err)))
             continue
-        clusters.append(cluster_data(name, fit_workload(here.tree, snapshot)))
+        clusters.append(cluster_data(name, fit_told(here.tree, snapshot)))
         if not clusters[-1]["fits"]:
             clusters[-1]["forecast"] = _forecast_or_warn(args, context, descriptors, found,
                                                          name=name)

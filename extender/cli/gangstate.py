@@ -37,6 +37,7 @@ from extender.cli.errors import CliError
 from extender.cli.gangread import object_state
 from extender.cli.listing import human_age
 from extender.cli.workloads import Found
+from extender.core.decide.holders import Holder
 from extender.core.gang.lifecycle import STATE_AFTER_EVENT, GangState
 from extender.core.model.objects import timestamp
 from extender.core.model.values import Gang
@@ -240,15 +241,9 @@ def event_rows(events: Sequence[Mapping[str, Any]], now: datetime) -> list[dict[
 
 
 def holder_text(holder: Mapping[str, Any] | str) -> str:
-    """One ``heldBy`` entry of ``/inspect/gangs`` (or of a Gang object: text) for a person."""
+    """One ``heldBy`` entry of ``/inspect/gangs`` (or of a Gang object: text) for a person, in
+    the core's words (:attr:`~extender.core.decide.holders.Holder.text`), as Muster's reasons
+    word it."""
     if isinstance(holder, str):
         return holder
-    nodes = [str(n) for n in holder.get("nodes") or []]
-    where = ", ".join(nodes[:4]) + (f" and {len(nodes) - 4} more" if len(nodes) > 4 else "")
-    gpus = holder.get("gpus") or 0
-    amount = f"{gpus:g} GPUs" if gpus else "capacity"
-    gang = holder.get("gang")
-    if holder.get("kind") == "plan":
-        return f"gang {gang}'s plan: {amount} on {where}"
-    who = f"pods of gang {gang}" if gang else "pods outside any gang"
-    return f"{holder.get('pods')} {who} in flight at bind: {amount} on {where}"
+    return Holder.from_dict(holder).text

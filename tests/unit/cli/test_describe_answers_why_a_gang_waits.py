@@ -90,7 +90,7 @@ def test_musters_own_view_wins_and_names_the_holder(tmp_path: Path, capsys) -> N
     assert "age: 5m" in out
     assert "  state: Waiting (0 of minimum 3 bound; from Muster)" in out
     assert f"  reason: {WAITING}" in out
-    assert "  held by: gang ml/other's plan: 8 GPUs on node-2" in out
+    assert "  held by: 8 GPUs on node-2 are held for gang ml/other's plan" in out
     assert "Events: <none>" in out
 
 
