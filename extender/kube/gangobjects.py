@@ -6,11 +6,12 @@ slow API server never holds a decision. A gang has at most one write queued at a
 publication while it waits replaces what that write carries, so a slow API server gets
 each gang's latest state once, not every state it passed through.
 
-A change of a gang's reason or holders alone (``status.reason``, ``status.heldBy``: text whose
-counts move with the cluster while the gang waits) is written at most once per
-:data:`TEXT_WINDOW` seconds after the gang's last write, the latest when the window ends (a
-timer publishes again then). Every other change (its state, counts, forecast, a new object, a
-deletion) is written at once and carries the latest text with it.
+A change of a gang's reason, holders or members held at bind alone (``status.reason``,
+``status.heldBy``, ``status.heldAtBind``: what moves with the cluster while the gang waits or
+gathers at its barrier) is written at most once per :data:`TEXT_WINDOW` seconds after the
+gang's last write, the latest when the window ends (a timer publishes again then). Every
+other change (its state, pods, bound count, forecast, a new object, a deletion) is written at
+once and carries the latest of those with it.
 
 A write is the object's creation when this process has not written it yet (a POST; it
 exists already after a restart: then a merge patch), and a merge patch after that (a POST
@@ -44,9 +45,10 @@ PATH = "/apis/muster.dev/v1alpha1/namespaces/{namespace}/gangs"
 _GONE = None
 """What a pending write carries for a gang to delete."""
 TEXT_WINDOW = 10.0
-"""Seconds after a gang's last write before a change of its reason or holders alone is
-written (``tests/unit/kube/test_gang_objects_write_a_changing_reason_once_a_window.py``)."""
-_TEXT = frozenset({"reason", "heldBy"})
+"""Seconds after a gang's last write before a change of its reason, holders or members held at
+bind alone is written (measured in
+``tests/unit/kube/test_gang_objects_write_a_changing_reason_once_a_window.py``)."""
+_TEXT = frozenset({"reason", "heldBy", "heldAtBind"})
 
 
 def _without_text(obj: Mapping[str, Any]) -> Mapping[str, Any]:

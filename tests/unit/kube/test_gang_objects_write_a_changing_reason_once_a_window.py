@@ -1,5 +1,6 @@
-"""A waiting gang's Gang object: a change of its reason or holders alone is written at most
-once a window after its last write, the latest; a change of state or counts at once."""
+"""A waiting gang's Gang object: a change of its reason, holders or members held at bind alone
+is written at most once a window after its last write, the latest; a change of its state, pods
+or bound count at once."""
 
 from __future__ import annotations
 
@@ -16,12 +17,12 @@ def statuses(conn: RecordingConnection) -> list[dict[str, Any]]:
     return [body["status"] for body in conn.bodies()]
 
 
-def gang(*, state: str = "Waiting", bound: int = 0, reason: str = "0 of 8 GPUs free",
-         ) -> dict[str, Any]:
+def gang(*, state: str = "Waiting", bound: int = 0, held: int = 0,
+         reason: str = "0 of 8 GPUs free") -> dict[str, Any]:
     return {"apiVersion": "muster.dev/v1alpha1", "kind": "Gang",
             "metadata": {"name": KEY[1], "namespace": KEY[0]},
             "status": {"gang": "ml/train", "state": state, "minMember": 4, "pods": 4,
-                       "bound": bound, "heldAtBind": 0, "reason": reason,
+                       "bound": bound, "heldAtBind": held, "reason": reason,
                        "heldBy": "8 GPUs on n0 for ml/other (plan)"}}
 
 
@@ -37,6 +38,19 @@ def test_a_reason_changing_every_two_seconds_is_written_once_a_window_the_latest
     gangs.flush()
     reasons = [s["reason"] for s in statuses(conn)]
     assert reasons == [f"{step} of 8 GPUs free" for step in (0, 5, 10, 15, 20, 25, 29)]
+
+
+def test_members_reaching_bind_one_by_one_are_written_once_a_window() -> None:
+    conn, clock = RecordingConnection(), Clock(1000.0)
+    gangs = KubeGangObjects(conn, text_window=10.0, clock=clock)  # type: ignore[arg-type]
+    for held in range(8):
+        gangs.publish({KEY: gang(state="Planned", held=held, reason=f"{held} of 8 at bind")})
+        gangs.flush()
+        clock.now += 2
+    gangs.publish({KEY: gang(state="Bound", bound=8, reason="admitted")})
+    gangs.flush()
+    assert [(s["state"], s["heldAtBind"]) for s in statuses(conn)] == [
+        ("Planned", 0), ("Planned", 5), ("Bound", 0)]
 
 
 def test_a_change_of_state_or_counts_is_written_at_once_with_the_latest_reason() -> None:
