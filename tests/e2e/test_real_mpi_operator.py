@@ -123,7 +123,9 @@ def test_an_mpijob_that_cannot_fit_beside_another_gets_no_pod_bound_until_it_fit
     assert [j["metadata"]["name"] for j in jobs] == ["first-launcher"]  # none Ready: no launcher
     waiting = gang(mpi_box, ns, "second")
     assert (waiting["minMember"], waiting["bound"], waiting["state"]) == (3, 0, "waiting"), waiting
-    assert "a Worker needs 8 nvidia.com/gpu on one node" in waiting["lastReason"], waiting
+    # "the Worker pod left needs ...": what the workers that do not fit lack
+    assert "Worker pod" in waiting["lastReason"], waiting
+    assert "needs 8 nvidia.com/gpu on one node" in waiting["lastReason"], waiting
     kubectl(mpi_box, "delete", "-n", ns, "mpijob", "first", "--wait=false")
     assert wait_until(lambda: whole(conn, ns, 3) and roles(pods_in(conn, ns)) ==
                       ["launcher", "worker", "worker"], timeout=90), describe(conn, ns)

@@ -112,7 +112,9 @@ def test_a_trainjob_too_big_for_the_cluster_gets_no_pod_bound(
     assert not wait_until(lambda: bound(pods_in(conn, ns)) != [], timeout=10)
     [gang] = gangs_in(trainer_box, ns).values()
     assert (gang["minMember"], gang["bound"], gang["state"]) == (5, 0, "waiting"), gang
-    assert "a node needs 8 nvidia.com/gpu on one node" in gang["lastReason"], gang
+    # "the node pod left needs ...": what the pods that do not fit lack
+    assert "node pod" in gang["lastReason"], gang
+    assert "needs 8 nvidia.com/gpu on one node" in gang["lastReason"], gang
 
 
 def staged_runtime() -> dict[str, Any]:

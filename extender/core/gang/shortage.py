@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from extender.core.gang.capacity import CapacityView
 from extender.core.gang.nodecapacity import Demand, NodeCapacity
 from extender.core.model.quantity import format_quantity
 from extender.core.model.resources import MEMORY, UNCOUNTABLE_PREFIX, device_phrase
@@ -19,24 +20,33 @@ SHOWN_DOMAINS = 8
 
 
 def shortage(
-    role: str, demand: Demand, nodes: Sequence[NodeName], *,
+    pods: tuple[str, Demand, int], nodes: Sequence[NodeName], *,
     cap_of: Mapping[NodeName, NodeCapacity], gpu: str,
 ) -> str:
-    """Why one more pod of ``role`` fits on none of ``nodes``, naming the largest free."""
+    """Why one more pod of ``pods`` (role, demand, pods left) fits on none of ``nodes``,
+    naming the largest free. Pods left (not 0) say the pods that fit took their room in
+    ``cap_of``, and the reason says so: "1 of 4 pods fit; ... the largest free is 0" would
+    read as a contradiction. 0: nothing was placed."""
+    role, demand, left = pods
     caps = [cap_of[n] for n in nodes]
     if caps and all(c.pods is not None and c.pods < 1 for c in caps):
         return (f"a {role} needs a pod slot on one node, and every eligible node has reached "
                 f"its pods limit")
+    needs, after = f"a {role} needs", ""
+    if left:
+        needs = (f"the {role} pod left needs" if left == 1 else
+                 f"each of the {left} {role} pods left needs")
+        after = " once those that fit are placed"
     if demand.whole:
         largest = max((c.whole_free for c in caps), default=0)
         if largest < demand.whole:
-            return (f"a {role} needs {demand.whole} {gpu} on one node, "
-                    f"the largest free is {largest}")
+            return (f"{needs} {demand.whole} {gpu} on one node, "
+                    f"the largest free is {largest}{after}")
     if demand.share:
         largest = max((d for c in caps for d in c.devices), default=0)
         if largest < demand.share:
-            return (f"a {role} needs {demand.share}m of one {gpu} device, "
-                    f"the largest free device has {max(largest, 0)}m")
+            return (f"{needs} {demand.share}m of one {gpu} device, "
+                    f"the largest free device has {max(largest, 0)}m{after}")
     # What cannot be counted at all first: its reason says why, not a shortfall.
     for name, amount in sorted(demand.scalar.items(),
                                key=lambda kv: not kv[0].startswith(UNCOUNTABLE_PREFIX)):
@@ -46,11 +56,12 @@ def shortage(
             if phrase is not None:
                 if name.startswith(UNCOUNTABLE_PREFIX):
                     return f"a {role} waits: its {phrase}"
-                return (f"a {role} needs {phrase} on one node, the most free is "
-                        f"{max(largest, 0) // 1000}")
+                return (f"{needs} {phrase} on one node, the most free is "
+                        f"{max(largest, 0) // 1000}{after}")
             binary = name == MEMORY
-            return (f"a {role} needs {name}={format_quantity(amount, binary=binary)} on one "
-                    f"node, the largest free is {format_quantity(max(largest, 0), binary=binary)}")
+            free = format_quantity(max(largest, 0), binary=binary)
+            return (f"{needs} {name}={format_quantity(amount, binary=binary)} on one "
+                    f"node, the largest free is {free}{after}")
     return (f"no node has all of a {role}'s demand free at once "
             f"({len(nodes)} eligible node{'s' if len(nodes) != 1 else ''})")
 
@@ -67,13 +78,15 @@ def failure_detail(
     domain_nodes: Sequence[NodeName] | None, free: Mapping[NodeName, NodeCapacity], gpu: str,
 ) -> str:
     """Why the role a greedy attempt stopped at (``failed``: role, demand, pods left) fits
-    nowhere, on ``free``, the capacity the attempt left."""
+    nowhere, on ``free``, the capacity the attempt left (a :class:`CapacityView` whose
+    changes are the pods the attempt placed)."""
     assert failed is not None  # only called for a failed greedy attempt
-    role, demand, _ = failed
+    role, demand, left = failed
+    placed = isinstance(free, CapacityView) and bool(free.changes)
     nodes = list(eligible.get(role, ()))
     if domain_nodes is not None:
         inside = set(domain_nodes)
         nodes = [n for n in nodes if n in inside]
     if not nodes:
         return f"no node accepts a {role} (see its nodeSelector, affinity and tolerations)"
-    return shortage(role, demand, nodes, cap_of=free, gpu=gpu)
+    return shortage((role, demand, left if placed else 0), nodes, cap_of=free, gpu=gpu)

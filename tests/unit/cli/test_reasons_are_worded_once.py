@@ -21,8 +21,9 @@ from extender.state.ports import MemoryEvents, MemoryGangObjects
 from tests.unit.cli.helpers import muster
 from tests.unit.server import builders as b
 
-SAID = ("gang ml/next: 1 of 2 pods fit; a worker needs 8 nvidia.com/gpu on one node, the "
-        "largest free is 0; held by ml/train (16 GPUs on 2 nodes)")
+SAID = ("gang ml/next: 1 of 2 pods fit; the worker pod left needs 8 nvidia.com/gpu on one "
+        "node, the largest free is 0 once those that fit are placed; held by ml/train (16 GPUs "
+        "on 2 nodes)")
 
 
 def _cluster() -> list[dict[str, Any]]:

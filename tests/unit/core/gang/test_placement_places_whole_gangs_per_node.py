@@ -52,8 +52,10 @@ def test_the_reason_counts_how_many_pods_fit() -> None:
     gang = make_gang("llama", roles=[("worker", 4, make_shape(gpus=4))])
     result = _plan(gang, make_snapshot(nodes, gangs=[gang], pods=busy))
     assert isinstance(result, Infeasible)
-    assert result.reason == ("gang ml/llama: 3 of 4 pods fit; a worker needs 4 nvidia.com/gpu "
-                             "on one node, the largest free is 0")
+    # Which pods fit and what the one left lacks, not "3 fit" beside "the largest free is 0".
+    assert result.reason == ("gang ml/llama: 3 of 4 pods fit; the worker pod left needs 4 "
+                             "nvidia.com/gpu on one node, the largest free is 0 once those "
+                             "that fit are placed")
     assert (result.placed, result.needed) == (3, 4)
 
 

@@ -30,10 +30,13 @@ def test_a_required_gang_that_no_rack_holds_waits_naming_each_rack_and_its_large
     assert decision.outcome is FilterOutcome.WAITING and decision.passed == ()
     # Two whole 8-GPU nodes are free in the cluster (x1, y0), but in different racks.
     assert decision.reason == (
-        "gang ml/g: no single rack domain holds it; the best, x, fits 1 of 2 pods; a worker "
-        "needs 8 nvidia.com/gpu on one node, the largest free is 2. Domains tried: x: 1 of 2 "
-        "fit, a worker needs 8 nvidia.com/gpu on one node, the largest free is 2; y: 1 of 2 "
-        "fit, a worker needs 8 nvidia.com/gpu on one node, the largest free is 4")
+        "gang ml/g: no single rack domain holds it; the best, x, fits 1 of 2 pods; the worker "
+        "pod left needs 8 nvidia.com/gpu on one node, the largest free is 2 once those that "
+        "fit are placed. Domains tried: x: 1 of 2 fit, the worker pod left needs 8 "
+        "nvidia.com/gpu on one node, the largest free is 2 once those that fit are placed; y: "
+        "1 of 2 fit, the worker pod left needs 8 nvidia.com/gpu on one node, the largest free "
+        "is 4 once those that fit are placed; held by other/x0-busy (6 GPUs on x0) and "
+        "other/y1-busy (4 on y1)")
 
 
 def test_a_required_gang_that_fits_one_rack_is_planned_whole_inside_it() -> None:
@@ -69,7 +72,8 @@ def test_an_exclusive_gang_waits_when_every_rack_holds_another_gang_and_says_so(
     decision = _filter(snap, gang, Ledger())
     assert decision.outcome is FilterOutcome.WAITING
     assert decision.reason == ("gang ml/g: every rack domain is taken: x (gang ml/a is there); "
-                               "y (gang ml/b is there)")
+                               "y (gang ml/b is there); held by ml/a (1 GPU on x1) and ml/b "
+                               "(1 on y0)")
 
 
 def test_no_other_gang_is_planned_into_the_rack_an_exclusive_gang_holds() -> None:
@@ -85,7 +89,8 @@ def test_no_other_gang_is_planned_into_the_rack_an_exclusive_gang_holds() -> Non
     snap = make_snapshot(RACKS, gangs=[held, bigger], bound={"held-worker-0": "y0"})
     decision = _filter(snap, bigger, Ledger())
     assert decision.outcome is FilterOutcome.WAITING
-    assert decision.reason.endswith("(2 nodes are in a domain an exclusive gang holds)")
+    assert decision.reason.endswith("(2 nodes are in a domain an exclusive gang holds); held by "
+                                    "ml/held (2 GPUs on y0)")
 
 
 def test_a_planned_exclusive_gang_holds_its_rack_before_any_pod_binds() -> None:
