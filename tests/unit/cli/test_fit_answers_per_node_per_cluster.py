@@ -28,6 +28,9 @@ def test_fragmented_free_gpus_summed_would_fit_but_no_node_holds_a_pod(capsys, t
     assert (gang["name"], gang["minMember"], gang["placed"], gang["plan"]) == (
         "ml/story", 3, 0, {})
     assert "needs 4 nvidia.com/gpu on one node, the largest free is 3" in gang["reason"]
+    # The pods holding the GPUs are named, by name when no controller owns them.
+    assert gang["reason"].endswith("; held by others/busy-0 (5 GPUs on n0), others/busy-1 (5 on "
+                                   "n1), others/busy-2 (5 on n2) and 1 more")
 
 
 def test_a_roomy_cluster_gets_a_plan_of_pods_per_node_and_role(capsys, tmp_path: Path):
