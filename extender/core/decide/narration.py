@@ -28,6 +28,12 @@ _STALE_REASONS = 256
 """Reasons kept for gangs that are gone before they are forgotten in one pass."""
 
 
+def told(gang: GangKey, reason: str) -> str:
+    """What a gang's events say of ``reason``: the reason, naming the gang once (most core
+    reasons start with it already)."""
+    return reason if reason.startswith(f"gang {gang}") else f"gang {gang}: {reason}"
+
+
 @dataclass(frozen=True, slots=True)
 class Entry:
     """One line of the session's journal: a verb, who asked, what it decided, its effects."""
@@ -131,9 +137,7 @@ class Narrator:
             return
         self.remember_reason(gang, decision.reason)
         self.holders[gang] = decision.holders
-        # Most core reasons already name the gang; say it once.
-        message = (decision.reason if decision.reason.startswith(f"gang {gang}")
-                   else f"gang {gang}: {decision.reason}")
+        message = told(gang, decision.reason)
         # A passing member says nothing on itself: kube-scheduler's Scheduled event will,
         # and its gang's story is told once on the workload, not once per pod (two Events
         # a member were most of the API server's writes in a burst of gangs).
@@ -156,8 +160,7 @@ class Narrator:
         for still in found.gated:
             self.remember_reason(still.gang, still.reason)
             self.holders[still.gang] = still.holders
-            message = (still.reason if still.reason.startswith(f"gang {still.gang}")
-                       else f"gang {still.gang}: {still.reason}")
+            message = told(still.gang, still.reason)
             kind = EventType.WARNING if still.event == "GangWaiting" else EventType.NORMAL
             if still.event == "GangWaiting":
                 if news.waits(still.gang, still.pods, message, now=now,
