@@ -20,6 +20,7 @@ import orjson
 import pytest
 import yaml
 
+from extender.cli.main import main
 from tests.unit.server.builders import (
     bind_body,
     filter_body,
@@ -158,3 +159,10 @@ def test_a_bind_held_at_the_barrier_when_the_server_stops_is_still_answered(
     assert "failed" not in answer, answer
     assert "the minimum did not reach bind in time" in answer["Error"], answer
     assert granian.proc.wait(timeout=20) == 0
+
+
+def test_an_unknown_server_is_refused_at_start_naming_the_choices(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("MUSTER_SERVER", "uvicorn")
+    assert main(["serve", "--port", str(free_port())]) == 1
+    assert "MUSTER_SERVER='uvicorn': expected one of gunicorn, granian" in capsys.readouterr().err
