@@ -305,6 +305,8 @@ def filter_result(
     offered = _Offered(names)
     if passed is names:  # every node passed (the pass-through): no set to build
         keep = list(passed)
+    elif len(passed) <= _FEW:  # a planned member's node: scanning the names beats a set
+        keep = [n for n in passed if n in names]
     else:  # a subset, as the core returns it, is checked in C and copied whole
         keep = (list(passed) if offered.names().issuperset(passed)
                 else [n for n in passed if n in offered.names()])
@@ -322,6 +324,11 @@ def filter_result(
         by_name = dict(zip(args.node_names, args.nodes, strict=True))
         result["Nodes"] = {"metadata": {}, "items": [dict(by_name[n]) for n in keep]}
     return result
+
+
+_FEW = 4
+"""Up to this many passed nodes are each looked for in the request's names by a C-level scan,
+which through 5,000 names costs a quarter of building their set, or less."""
 
 
 class _Offered:

@@ -55,3 +55,6 @@ def test_a_subset_answer_keeps_the_order_and_drops_names_not_offered() -> None:
         "Nodes": None, "NodeNames": ["c", "a"], "FailedNodes": {"b": "full"},
         "FailedAndUnresolvableNodes": {}, "Error": ""}
     assert filter_result(args, args.node_names)["NodeNames"] == ["a", "b", "c"]
+    many = parse_extender_args(orjson.dumps({"Pod": POD, "NodeNames": list("abcdefgh")}))
+    assert filter_result(many, list("hgfedc"))["NodeNames"] == list("hgfedc")
+    assert filter_result(many, list("hgxfedc"))["NodeNames"] == list("hgfedc")
