@@ -14,7 +14,7 @@ one extra placement, and the text names at most :data:`SHOWN` holders of each ki
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from extender.core.decide.settings import CoreSettings
@@ -162,11 +162,43 @@ def _holder_name(pod: PodInfo, member: Membership | None) -> tuple[str, GangKey 
     return pod.key, None
 
 
-def _gpu_milli(pod: PodInfo, *, gpu: str, classes: frozenset[str]) -> int:
-    shape = pod.shape
-    held = min(shape.gpu_share, DEVICE) if shape.gpu_share > 0 else -(
-        -shape.requests.get(gpu, 0) // DEVICE) * DEVICE
-    return held + sum(shape.requests.get(c, 0) for c in classes)
+_Running = tuple[str, GangKey | None, int, int, tuple[tuple[str, int], ...]]
+"""One workload's bound pods holding GPUs on one node, as :func:`running_holders` reads
+them: who they are named by, their gang, the GPU milli they hold, how many pods, and what
+they hold of each DRA device class."""
+
+
+def _running_on(snapshot: ClusterSnapshot, *, gpu: str) -> Mapping[NodeName, tuple[_Running, ...]]:
+    """Per node, the workloads whose bound pods hold GPUs or devices there: derived once per
+    snapshot and kept on it, so every gang waiting in one look shares one pass over the bound
+    pods."""
+    key = f"running-holders:{gpu}"
+    found = snapshot.derived.get(key)
+    if isinstance(found, dict):
+        return found
+    out: dict[NodeName, tuple[_Running, ...]] = {}
+    for node, uids in index_of(snapshot, gpu=gpu).pods_on.items():
+        here: dict[str, tuple[GangKey | None, list[int], dict[str, int]]] = {}
+        for uid in uids:
+            pod = snapshot.pods[uid]
+            shape = pod.shape
+            milli = min(shape.gpu_share, DEVICE) if shape.gpu_share > 0 else -(
+                -shape.requests.get(gpu, 0) // DEVICE) * DEVICE
+            devices = {n: a for n, a in shape.requests.items()
+                       if n.startswith(DEVICE_CLASS_PREFIX)}
+            if milli <= 0 and not devices:
+                continue
+            name, owner = _holder_name(pod, snapshot.memberships.get(uid))
+            _, counts, held = here.setdefault(name, (owner, [0, 0], {}))
+            counts[0] += milli
+            counts[1] += 1
+            for n, a in devices.items():
+                held[n] = held.get(n, 0) + a
+        if here:
+            out[node] = tuple((name, owner, counts[0], counts[1], tuple(sorted(held.items())))
+                              for name, (owner, counts, held) in here.items())
+    snapshot.derived[key] = out
+    return out
 
 
 def running_holders(
@@ -174,28 +206,34 @@ def running_holders(
 ) -> tuple[Holder, ...]:
     """The workloads whose bound pods hold GPUs on the nodes the roles ``gang`` still needs
     pods of may use, largest first (then by name); pods of the gang itself are left out. One
-    walk over those nodes' pods."""
+    walk over those nodes (their workloads holding GPUs found once per snapshot)."""
     demands = [rd for rd in gang_demands(gang, placed) if rd.need]
-    classes = frozenset(name for rd in demands for name in rd.shape.requests
-                        if name.startswith(DEVICE_CLASS_PREFIX))
+    classes = {name for rd in demands for name in rd.shape.requests
+               if name.startswith(DEVICE_CLASS_PREFIX)}
     nodes: set[NodeName] = set()
     for rd in demands:
         nodes.update(eligible_for(rd.shape, snapshot, gpu=gpu))
-    pods_on = index_of(snapshot, gpu=gpu).pods_on
-    found: dict[str, tuple[GangKey | None, dict[NodeName, list[int]]]] = {}
+    running = _running_on(snapshot, gpu=gpu)
+    if not classes and nodes.issuperset(running):
+        # The gang may use every node that holds GPUs (most gangs): one sum per snapshot.
+        key = f"running-holders-all:{gpu}"
+        every = snapshot.derived.get(key)
+        if not isinstance(every, tuple):
+            every = snapshot.derived[key] = _summed(running, running, classes, skip=None)
+        return tuple(h for h in every if h.gang != gang.key)
+    return _summed(running, nodes.intersection(running), classes, skip=gang.key)
+
+
+def _summed(running: Mapping[NodeName, tuple[_Running, ...]], nodes: Iterable[NodeName],
+            classes: set[str], *, skip: GangKey | None) -> tuple[Holder, ...]:
+    """Per workload, what it holds on ``nodes`` (GPUs, and devices of ``classes``), largest
+    first, then by name; the pods of gang ``skip`` left out."""
+    found: dict[str, tuple[GangKey | None, dict[NodeName, tuple[int, int]]]] = {}
     for node in nodes:
-        for uid in pods_on.get(node, ()):
-            member = snapshot.memberships.get(uid)
-            if member is not None and member.gang == gang.key:
-                continue
-            pod = snapshot.pods[uid]
-            milli = _gpu_milli(pod, gpu=gpu, classes=classes)
-            if milli <= 0:
-                continue
-            name, owner = _holder_name(pod, member)
-            held = found.setdefault(name, (owner, {}))[1].setdefault(node, [0, 0])
-            held[0] += milli
-            held[1] += 1
+        for name, owner, milli, pods, devices in running[node]:
+            held = milli + (sum(a for n, a in devices if n in classes) if devices else 0)
+            if held > 0 and (skip is None or owner != skip):
+                found.setdefault(name, (owner, {}))[1][node] = (held, pods)
     out = [Holder(RUNNING, owner, tuple(sorted(per)), sum(v[0] for v in per.values()),
                   sum(v[1] for v in per.values()), name)
            for name, (owner, per) in found.items()]

@@ -165,3 +165,14 @@ def test_the_waiting_gangs_own_bound_members_are_not_its_holders() -> None:
     waiting = _filter(snap, Ledger(), uid(x, "worker", 1))
     assert waiting.outcome is FilterOutcome.WAITING
     assert [h.name for h in waiting.holders] == ["ml/serve-7d"]
+
+
+def test_gangs_waiting_on_one_snapshot_each_name_the_other_not_themselves() -> None:
+    x = make_gang("x", roles=[("worker", 2, make_shape(gpus=8))])
+    y = make_gang("y", roles=[("worker", 2, make_shape(gpus=8))])
+    snap = make_snapshot([make_node("n1"), make_node("n2")], gangs=[x, y],
+                         bound={"x-worker-0": "n1", "y-worker-0": "n2"})
+    for gang, other in ((x, "ml/y"), (y, "ml/x"), (x, "ml/y")):
+        waiting = _filter(snap, Ledger(), uid(gang, "worker", 1))
+        assert waiting.outcome is FilterOutcome.WAITING
+        assert [h.name for h in waiting.holders] == [other]
