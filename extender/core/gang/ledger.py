@@ -108,12 +108,18 @@ class Ledger(LedgerView):
         """A member of the gang was filtered onto its plan or reached bind. The first time
         since the plan was made is progress: the plan then lasts ``ttl`` from ``now`` at
         least, so a gang whose members keep arriving (a slow scheduler queue, a large gang)
-        is not expired and planned over again while it gathers. A member retrying is not
-        progress. Returns whether it was."""
+        is not expired and planned over again while it gathers; and the gang's barrier, if
+        members wait there, restarts its clock as for a member reaching bind (:meth:`arrive`):
+        a member sent onto its plan is on its way to bind, through kube-scheduler's PreBind,
+        which writes its claims first and may take seconds on a busy API server. A member
+        retrying is not progress. Returns whether it was."""
         record = self._book.get(gang)
         if record is None or record.plan is None or pod_uid in record.seen:
             return False
-        self._book.owned(gang).seen.add(pod_uid)
+        owned = self._book.owned(gang)
+        owned.seen.add(pod_uid)
+        if owned.barrier is not None and owned.barrier < now:
+            self._book.set_barrier(owned, now)
         self.extend(gang, deadline=now + ttl)
         return True
 

@@ -173,6 +173,23 @@ def test_the_barrier_waits_while_members_keep_coming_and_fails_when_the_next_doe
     assert expired_barriers(ledger=ledger, now=30, settings=SETTINGS) == [other.key]
 
 
+def test_a_member_sent_onto_its_plan_restarts_the_barriers_clock_as_one_at_bind_does() -> None:
+    # With claims, a member passes filter, then waits for kube-scheduler's PreBind to write
+    # its claims before its bind comes: on a busy API server, seconds. Its filter is progress.
+    gang = make_gang("g", roles=[("worker", 2, make_shape(gpus=8))])
+    snap = make_snapshot(TWO_BY_EIGHT, gangs=[gang])
+    ledger = Ledger()
+    _filter(snap, ledger, uid(gang, "worker", 0))
+    decide_bind(uid(gang, "worker", 0), NodeName("n1"), snapshot=snap, ledger=ledger, now=0,
+                settings=SETTINGS)
+    sent = _filter(snap, ledger, uid(gang, "worker", 1), now=25.0)
+    assert sent.outcome is FilterOutcome.PINNED and sent.passed == ("n2",)
+    assert ledger.barrier_started(gang.key) == 25.0
+    _filter(snap, ledger, uid(gang, "worker", 1), now=50.0)  # a retry: not progress
+    assert not barrier_expired(gang.key, ledger=ledger, now=54.9, settings=SETTINGS)
+    assert expired_barriers(ledger=ledger, now=55.0, settings=SETTINGS) == [gang.key]
+
+
 def test_bind_verifies_the_pod_and_is_idempotent_for_bound_pods() -> None:
     pod = make_pod("p", shape=make_shape(gpus=1), node="n1")
     snap = make_snapshot(TWO_BY_EIGHT, pods=[pod])
