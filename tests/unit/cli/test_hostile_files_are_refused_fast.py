@@ -22,18 +22,18 @@ BOMB = HOSTILE / "alias-bomb-pod.yaml"
 @pytest.mark.parametrize("command", ["describe", "get"])
 def test_twenty_thousand_nested_brackets_are_refused_naming_file_and_document(
         capsys, file: Path, command: str):
-    started = time.monotonic()
+    started = time.process_time()  # CPU, not wall time: a busy machine slows the wall clock
     ran = muster(capsys, command, "-f", file)
-    assert time.monotonic() - started < 5
+    assert time.process_time() - started < 5
     assert ran.code == 1 and "Traceback" not in ran.err
     assert ran.err.startswith(f"error: {file}:1: not valid YAML (line 1): nested deeper "
                               f"than {MAX_DEPTH} levels")
 
 
 def test_an_alias_bomb_in_pod_annotations_is_refused_before_it_expands(capsys):
-    started = time.monotonic()
+    started = time.process_time()
     ran = muster(capsys, "describe", "-f", BOMB)
-    assert time.monotonic() - started < 5
+    assert time.process_time() - started < 5
     assert ran.code == 1
     assert ran.err.startswith(f"error: {BOMB}:1: not valid YAML (line 11): aliases expand to "
                               f"more than {MAX_ALIAS_NODES} nodes")
