@@ -2,8 +2,10 @@
 could use, other gangs' plans, preemptors' holds and pods in flight at bind.
 
 "The most free is 0" is true but unhelpful alone. :func:`running_holders` names the workloads
-whose bound pods hold GPUs on the nodes the gang's roles may use (one walk over those nodes'
-pods, only for a gang that waits). :func:`holders_in_the_way` adds what Muster itself promised:
+whose bound pods hold GPUs on the nodes the gang's roles may use, asked only for a gang that
+waits (the bound pods are read once per snapshot, and summed per workload over every node
+once more). A DRA device of a class the gang asks counts as a GPU. :func:`holders_in_the_way`
+adds what Muster itself promised:
 it asks once whether the gang would fit if other plans and pods in flight were not there (on a
 copy of the ledger) and, if so, names those holders on the nodes that plan would use.
 :func:`waiting_reason` is the one wording of a waiting gang's reason with its holders, which
