@@ -17,6 +17,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from extender.core.decide.holders import Holder
 from extender.core.gang.lifecycle import VIEW_STATES, GangState
 from extender.core.model.snapshot import ClusterSnapshot
 
@@ -51,12 +52,9 @@ def object_name(kind: str, gang_key: str) -> str:
 
 
 def _holders(view: Mapping[str, Any]) -> str:
-    parts = []
-    for h in view.get("heldBy") or ():
-        nodes = ", ".join(h.get("nodes") or ())
-        who = h.get("gang") or "pods outside any gang"
-        parts.append(f"{h.get('gpus', 0):g} GPUs on {nodes} for {who} ({h.get('kind')})")
-    return "; ".join(parts)[:1024]
+    """The holders as the core words them (:attr:`Holder.text`), as in the gang's reason."""
+    return "; ".join(Holder.from_dict(h).text for h in view.get("heldBy") or ()
+                     if isinstance(h, Mapping))[:1024]
 
 
 def gang_objects(views: Sequence[Mapping[str, Any]], snapshot: ClusterSnapshot,

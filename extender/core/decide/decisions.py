@@ -33,7 +33,7 @@ from extender.core.decide.barrier import (
     gang_reached,
     withdraw,
 )
-from extender.core.decide.holders import Holder, describe_holders, holders_in_the_way
+from extender.core.decide.holders import Holder, holders_in_the_way, waiting_reason
 from extender.core.decide.preemption import PreemptionPlan, plan_victims
 from extender.core.decide.settings import CoreSettings
 from extender.core.decide.slots import PlannedMember, pin, plan_lost_room, plan_misses
@@ -291,7 +291,7 @@ def _infeasible(
                               FilterOutcome.REJECTED, why, gang.key)
     holders = holders_in_the_way(gang, snapshot=snapshot, ledger=ledger, settings=settings,
                                  placed=placed, within=within)
-    why = f"{result.reason}; {describe_holders(holders)}" if holders else result.reason
+    why = waiting_reason(result.reason, holders)
     return FilterDecision((), MappingProxyType(dict.fromkeys(candidates, why)), _NONE,
                           FilterOutcome.WAITING, why, gang.key, holders=holders)
 

@@ -34,13 +34,18 @@ from dataclasses import dataclass, field
 
 from extender.core.decide.decisions import FilterOutcome
 from extender.core.decide.effects import Ungate
-from extender.core.decide.holders import Holder, describe_holders
+from extender.core.decide.holders import (
+    RUNNING,
+    Holder,
+    running_holders,
+    waiting_reason,
+)
 from extender.core.decide.planning import GangPlanner
 from extender.core.decide.preemption import may_preempt, plan_preemption
 from extender.core.decide.settings import CoreSettings
 from extender.core.gang.bounds import shortfall
 from extender.core.gang.capacity import NodeCapacity, gang_priority, gated_of, index_of
-from extender.core.gang.ledger import Ledger, free_capacity
+from extender.core.gang.ledger import Ledger, free_capacity, per_role, placed_counts
 from extender.core.model.notices import PodRef
 from extender.core.model.snapshot import ClusterSnapshot
 from extender.core.model.values import Gang, GangKey, NodeName, PodInfo, PodPhase
@@ -247,9 +252,15 @@ def decide_ungates(snapshot: ClusterSnapshot, *, now: float, ledger: Ledger,
             book.bounded += 1
             last = book.last.get(key)
             if last is None or not last.never:
-                held = () if last is None else last.holders
-                reason = f"gang {key}: does not fit: {why}" + (
-                    f"; {describe_holders(held)}" if held else "")
+                # Muster's own promises as at the last full look; the running workloads as
+                # they are now (one that ended since is not named).
+                promised = () if last is None else tuple(
+                    h for h in last.holders if h.kind != RUNNING)
+                placed = per_role(placed_counts(key, snapshot, ledger,
+                                                gpu=settings.gpu_resource))
+                held = promised + running_holders(gang, snapshot=snapshot,
+                                                  gpu=settings.gpu_resource, placed=placed)
+                reason = waiting_reason(f"gang {key}: does not fit: {why}", held)
                 gated_out.append(StillGated(key, tuple(pods), reason, "GangWaiting", held))
             continue
         short = shortfalls[key] if key in shortfalls else _shortfall(gang, snapshot, uids,

@@ -25,7 +25,7 @@ def _gang_object(state: str) -> dict[str, Any]:
             "status": {"gang": "ml/story", "workload": "JobSet/ml/story", "state": state,
                        "minMember": 3, "pods": 3, "bound": 0, "heldAtBind": 0,
                        "reason": REASON,
-                       "heldBy": "8 GPUs on node-2 for ml/other (plan)"}}
+                       "heldBy": "8 GPUs on node-2 are held for gang ml/other's plan"}}
 
 
 def _cluster(api: FakeApiServer, *, gangs: bool) -> None:
@@ -67,7 +67,7 @@ def test_describe_reads_the_gang_object_first(capsys, tmp_path: Path) -> None:
     assert ran.code == 0, ran.err
     [gang] = ran.json()["gangs"]
     assert (gang["state"], gang["source"], gang["reason"]) == ("Waiting", "object", REASON)
-    assert gang["heldBy"] == ["8 GPUs on node-2 for ml/other (plan)"]
+    assert gang["heldBy"] == ["8 GPUs on node-2 are held for gang ml/other's plan"]
     assert "Gang objects and events only" in ran.err  # Muster unreachable: said, not fatal
 
 

@@ -55,6 +55,8 @@ def test_each_gang_gets_an_object_owned_by_its_workload_saying_its_state_and_rea
     assert "ml/big" in big["status"]["reason"] and "largest free" in big["status"]["reason"]
     # Its capacity is held for the other gang's plan, and the object says so.
     assert "ml/fits" in big["status"]["heldBy"], big["status"]
+    # ... in the words of the reason itself, which names the same holders.
+    assert big["status"]["reason"].endswith(big["status"]["heldBy"]), big["status"]
     # Nothing changed: not published again, even once the interval has passed.
     sink.publish({})
     clock.now += 5

@@ -244,6 +244,9 @@ def test_room_that_grew_but_cannot_hold_the_gang_does_not_plan_it_again() -> Non
     [said] = workload_events(effects, "GangWaiting")
     assert said.message.startswith("gang ml/big: does not fit: it needs 16 more whole GPUs and "
                                    "8 are free outside other gangs' plans")
+    # It names who holds the room now: the blocker, not small, which has ended.
+    assert "held by ml/blocker (8 GPUs on n2)" in said.message and "small" not in said.message, \
+        said.message
     assert session.last_reason[gang.key] == said.message
     # Nothing changed since: neither planned nor bounded again.
     session.ungate(world([gang], extra=[blocker], revision=2), now=2.0)
